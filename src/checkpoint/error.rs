@@ -1,0 +1,86 @@
+use super::codec::FrameError;
+use super::record::CheckpointId;
+
+/// What can go wrong saving or loading checkpoints.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// A stored record failed its integrity check or does not decode.
+    #[error(
+        "checkpoint store is damaged: {what} of thread `{thread}`{} cannot be read ({source}); \
+         older checkpoints may still be good: list them with `history` and fork from one",
+        checkpoint.map(|c| format!(" at checkpoint {c}")).unwrap_or_default()
+    )]
+    Corrupt {
+        /// The thread the record belongs to.
+        thread: String,
+        /// The checkpoint, when the record belongs to one.
+        checkpoint: Option<CheckpointId>,
+        /// Which record: "checkpoint", "pending writes", "journal entry", "lease".
+        what: &'static str,
+        /// What is wrong with it.
+        #[source]
+        source: FrameError,
+    },
+    /// Another run holds the thread.
+    #[error(
+        "thread `{thread}` is busy: another run (pid {pid} on {host}) is writing it; wait for it \
+         to finish or stop it. A run that died releases the thread when its lease lapses \
+         (in {expires_in_ms} ms at most)"
+    )]
+    ThreadBusy {
+        /// The thread.
+        thread: String,
+        /// The holder's process id.
+        pid: u32,
+        /// The holder's host.
+        host: String,
+        /// Time until the holder's lease lapses unless renewed.
+        expires_in_ms: u64,
+    },
+    /// An id that is not valid as a thread id.
+    #[error("invalid thread id `{thread}`: {reason}")]
+    InvalidThreadId {
+        /// The id given.
+        thread: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// The store itself failed (disk, permissions, lock).
+    #[error("checkpoint store failed: {0}")]
+    Storage(String),
+    /// The store is locked by another process.
+    #[error(
+        "the checkpoint store at {path} is in use by another process; sled lets one process \
+         open a store at a time"
+    )]
+    Locked {
+        /// The store's path.
+        path: String,
+    },
+}
+
+impl CheckpointError {
+    pub(crate) fn storage(e: impl std::fmt::Display) -> Self {
+        CheckpointError::Storage(e.to_string())
+    }
+}
+
+/// Checks that a thread id is usable as a key in every backend.
+pub fn validate_thread_id(thread: &str) -> Result<(), CheckpointError> {
+    let reason = if thread.is_empty() {
+        Some("it is empty")
+    } else if thread.len() > 200 {
+        Some("it is longer than 200 bytes")
+    } else if thread.chars().any(|c| c.is_control() || c == '/' || c == '\\') {
+        Some("it contains a control character or a path separator")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(CheckpointError::InvalidThreadId {
+            thread: thread.to_string(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,181 @@
+use super::codec;
+use super::error::CheckpointError;
+use super::record::{CheckpointId, CheckpointRecord, Lease, PendingWrite};
+use super::Checkpointer;
+use async_trait::async_trait;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard};
+
+/// Keeps checkpoints in memory, encoded exactly as on disk (so the integrity checks are the same).
+///
+/// ```
+/// use std::sync::Arc;
+/// use stategraph::checkpoint::{Checkpointer, MemoryCheckpointer};
+/// let saver: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::new());
+/// # let _ = saver;
+/// ```
+#[derive(Default)]
+pub struct MemoryCheckpointer {
+    threads: Mutex<BTreeMap<String, ThreadRecords>>,
+}
+
+#[derive(Default)]
+struct ThreadRecords {
+    checkpoints: BTreeMap<CheckpointId, Vec<u8>>,
+    writes: BTreeMap<CheckpointId, Vec<Vec<u8>>>,
+    journal: HashMap<String, Vec<u8>>,
+    lease: Option<Lease>,
+}
+
+impl MemoryCheckpointer {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, ThreadRecords>> {
+        // A panic while holding the lock leaves plain data behind, still consistent per call.
+        self.threads.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Overwrites the stored bytes of a checkpoint. For tests of corruption handling.
+    #[doc(hidden)]
+    pub fn tamper(&self, thread: &str, id: CheckpointId, f: impl FnOnce(&mut Vec<u8>)) {
+        if let Some(bytes) = self.lock().get_mut(thread).and_then(|t| t.checkpoints.get_mut(&id)) {
+            f(bytes);
+        }
+    }
+}
+
+fn corrupt(thread: &str, checkpoint: Option<CheckpointId>, what: &'static str, source: codec::FrameError) -> CheckpointError {
+    CheckpointError::Corrupt {
+        thread: thread.to_string(),
+        checkpoint,
+        what,
+        source,
+    }
+}
+
+fn encode<T: serde::Serialize>(thread: &str, v: &T) -> Result<Vec<u8>, CheckpointError> {
+    codec::encode(v).map_err(|e| corrupt(thread, None, "record", e))
+}
+
+#[async_trait]
+impl Checkpointer for MemoryCheckpointer {
+    async fn put_checkpoint(&self, record: &CheckpointRecord, _flush: bool) -> Result<(), CheckpointError> {
+        let bytes = encode(&record.thread_id, record)?;
+        self.lock()
+            .entry(record.thread_id.clone())
+            .or_default()
+            .checkpoints
+            .insert(record.id, bytes);
+        Ok(())
+    }
+
+    async fn get_checkpoint(&self, thread: &str, id: Option<CheckpointId>) -> Result<Option<CheckpointRecord>, CheckpointError> {
+        let threads = self.lock();
+        let Some(t) = threads.get(thread) else { return Ok(None) };
+        let found = match id {
+            Some(id) => t.checkpoints.get_key_value(&id),
+            None => t.checkpoints.iter().next_back(),
+        };
+        found
+            .map(|(id, bytes)| codec::decode(bytes).map_err(|e| corrupt(thread, Some(*id), "checkpoint", e)))
+            .transpose()
+    }
+
+    async fn list_checkpoints(&self, thread: &str, before: Option<CheckpointId>, limit: usize) -> Result<Vec<CheckpointRecord>, CheckpointError> {
+        let threads = self.lock();
+        let Some(t) = threads.get(thread) else { return Ok(Vec::new()) };
+        let upper = match before {
+            Some(b) => t.checkpoints.range(..b),
+            None => t.checkpoints.range(..),
+        };
+        upper
+            .rev()
+            .take(limit)
+            .map(|(id, bytes)| codec::decode(bytes).map_err(|e| corrupt(thread, Some(*id), "checkpoint", e)))
+            .collect()
+    }
+
+    async fn put_writes(&self, thread: &str, checkpoint: CheckpointId, writes: &[PendingWrite], _flush: bool) -> Result<(), CheckpointError> {
+        let encoded = writes.iter().map(|w| encode(thread, w)).collect::<Result<Vec<_>, _>>()?;
+        self.lock()
+            .entry(thread.to_string())
+            .or_default()
+            .writes
+            .entry(checkpoint)
+            .or_default()
+            .extend(encoded);
+        Ok(())
+    }
+
+    async fn get_writes(&self, thread: &str, checkpoint: CheckpointId) -> Result<Vec<PendingWrite>, CheckpointError> {
+        let threads = self.lock();
+        let Some(list) = threads.get(thread).and_then(|t| t.writes.get(&checkpoint)) else {
+            return Ok(Vec::new());
+        };
+        list.iter()
+            .map(|b| codec::decode(b).map_err(|e| corrupt(thread, Some(checkpoint), "pending writes", e)))
+            .collect()
+    }
+
+    async fn get_journal(&self, thread: &str, key: &str) -> Result<Option<serde_json::Value>, CheckpointError> {
+        let threads = self.lock();
+        threads
+            .get(thread)
+            .and_then(|t| t.journal.get(key))
+            .map(|b| codec::decode(b).map_err(|e| corrupt(thread, None, "journal entry", e)))
+            .transpose()
+    }
+
+    async fn put_journal(&self, thread: &str, key: &str, value: &serde_json::Value) -> Result<(), CheckpointError> {
+        let bytes = encode(thread, value)?;
+        self.lock().entry(thread.to_string()).or_default().journal.insert(key.to_string(), bytes);
+        Ok(())
+    }
+
+    async fn list_threads(&self) -> Result<Vec<String>, CheckpointError> {
+        Ok(self
+            .lock()
+            .iter()
+            .filter(|(_, t)| !t.checkpoints.is_empty())
+            .map(|(k, _)| k.clone())
+            .collect())
+    }
+
+    async fn delete_thread(&self, thread: &str) -> Result<(), CheckpointError> {
+        self.lock().remove(thread);
+        Ok(())
+    }
+
+    async fn delete_checkpoints(&self, thread: &str, ids: &[CheckpointId]) -> Result<(), CheckpointError> {
+        if let Some(t) = self.lock().get_mut(thread) {
+            for id in ids {
+                t.checkpoints.remove(id);
+                t.writes.remove(id);
+                let prefix = format!("{id}/");
+                t.journal.retain(|k, _| !k.starts_with(&prefix));
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_lease(&self, thread: &str) -> Result<Option<Lease>, CheckpointError> {
+        Ok(self.lock().get(thread).and_then(|t| t.lease.clone()))
+    }
+
+    async fn swap_lease(&self, thread: &str, expected: Option<&Lease>, new: Option<&Lease>) -> Result<Result<(), Option<Lease>>, CheckpointError> {
+        let mut threads = self.lock();
+        let t = threads.entry(thread.to_string()).or_default();
+        if t.lease.as_ref() != expected {
+            return Ok(Err(t.lease.clone()));
+        }
+        t.lease = new.cloned();
+        Ok(Ok(()))
+    }
+
+    async fn flush(&self) -> Result<(), CheckpointError> {
+        Ok(())
+    }
+}

@@ -1,0 +1,324 @@
+use super::codec;
+use super::error::CheckpointError;
+use super::record::{CheckpointId, CheckpointRecord, Lease, PendingWrite};
+use super::Checkpointer;
+use async_trait::async_trait;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Checkpoints in one sled (0.34) directory.
+///
+/// Layout (all keys start with the thread id and a 0 byte, so one thread is one key range):
+/// - `checkpoints`: thread, checkpoint id (16 bytes, time-ordered) -> framed [`CheckpointRecord`]
+/// - `writes`: thread, checkpoint id, sequence (8 bytes) -> framed [`PendingWrite`]
+/// - `journal`: thread, journal key -> framed JSON value
+/// - `leases`: thread -> framed [`Lease`]
+/// - `threads`: thread -> empty (the index `list_threads` reads)
+///
+/// sled fsyncs on its own only every 500 ms, so a write with `flush = true` calls `flush()`
+/// before returning: that is what makes `Durability::Sync` true.
+///
+/// ```no_run
+/// use stategraph::checkpoint::SledCheckpointer;
+/// let saver = SledCheckpointer::open("./my-store")?;
+/// # Ok::<(), stategraph::checkpoint::CheckpointError>(())
+/// ```
+pub struct SledCheckpointer {
+    db: sled::Db,
+    checkpoints: sled::Tree,
+    writes: sled::Tree,
+    journal: sled::Tree,
+    leases: sled::Tree,
+    threads: sled::Tree,
+    path: PathBuf,
+    known_threads: Mutex<HashSet<String>>,
+}
+
+impl SledCheckpointer {
+    /// Opens (or creates) a store in `path`.
+    ///
+    /// Fails with [`CheckpointError::Locked`] when another process has it open.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, CheckpointError> {
+        let path = path.as_ref().to_path_buf();
+        let db = sled::Config::new()
+            .path(&path)
+            // The page cache only needs to hold the hot end of each thread.
+            .cache_capacity(16 * 1024 * 1024)
+            .open()
+            .map_err(|e| open_error(&path, e))?;
+        let tree = |name: &str| db.open_tree(name).map_err(CheckpointError::storage);
+        Ok(SledCheckpointer {
+            checkpoints: tree("checkpoints")?,
+            writes: tree("writes")?,
+            journal: tree("journal")?,
+            leases: tree("leases")?,
+            threads: tree("threads")?,
+            db,
+            path,
+            known_threads: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// The directory this store lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes the store occupies on disk (as sled reports it).
+    pub fn size_on_disk(&self) -> Result<u64, CheckpointError> {
+        self.db.size_on_disk().map_err(CheckpointError::storage)
+    }
+
+    /// Overwrites the stored bytes of a checkpoint. For tests of corruption handling.
+    #[doc(hidden)]
+    pub fn tamper(&self, thread: &str, id: CheckpointId, f: impl FnOnce(&mut Vec<u8>)) -> Result<(), CheckpointError> {
+        let key = checkpoint_key(thread, id);
+        if let Some(v) = self.checkpoints.get(&key).map_err(CheckpointError::storage)? {
+            let mut bytes = v.to_vec();
+            f(&mut bytes);
+            self.checkpoints.insert(key, bytes).map_err(CheckpointError::storage)?;
+        }
+        Ok(())
+    }
+
+    fn sync(&self, flush: bool) -> Result<(), CheckpointError> {
+        if flush {
+            // Blocking, but one fsync (~100-200 us) is cheaper than a hop to a blocking pool.
+            self.db.flush().map_err(CheckpointError::storage)?;
+        }
+        Ok(())
+    }
+
+    fn remember_thread(&self, thread: &str) -> Result<(), CheckpointError> {
+        let mut known = self.known_threads.lock().unwrap_or_else(|p| p.into_inner());
+        if !known.contains(thread) {
+            self.threads.insert(thread.as_bytes(), &[] as &[u8]).map_err(CheckpointError::storage)?;
+            known.insert(thread.to_string());
+        }
+        Ok(())
+    }
+}
+
+fn open_error(path: &Path, e: sled::Error) -> CheckpointError {
+    let text = e.to_string();
+    let locked = match &e {
+        sled::Error::Io(io) => io.kind() == std::io::ErrorKind::WouldBlock || text.contains("lock"),
+        _ => false,
+    };
+    if locked {
+        CheckpointError::Locked {
+            path: path.display().to_string(),
+        }
+    } else {
+        CheckpointError::Storage(format!("cannot open store at {}: {text}", path.display()))
+    }
+}
+
+fn thread_prefix(thread: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(thread.len() + 1 + 16 + 8);
+    k.extend_from_slice(thread.as_bytes());
+    k.push(0);
+    k
+}
+
+fn checkpoint_key(thread: &str, id: CheckpointId) -> Vec<u8> {
+    let mut k = thread_prefix(thread);
+    k.extend_from_slice(id.as_bytes());
+    k
+}
+
+fn id_from_key(thread: &str, key: &[u8]) -> Option<CheckpointId> {
+    let start = thread.len() + 1;
+    let bytes: [u8; 16] = key.get(start..start + 16)?.try_into().ok()?;
+    Some(CheckpointId::from_bytes(bytes))
+}
+
+fn corrupt(thread: &str, checkpoint: Option<CheckpointId>, what: &'static str, source: codec::FrameError) -> CheckpointError {
+    CheckpointError::Corrupt {
+        thread: thread.to_string(),
+        checkpoint,
+        what,
+        source,
+    }
+}
+
+fn encode<T: serde::Serialize>(thread: &str, v: &T) -> Result<Vec<u8>, CheckpointError> {
+    codec::encode(v).map_err(|e| corrupt(thread, None, "record", e))
+}
+
+fn decode_checkpoint(thread: &str, key: &[u8], bytes: &[u8]) -> Result<CheckpointRecord, CheckpointError> {
+    codec::decode(bytes).map_err(|e| corrupt(thread, id_from_key(thread, key), "checkpoint", e))
+}
+
+fn remove_prefix(tree: &sled::Tree, prefix: &[u8]) -> Result<(), CheckpointError> {
+    let mut batch = sled::Batch::default();
+    for item in tree.scan_prefix(prefix).keys() {
+        batch.remove(item.map_err(CheckpointError::storage)?);
+    }
+    tree.apply_batch(batch).map_err(CheckpointError::storage)
+}
+
+#[async_trait]
+impl Checkpointer for SledCheckpointer {
+    async fn put_checkpoint(&self, record: &CheckpointRecord, flush: bool) -> Result<(), CheckpointError> {
+        let thread = &record.thread_id;
+        self.remember_thread(thread)?;
+        let bytes = encode(thread, record)?;
+        self.checkpoints
+            .insert(checkpoint_key(thread, record.id), bytes)
+            .map_err(CheckpointError::storage)?;
+        self.sync(flush)
+    }
+
+    async fn get_checkpoint(&self, thread: &str, id: Option<CheckpointId>) -> Result<Option<CheckpointRecord>, CheckpointError> {
+        let found = match id {
+            Some(id) => {
+                let key = checkpoint_key(thread, id);
+                self.checkpoints
+                    .get(&key)
+                    .map_err(CheckpointError::storage)?
+                    .map(|v| (sled::IVec::from(key), v))
+            }
+            None => self
+                .checkpoints
+                .scan_prefix(thread_prefix(thread))
+                .next_back()
+                .transpose()
+                .map_err(CheckpointError::storage)?,
+        };
+        found.map(|(k, v)| decode_checkpoint(thread, &k, &v)).transpose()
+    }
+
+    async fn list_checkpoints(&self, thread: &str, before: Option<CheckpointId>, limit: usize) -> Result<Vec<CheckpointRecord>, CheckpointError> {
+        let prefix = thread_prefix(thread);
+        let range = match before {
+            Some(b) => self.checkpoints.range(prefix.clone()..checkpoint_key(thread, b)),
+            None => {
+                let mut end = prefix.clone();
+                // The byte after the separator: everything of this thread sorts below it.
+                if let Some(last) = end.last_mut() {
+                    *last = 1;
+                }
+                self.checkpoints.range(prefix.clone()..end)
+            }
+        };
+        range
+            .rev()
+            .take(limit)
+            .map(|item| {
+                let (k, v) = item.map_err(CheckpointError::storage)?;
+                decode_checkpoint(thread, &k, &v)
+            })
+            .collect()
+    }
+
+    async fn put_writes(&self, thread: &str, checkpoint: CheckpointId, writes: &[PendingWrite], flush: bool) -> Result<(), CheckpointError> {
+        let mut batch = sled::Batch::default();
+        for w in writes {
+            let mut key = checkpoint_key(thread, checkpoint);
+            let seq = self.db.generate_id().map_err(CheckpointError::storage)?;
+            key.extend_from_slice(&seq.to_be_bytes());
+            batch.insert(key, encode(thread, w)?);
+        }
+        self.writes.apply_batch(batch).map_err(CheckpointError::storage)?;
+        self.sync(flush)
+    }
+
+    async fn get_writes(&self, thread: &str, checkpoint: CheckpointId) -> Result<Vec<PendingWrite>, CheckpointError> {
+        self.writes
+            .scan_prefix(checkpoint_key(thread, checkpoint))
+            .values()
+            .map(|v| {
+                let v = v.map_err(CheckpointError::storage)?;
+                codec::decode(&v).map_err(|e| corrupt(thread, Some(checkpoint), "pending writes", e))
+            })
+            .collect()
+    }
+
+    async fn get_journal(&self, thread: &str, key: &str) -> Result<Option<serde_json::Value>, CheckpointError> {
+        let mut k = thread_prefix(thread);
+        k.extend_from_slice(key.as_bytes());
+        self.journal
+            .get(k)
+            .map_err(CheckpointError::storage)?
+            .map(|v| codec::decode(&v).map_err(|e| corrupt(thread, None, "journal entry", e)))
+            .transpose()
+    }
+
+    async fn put_journal(&self, thread: &str, key: &str, value: &serde_json::Value) -> Result<(), CheckpointError> {
+        let mut k = thread_prefix(thread);
+        k.extend_from_slice(key.as_bytes());
+        self.journal.insert(k, encode(thread, value)?).map_err(CheckpointError::storage)?;
+        self.sync(true)
+    }
+
+    async fn list_threads(&self) -> Result<Vec<String>, CheckpointError> {
+        self.threads
+            .iter()
+            .keys()
+            .map(|k| {
+                let k = k.map_err(CheckpointError::storage)?;
+                Ok(String::from_utf8_lossy(&k).into_owned())
+            })
+            .collect()
+    }
+
+    async fn delete_thread(&self, thread: &str) -> Result<(), CheckpointError> {
+        let prefix = thread_prefix(thread);
+        remove_prefix(&self.checkpoints, &prefix)?;
+        remove_prefix(&self.writes, &prefix)?;
+        remove_prefix(&self.journal, &prefix)?;
+        self.leases.remove(thread.as_bytes()).map_err(CheckpointError::storage)?;
+        self.threads.remove(thread.as_bytes()).map_err(CheckpointError::storage)?;
+        self.known_threads.lock().unwrap_or_else(|p| p.into_inner()).remove(thread);
+        self.sync(true)
+    }
+
+    async fn delete_checkpoints(&self, thread: &str, ids: &[CheckpointId]) -> Result<(), CheckpointError> {
+        for id in ids {
+            let key = checkpoint_key(thread, *id);
+            self.checkpoints.remove(&key).map_err(CheckpointError::storage)?;
+            remove_prefix(&self.writes, &key)?;
+            let mut journal_prefix = thread_prefix(thread);
+            journal_prefix.extend_from_slice(format!("{id}/").as_bytes());
+            remove_prefix(&self.journal, &journal_prefix)?;
+        }
+        self.sync(true)
+    }
+
+    async fn get_lease(&self, thread: &str) -> Result<Option<Lease>, CheckpointError> {
+        self.leases
+            .get(thread.as_bytes())
+            .map_err(CheckpointError::storage)?
+            .map(|v| codec::decode(&v).map_err(|e| corrupt(thread, None, "lease", e)))
+            .transpose()
+    }
+
+    async fn swap_lease(&self, thread: &str, expected: Option<&Lease>, new: Option<&Lease>) -> Result<Result<(), Option<Lease>>, CheckpointError> {
+        // Compare decoded leases, then swap on the exact bytes read, so a concurrent change
+        // between the two makes the swap fail instead of overwriting it.
+        let old_bytes = self.leases.get(thread.as_bytes()).map_err(CheckpointError::storage)?;
+        let current: Option<Lease> = old_bytes
+            .as_ref()
+            .map(|v| codec::decode(v).map_err(|e| corrupt(thread, None, "lease", e)))
+            .transpose()?;
+        if current.as_ref() != expected {
+            return Ok(Err(current));
+        }
+        let new_bytes = new.map(|l| encode(thread, l)).transpose()?;
+        // Not flushed: a lease lost to a crash is simply absent, which is safe.
+        match self
+            .leases
+            .compare_and_swap(thread.as_bytes(), old_bytes, new_bytes)
+            .map_err(CheckpointError::storage)?
+        {
+            Ok(()) => Ok(Ok(())),
+            Err(_) => Ok(Err(self.get_lease(thread).await?)),
+        }
+    }
+
+    async fn flush(&self) -> Result<(), CheckpointError> {
+        self.sync(true)
+    }
+}

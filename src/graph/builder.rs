@@ -1,0 +1,188 @@
+//! Building a graph: nodes, edges, joins and routers, collected and checked by `compile`.
+
+use super::command::{Route, END, START};
+use super::compiled::CompiledGraph;
+use super::error::GraphError;
+use super::node::{FnNode, Node, NodeOptions, NodeSpec};
+use super::validate;
+use crate::runtime::{Context, NodeError};
+use crate::state::State;
+use std::future::Future;
+use std::sync::Arc;
+
+/// A router: looks at the state after a superstep and picks the next nodes.
+pub type RouterFn<S> = Arc<dyn Fn(&S) -> Route + Send + Sync>;
+
+pub(crate) struct NodeEntry<S: State> {
+    pub(crate) name: Arc<str>,
+    pub(crate) node: Arc<dyn Node<S>>,
+    pub(crate) options: NodeOptions,
+}
+
+pub(crate) struct RouterEntry<S: State> {
+    pub(crate) from: String,
+    pub(crate) label: String,
+    pub(crate) targets: Vec<String>,
+    pub(crate) route: RouterFn<S>,
+}
+
+pub(crate) struct JoinEntry {
+    pub(crate) sources: Vec<String>,
+    pub(crate) target: String,
+}
+
+/// A graph under construction over the state type `S`.
+///
+/// Add nodes and edges, then [`compile`](StateGraph::compile), which checks the whole graph and
+/// reports every problem at once.
+///
+/// ```
+/// use std::sync::Arc;
+/// use serde::{Deserialize, Serialize};
+/// use stategraph::{graph::StateGraph, runtime::Context, State, END, START};
+///
+/// #[derive(State, Clone, Default, Serialize, Deserialize)]
+/// struct Counter { #[state(add)] n: u32 }
+///
+/// let mut g = StateGraph::<Counter>::new();
+/// g.add_node("inc", |_s: Arc<Counter>, _ctx: Context| async { Ok(CounterUpdate::default().n(1u32)) });
+/// g.add_edge(START, "inc");
+/// g.add_conditional_edges("inc", |s: &Counter| if s.n < 3 { "inc".into() } else { END.into() }, ["inc", END]);
+/// let graph = g.compile().unwrap();
+/// # let _ = graph;
+/// ```
+pub struct StateGraph<S: State> {
+    pub(crate) name: Option<String>,
+    pub(crate) nodes: Vec<NodeEntry<S>>,
+    pub(crate) edges: Vec<(String, String)>,
+    pub(crate) joins: Vec<JoinEntry>,
+    pub(crate) routers: Vec<RouterEntry<S>>,
+}
+
+impl<S: State> Default for StateGraph<S> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The handle returned by [`StateGraph::add_conditional_edges`], to label the router's edges.
+pub struct RouterSpec<'g> {
+    label: &'g mut String,
+}
+
+impl RouterSpec<'_> {
+    /// Labels the router's edges in drawings (default: `route`).
+    pub fn label(&mut self, label: impl Into<String>) -> &mut Self {
+        *self.label = label.into();
+        self
+    }
+}
+
+impl<S: State> StateGraph<S> {
+    /// An empty graph.
+    pub fn new() -> Self {
+        StateGraph {
+            name: None,
+            nodes: Vec::new(),
+            edges: Vec::new(),
+            joins: Vec::new(),
+            routers: Vec::new(),
+        }
+    }
+
+    /// An empty graph with a name (shown in drawings and stored with its checkpoints).
+    pub fn named(name: impl Into<String>) -> Self {
+        StateGraph {
+            name: Some(name.into()),
+            ..Self::new()
+        }
+    }
+
+    /// Adds a node from an async closure or `async fn` taking the state and a [`Context`] and
+    /// returning an update or a [`Command`](crate::Command).
+    pub fn add_node<F, Fut, O>(&mut self, name: impl Into<String>, f: F) -> NodeSpec<'_>
+    where
+        F: Fn(Arc<S>, Context) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, NodeError>> + Send + 'static,
+        O: Into<crate::Command<S>> + 'static,
+    {
+        self.add_node_impl(name, FnNode::new(f))
+    }
+
+    /// Adds a node from a type implementing [`Node`].
+    pub fn add_node_impl(&mut self, name: impl Into<String>, node: impl Node<S>) -> NodeSpec<'_> {
+        let name: String = name.into();
+        self.nodes.push(NodeEntry {
+            name: name.into(),
+            node: Arc::new(node),
+            options: NodeOptions::default(),
+        });
+        let last = self.nodes.len() - 1;
+        NodeSpec {
+            options: &mut self.nodes[last].options,
+        }
+    }
+
+    /// Adds a static edge: when `from` finishes, `to` runs in the next superstep. Several edges
+    /// from one node fan out: their targets run together in one superstep.
+    pub fn add_edge(&mut self, from: impl Into<String>, to: impl Into<String>) -> &mut Self {
+        self.edges.push((from.into(), to.into()));
+        self
+    }
+
+    /// Adds a join: `target` runs once every one of `sources` has finished (in any supersteps
+    /// since it last ran).
+    pub fn add_join<I, T>(&mut self, sources: I, target: impl Into<String>) -> &mut Self
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        self.joins.push(JoinEntry {
+            sources: sources.into_iter().map(Into::into).collect(),
+            target: target.into(),
+        });
+        self
+    }
+
+    /// Adds a router after `from`: it sees the state once the superstep's updates are merged and
+    /// returns one or more of `targets` (node names or [`END`]), or [`Send`](crate::Send)
+    /// invocations of them. Returning a target not declared here is a run-time error.
+    pub fn add_conditional_edges<F, R, I, T>(&mut self, from: impl Into<String>, router: F, targets: I) -> RouterSpec<'_>
+    where
+        F: Fn(&S) -> R + Send + Sync + 'static,
+        R: Into<Route>,
+        I: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        self.routers.push(RouterEntry {
+            from: from.into(),
+            label: "route".to_string(),
+            targets: targets.into_iter().map(Into::into).collect(),
+            route: Arc::new(move |s: &S| router(s).into()),
+        });
+        let last = self.routers.len() - 1;
+        RouterSpec {
+            label: &mut self.routers[last].label,
+        }
+    }
+
+    /// Sets the entry point: shorthand for `add_edge(START, node)`.
+    pub fn set_entry(&mut self, node: impl Into<String>) -> &mut Self {
+        self.add_edge(START, node)
+    }
+
+    /// Sets a finish point: shorthand for `add_edge(node, END)`.
+    pub fn set_finish(&mut self, node: impl Into<String>) -> &mut Self {
+        self.add_edge(node, END)
+    }
+
+    /// Checks the graph and freezes it for running. Every problem found is reported, each with
+    /// what to change.
+    pub fn compile(self) -> Result<CompiledGraph<S>, GraphError> {
+        let problems = validate::check(&self);
+        if !problems.is_empty() {
+            return Err(GraphError::Invalid(problems));
+        }
+        Ok(CompiledGraph::from_builder(self))
+    }
+}

@@ -1,0 +1,233 @@
+//! Nodes: the units of work in a graph, and the options that govern how each one runs.
+
+use super::command::Command;
+use crate::runtime::{Context, NodeError};
+use crate::state::State;
+use async_trait::async_trait;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A step of work over the state: reads the state, returns an update (and maybe where to go).
+///
+/// Most nodes are async closures given to [`StateGraph::add_node`](super::StateGraph::add_node);
+/// implement this trait for nodes that carry their own configuration or clients:
+///
+/// ```
+/// use std::sync::Arc;
+/// use async_trait::async_trait;
+/// use serde::{Deserialize, Serialize};
+/// use stategraph::{graph::Node, runtime::{Context, NodeError}, Command, State};
+///
+/// #[derive(State, Clone, Default, Serialize, Deserialize)]
+/// struct Doc { #[state(append)] lines: Vec<String> }
+///
+/// struct Stamp { text: String }
+///
+/// #[async_trait]
+/// impl Node<Doc> for Stamp {
+///     async fn run(&self, _state: Arc<Doc>, _ctx: Context) -> Result<Command<Doc>, NodeError> {
+///         Ok(DocUpdate::default().lines(vec![self.text.clone()]).into())
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait Node<S: State>: Send + Sync + 'static {
+    /// Runs the node once. `state` is the state as of the start of the superstep; sibling
+    /// tasks' writes of the same step are not visible.
+    async fn run(&self, state: Arc<S>, ctx: Context) -> Result<Command<S>, NodeError>;
+}
+
+/// Adapts an async closure (or `async fn`) to [`Node`].
+pub(crate) struct FnNode<F, Fut, O> {
+    f: F,
+    _marker: PhantomData<fn() -> (Fut, O)>,
+}
+
+impl<F, Fut, O> FnNode<F, Fut, O> {
+    pub(crate) fn new(f: F) -> Self {
+        FnNode {
+            f,
+            _marker: PhantomData,
+        }
+    }
+}
+
+#[async_trait]
+impl<S, F, Fut, O> Node<S> for FnNode<F, Fut, O>
+where
+    S: State,
+    F: Fn(Arc<S>, Context) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<O, NodeError>> + Send + 'static,
+    O: Into<Command<S>> + 'static,
+{
+    async fn run(&self, state: Arc<S>, ctx: Context) -> Result<Command<S>, NodeError> {
+        (self.f)(state, ctx).await.map(Into::into)
+    }
+}
+
+/// Which failed attempts a [`RetryPolicy`] retries.
+pub type RetryPredicate = Arc<dyn Fn(&NodeError) -> bool + Send + Sync>;
+
+/// How a node's failed attempts are retried: exponential backoff with jitter.
+///
+/// ```
+/// use std::time::Duration;
+/// use stategraph::graph::RetryPolicy;
+/// let policy = RetryPolicy::new(5).initial_interval(Duration::from_millis(200));
+/// assert_eq!(policy.max_attempts, 5);
+/// ```
+#[derive(Clone)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included.
+    pub max_attempts: u32,
+    /// Wait before the second attempt.
+    pub initial_interval: Duration,
+    /// Each further wait is this many times the previous one.
+    pub backoff_factor: f64,
+    /// No wait is longer than this.
+    pub max_interval: Duration,
+    /// Waits are scaled by a random factor in [0.5, 1.5) so retries of many runs spread out.
+    pub jitter: bool,
+    /// Which errors are retried; by default transient ones and timeouts
+    /// ([`NodeError::is_transient`]).
+    pub retry_on: RetryPredicate,
+}
+
+impl std::fmt::Debug for RetryPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RetryPolicy")
+            .field("max_attempts", &self.max_attempts)
+            .field("initial_interval", &self.initial_interval)
+            .field("backoff_factor", &self.backoff_factor)
+            .field("max_interval", &self.max_interval)
+            .field("jitter", &self.jitter)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 3,
+            initial_interval: Duration::from_millis(500),
+            backoff_factor: 2.0,
+            max_interval: Duration::from_secs(60),
+            jitter: true,
+            retry_on: Arc::new(NodeError::is_transient),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The default policy with `max_attempts` attempts.
+    pub fn new(max_attempts: u32) -> Self {
+        RetryPolicy {
+            max_attempts: max_attempts.max(1),
+            ..Self::default()
+        }
+    }
+
+    /// Sets the first wait.
+    pub fn initial_interval(mut self, d: Duration) -> Self {
+        self.initial_interval = d;
+        self
+    }
+
+    /// Sets the growth factor of waits.
+    pub fn backoff_factor(mut self, factor: f64) -> Self {
+        self.backoff_factor = factor;
+        self
+    }
+
+    /// Caps each wait.
+    pub fn max_interval(mut self, d: Duration) -> Self {
+        self.max_interval = d;
+        self
+    }
+
+    /// Turns jitter on or off.
+    pub fn jitter(mut self, on: bool) -> Self {
+        self.jitter = on;
+        self
+    }
+
+    /// Chooses which errors are retried.
+    pub fn retry_on(mut self, predicate: impl Fn(&NodeError) -> bool + Send + Sync + 'static) -> Self {
+        self.retry_on = Arc::new(predicate);
+        self
+    }
+
+    /// The wait before attempt `attempt + 1`, after `attempt` failed attempts (1-based).
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let exp = self.backoff_factor.max(1.0).powi(attempt.saturating_sub(1) as i32);
+        let base = self.initial_interval.as_secs_f64() * exp;
+        let scaled = if self.jitter {
+            base * (0.5 + rand::random::<f64>())
+        } else {
+            base
+        };
+        Duration::from_secs_f64(scaled.min(self.max_interval.as_secs_f64()).max(0.0))
+    }
+}
+
+/// How one node runs: timeout, retries, deferral, declared command destinations.
+#[derive(Clone, Debug, Default)]
+pub struct NodeOptions {
+    /// Each attempt is cancelled after this long and counts as a (transient) failure.
+    pub timeout: Option<Duration>,
+    /// Retries of failed attempts; none by default.
+    pub retry: Option<RetryPolicy>,
+    /// Run only once nothing else is pending (e.g. a final join over branches of unequal length).
+    pub deferred: bool,
+    /// Where this node's commands may send the run (checked at run time; drawn as edges).
+    pub destinations: Vec<String>,
+}
+
+/// The handle returned by [`StateGraph::add_node`](super::StateGraph::add_node), to set a
+/// node's options in place.
+///
+/// ```
+/// # use std::{sync::Arc, time::Duration};
+/// # use serde::{Deserialize, Serialize};
+/// # use stategraph::{graph::{StateGraph, RetryPolicy}, runtime::{Context, NodeError}, State};
+/// # #[derive(State, Clone, Default, Serialize, Deserialize)] struct S { n: u32 }
+/// let mut g = StateGraph::<S>::new();
+/// g.add_node("fetch", |_s: Arc<S>, _c: Context| async { Ok(SUpdate::default()) })
+///     .timeout(Duration::from_secs(30))
+///     .retry(RetryPolicy::new(3));
+/// ```
+pub struct NodeSpec<'g> {
+    pub(crate) options: &'g mut NodeOptions,
+}
+
+impl NodeSpec<'_> {
+    /// Cancels each attempt after `d`.
+    pub fn timeout(&mut self, d: Duration) -> &mut Self {
+        self.options.timeout = Some(d);
+        self
+    }
+
+    /// Retries failed attempts by `policy`.
+    pub fn retry(&mut self, policy: RetryPolicy) -> &mut Self {
+        self.options.retry = Some(policy);
+        self
+    }
+
+    /// Runs the node only once nothing else is pending.
+    pub fn deferred(&mut self) -> &mut Self {
+        self.options.deferred = true;
+        self
+    }
+
+    /// Declares where the node's commands may go.
+    pub fn destinations<I, T>(&mut self, targets: I) -> &mut Self
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        self.options.destinations.extend(targets.into_iter().map(Into::into));
+        self
+    }
+}

@@ -1,0 +1,36 @@
+//! stategraph: explicit, durable state graphs for LLM agents.
+//!
+//! A graph is typed nodes over a typed state, joined by static and conditional edges. The
+//! engine runs it in supersteps and saves a checkpoint after each, so a run that is paused,
+//! killed or cut off resumes from its last step without redoing finished work.
+//!
+//! # Layout
+//! - [`state`]: the state trait, per-field reducers, and how a superstep's updates merge.
+//! - [`graph`]: building a graph (nodes, edges, joins, routers, Send), validating and drawing it.
+//! - [`runtime`]: the superstep loop, node contexts, events, errors, and thread operations
+//!   (inspect, edit, fork, replay).
+//! - [`checkpoint`]: the storage contract, its in-memory and sled backends, integrity framing.
+//! - [`llm`]: chat-model clients (OpenAI-compatible, Anthropic, a fake for tests), structured output.
+//! - [`tools`]: web search, local corpus search, page fetch.
+//!
+//! Data flows one way: graph -> runtime -> checkpoint. Nothing below knows what is above it.
+
+extern crate self as stategraph;
+
+pub mod checkpoint;
+pub mod graph;
+pub mod llm;
+pub mod runtime;
+pub mod state;
+pub mod tools;
+
+pub use graph::{Command, CompiledGraph, Goto, Route, Send, StateGraph, END, START};
+pub use runtime::{Context, NodeError, RunConfig, RunError};
+pub use state::State;
+pub use stategraph_derive::{Keyed, State};
+
+#[doc(hidden)]
+pub mod __private {
+    pub use serde;
+    pub use serde_json;
+}

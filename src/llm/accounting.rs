@@ -1,0 +1,257 @@
+//! Token usage and cost: per call ([`Usage`]), per node and per thread ([`UsageLedger`]).
+//!
+//! A ledger is plain serialisable data meant to live in a graph's state, so it is saved with
+//! every checkpoint of the thread and a user can see what a run cost (and, after a resume,
+//! that the nodes restored from a checkpoint cost nothing again).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::iter::Sum;
+use std::ops::{Add, AddAssign};
+
+use serde::{Deserialize, Serialize};
+
+/// Tokens used by one or more calls.
+///
+/// ```
+/// use stategraph::llm::Usage;
+/// let total = Usage::new(100, 20) + Usage::new(50, 5);
+/// assert_eq!(total, Usage::new(150, 25));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens (for Anthropic, cached prompt tokens included).
+    pub input_tokens: u64,
+    /// Generated tokens.
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    /// Usage of `input_tokens` in and `output_tokens` out.
+    pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
+        Usage {
+            input_tokens,
+            output_tokens,
+        }
+    }
+
+    /// Input plus output.
+    pub fn total(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+}
+
+impl Add for Usage {
+    type Output = Usage;
+    fn add(self, other: Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.saturating_add(other.input_tokens),
+            output_tokens: self.output_tokens.saturating_add(other.output_tokens),
+        }
+    }
+}
+
+impl AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        *self = *self + other;
+    }
+}
+
+impl Sum for Usage {
+    fn sum<I: Iterator<Item = Usage>>(iter: I) -> Usage {
+        iter.fold(Usage::default(), Add::add)
+    }
+}
+
+/// Prices of a model, in currency units (usually US dollars) per million tokens.
+///
+/// ```
+/// use stategraph::llm::{Pricing, Usage};
+/// let price = Pricing { input_per_million: 3.0, output_per_million: 15.0 };
+/// assert_eq!(price.cost(Usage::new(1_000_000, 100_000)), 4.5);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pricing {
+    /// Price of a million input tokens.
+    pub input_per_million: f64,
+    /// Price of a million output tokens.
+    pub output_per_million: f64,
+}
+
+impl Pricing {
+    /// The cost of `usage` at these prices.
+    pub fn cost(&self, usage: Usage) -> f64 {
+        (usage.input_tokens as f64 * self.input_per_million
+            + usage.output_tokens as f64 * self.output_per_million)
+            / 1_000_000.0
+    }
+}
+
+/// What one node (or a whole thread) used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeUsage {
+    /// Model calls made.
+    pub calls: u64,
+    /// Tokens used.
+    pub usage: Usage,
+    /// Cost of the calls that had a price; `None` when none had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    /// Calls made without a configured price, so not included in `cost`.
+    #[serde(default)]
+    pub unpriced_calls: u64,
+}
+
+impl NodeUsage {
+    fn record(&mut self, usage: Usage, pricing: Option<&Pricing>) {
+        self.calls += 1;
+        self.usage += usage;
+        match pricing {
+            Some(price) => self.cost = Some(self.cost.unwrap_or(0.0) + price.cost(usage)),
+            None => self.unpriced_calls += 1,
+        }
+    }
+
+    fn merge(&mut self, other: &NodeUsage) {
+        self.calls += other.calls;
+        self.usage += other.usage;
+        self.unpriced_calls += other.unpriced_calls;
+        self.cost = match (self.cost, other.cost) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+    }
+}
+
+/// Usage per node of a thread, with totals. Serialisable: keep it in graph state.
+///
+/// [`merge`](Self::merge) adds another ledger, so parallel branches can each report the
+/// usage of their own calls and the engine combines them. A branch's update must therefore
+/// carry only its new calls, not a copy of the ledger it started from.
+///
+/// ```
+/// use stategraph::llm::{Pricing, Usage, UsageLedger};
+/// let price = Pricing { input_per_million: 1.0, output_per_million: 2.0 };
+/// let mut ledger = UsageLedger::default();
+/// ledger.record("plan", Usage::new(1000, 200), Some(&price));
+/// let mut branch = UsageLedger::default();
+/// branch.record("search", Usage::new(500, 50), None);
+/// ledger.merge(&branch);
+/// assert_eq!(ledger.total().usage, Usage::new(1500, 250));
+/// assert_eq!(ledger.total().calls, 2);
+/// assert_eq!(ledger.total().unpriced_calls, 1);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct UsageLedger {
+    /// Usage per node name.
+    #[serde(default)]
+    pub nodes: BTreeMap<String, NodeUsage>,
+}
+
+impl UsageLedger {
+    /// An empty ledger.
+    pub fn new() -> Self {
+        UsageLedger::default()
+    }
+
+    /// Records one call made by `node`; its cost is counted when `pricing` is given.
+    pub fn record(&mut self, node: &str, usage: Usage, pricing: Option<&Pricing>) {
+        self.nodes
+            .entry(node.to_string())
+            .or_default()
+            .record(usage, pricing);
+    }
+
+    /// Adds every entry of `other` to this ledger.
+    pub fn merge(&mut self, other: &UsageLedger) {
+        for (node, usage) in &other.nodes {
+            self.nodes.entry(node.clone()).or_default().merge(usage);
+        }
+    }
+
+    /// This ledger plus `other`, as a new ledger (for reducer-style merges).
+    pub fn merged(mut self, other: &UsageLedger) -> UsageLedger {
+        self.merge(other);
+        self
+    }
+
+    /// What `node` used, if it made any call.
+    pub fn node(&self, node: &str) -> Option<&NodeUsage> {
+        self.nodes.get(node)
+    }
+
+    /// The sum over all nodes.
+    pub fn total(&self) -> NodeUsage {
+        let mut total = NodeUsage::default();
+        for usage in self.nodes.values() {
+            total.merge(usage);
+        }
+        total
+    }
+
+    /// True when no call was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+}
+
+/// A small table: one line per node, then the total.
+impl fmt::Display for UsageLedger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn line(f: &mut fmt::Formatter<'_>, name: &str, u: &NodeUsage) -> fmt::Result {
+            write!(
+                f,
+                "{name:<20} {:>5} calls {:>10} in {:>10} out",
+                u.calls, u.usage.input_tokens, u.usage.output_tokens
+            )?;
+            if let Some(cost) = u.cost {
+                write!(f, "  cost {cost:.4}")?;
+                if u.unpriced_calls > 0 {
+                    write!(f, " (+{} unpriced calls)", u.unpriced_calls)?;
+                }
+            }
+            writeln!(f)
+        }
+        for (name, usage) in &self.nodes {
+            line(f, name, usage)?;
+        }
+        line(f, "total", &self.total())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ledger_round_trips_through_json() {
+        let mut ledger = UsageLedger::new();
+        ledger.record(
+            "a",
+            Usage::new(10, 2),
+            Some(&Pricing {
+                input_per_million: 1.0,
+                output_per_million: 1.0,
+            }),
+        );
+        let json = serde_json::to_string(&ledger).unwrap();
+        let back: UsageLedger = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, ledger);
+        assert!(ledger.to_string().contains("total"));
+    }
+
+    #[test]
+    fn merge_is_addition() {
+        let mut a = UsageLedger::new();
+        a.record("x", Usage::new(1, 1), None);
+        let mut b = UsageLedger::new();
+        b.record("x", Usage::new(2, 3), None);
+        b.record("y", Usage::new(5, 0), None);
+        let ab = a.clone().merged(&b);
+        let ba = b.merged(&a);
+        assert_eq!(ab, ba);
+        assert_eq!(ab.node("x").map(|n| n.calls), Some(2));
+        assert_eq!(ab.total().usage, Usage::new(8, 4));
+        assert_eq!(ab.total().cost, None);
+    }
+}

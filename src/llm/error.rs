@@ -1,0 +1,82 @@
+use super::http::HttpError;
+
+/// Why a model call failed. Messages name the provider, base URL and model where they
+/// matter, and never contain an API key.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum LlmError {
+    /// No provider could be chosen from settings and environment; the message lists the
+    /// environment variables to set.
+    #[error("{0}")]
+    NotConfigured(String),
+    /// The settings are invalid (unknown provider name, bad base URL, ...).
+    #[error("invalid model settings: {0}")]
+    Config(String),
+    /// The HTTP exchange failed (auth, rate limit, server error, timeout, bad JSON, ...).
+    #[error(transparent)]
+    Http(#[from] HttpError),
+    /// The response was JSON but not a usable reply (no choices, no content blocks, ...).
+    #[error("{provider} sent a reply that cannot be used: {detail}")]
+    MalformedResponse {
+        /// Who sent it.
+        provider: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The provider reported an error inside a successful response or mid-stream.
+    #[error("{provider} reported an error ({kind}): {message}")]
+    Provider {
+        /// Who reported it.
+        provider: String,
+        /// The provider's error type, e.g. `overloaded_error`.
+        kind: String,
+        /// The provider's message.
+        message: String,
+        /// Whether sending the request again may succeed.
+        transient: bool,
+    },
+    /// A streamed reply broke off before it was complete.
+    #[error("the streamed reply from {provider} broke off: {detail}")]
+    Stream {
+        /// Who was streaming.
+        provider: String,
+        /// What happened.
+        detail: String,
+    },
+    /// The model did not produce a reply matching the schema, even after retries.
+    #[error(
+        "the model's reply did not match `{name}` after {attempts} attempt(s): {error}. Last reply: {last_reply}"
+    )]
+    Structured {
+        /// The schema's name.
+        name: String,
+        /// Attempts made.
+        attempts: u32,
+        /// The last parse or validation error.
+        error: String,
+        /// The last reply, verbatim.
+        last_reply: String,
+    },
+    /// A [`FakeChatModel`](super::FakeChatModel) ran out of script, or was scripted to fail
+    /// this way.
+    #[error("fake model: {0}")]
+    Fake(String),
+}
+
+impl LlmError {
+    /// True when the same call may succeed if tried again later: rate limits, server
+    /// errors, timeouts, connection failures, broken streams and overload errors. The graph
+    /// engine's retry policy uses this.
+    ///
+    /// ```
+    /// use stategraph::llm::LlmError;
+    /// assert!(!LlmError::NotConfigured("set a key".into()).is_transient());
+    /// ```
+    pub fn is_transient(&self) -> bool {
+        match self {
+            LlmError::Http(e) => e.is_transient(),
+            LlmError::Stream { .. } => true,
+            LlmError::Provider { transient, .. } => *transient,
+            _ => false,
+        }
+    }
+}

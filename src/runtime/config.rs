@@ -1,0 +1,166 @@
+//! Per-run settings.
+
+use crate::checkpoint::CheckpointId;
+use std::collections::BTreeSet;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// When a run's checkpoints reach the disk, and so what a `kill -9` can lose.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// Each superstep's checkpoint is flushed to disk before the next step starts. A kill loses
+    /// at most the step in flight (whose finished tasks' results are usually saved as pending
+    /// writes too).
+    #[default]
+    Sync,
+    /// Checkpoints are written in the background while the next step runs; flushed at the end,
+    /// on an interrupt and on an error. A kill can lose the steps not yet flushed (sled flushes
+    /// on its own every 500 ms).
+    Async,
+    /// Only the last checkpoint is written, when the run ends, pauses or fails. A kill loses the
+    /// whole run since its last pause.
+    Exit,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "sync" => Ok(Durability::Sync),
+            "async" => Ok(Durability::Async),
+            "exit" => Ok(Durability::Exit),
+            other => Err(format!("unknown durability `{other}`: use sync, async or exit")),
+        }
+    }
+}
+
+/// When a checkpoint stores the whole state instead of the step's writes.
+///
+/// Deltas keep storage proportional to what changed; a snapshot bounds how many deltas a read
+/// replays. A snapshot is taken when the deltas since the last one reach `max_chain` steps or
+/// `ratio` times the size of that snapshot, whichever comes first.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SnapshotPolicy {
+    /// Most deltas between two snapshots.
+    pub max_chain: u32,
+    /// Delta bytes since the last snapshot, relative to its size, that trigger a new one.
+    pub ratio: f64,
+}
+
+impl Default for SnapshotPolicy {
+    fn default() -> Self {
+        SnapshotPolicy {
+            max_chain: 256,
+            ratio: 1.0,
+        }
+    }
+}
+
+/// Settings of one run (an `invoke`, `stream` or `resume` call).
+///
+/// ```
+/// use stategraph::runtime::{Durability, RunConfig};
+/// let config = RunConfig::new()
+///     .thread("review-42")
+///     .durability(Durability::Sync)
+///     .recursion_limit(200)
+///     .setting("model", "gpt-4o-mini");
+/// assert_eq!(config.thread_id.as_deref(), Some("review-42"));
+/// ```
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// The thread to run on; a new UUID v7 when `None`.
+    pub thread_id: Option<String>,
+    /// Most supersteps this call may run before failing with
+    /// [`RunError::RecursionLimit`](super::RunError::RecursionLimit).
+    pub recursion_limit: u64,
+    /// When checkpoints reach the disk.
+    pub durability: Durability,
+    /// Extra nodes to pause before, for this run only.
+    pub interrupt_before: BTreeSet<String>,
+    /// Extra nodes to pause after, for this run only.
+    pub interrupt_after: BTreeSet<String>,
+    /// Free-form settings nodes can read ([`Context::setting`](super::Context::setting)).
+    pub settings: serde_json::Map<String, serde_json::Value>,
+    /// Cancels the run: the in-flight step is abandoned and the last checkpoint kept.
+    pub cancel: Option<CancellationToken>,
+    /// How long a crashed run's claim on the thread outlives it.
+    pub lease_ttl: Duration,
+    /// Start from this checkpoint instead of the thread's newest (replay / time travel).
+    pub checkpoint_id: Option<CheckpointId>,
+    /// When checkpoints store the whole state.
+    pub snapshots: SnapshotPolicy,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            thread_id: None,
+            recursion_limit: 10_000,
+            durability: Durability::Sync,
+            interrupt_before: BTreeSet::new(),
+            interrupt_after: BTreeSet::new(),
+            settings: serde_json::Map::new(),
+            cancel: None,
+            lease_ttl: Duration::from_secs(15),
+            checkpoint_id: None,
+            snapshots: SnapshotPolicy::default(),
+        }
+    }
+}
+
+impl RunConfig {
+    /// Default settings: a new thread, sync durability, a limit of 10,000 supersteps.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Runs on this thread.
+    pub fn thread(mut self, id: impl Into<String>) -> Self {
+        self.thread_id = Some(id.into());
+        self
+    }
+
+    /// Sets the recursion limit.
+    pub fn recursion_limit(mut self, limit: u64) -> Self {
+        self.recursion_limit = limit;
+        self
+    }
+
+    /// Sets the durability mode.
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = d;
+        self
+    }
+
+    /// Pauses before these nodes too.
+    pub fn interrupt_before<I: IntoIterator<Item = T>, T: Into<String>>(mut self, nodes: I) -> Self {
+        self.interrupt_before.extend(nodes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Pauses after these nodes too.
+    pub fn interrupt_after<I: IntoIterator<Item = T>, T: Into<String>>(mut self, nodes: I) -> Self {
+        self.interrupt_after.extend(nodes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Adds a setting nodes can read.
+    pub fn setting(mut self, key: impl Into<String>, value: impl Into<serde_json::Value>) -> Self {
+        self.settings.insert(key.into(), value.into());
+        self
+    }
+
+    /// Lets `token` cancel the run.
+    pub fn cancel_on(mut self, token: CancellationToken) -> Self {
+        self.cancel = Some(token);
+        self
+    }
+
+    /// Starts from this checkpoint instead of the newest.
+    pub fn from_checkpoint(mut self, id: CheckpointId) -> Self {
+        self.checkpoint_id = Some(id);
+        self
+    }
+}

@@ -1,0 +1,260 @@
+//! What a running node can see and do besides reading the state.
+
+use super::error::{NodeError, NodeErrorKind};
+use super::events::{Event, EventSink};
+use crate::checkpoint::{Checkpointer, CheckpointId, InterruptRecord, InterruptWhen};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// A node's view of its run: ids, settings, its Send argument, events, interrupts, and a journal
+/// for expensive calls. Cheap to clone.
+#[derive(Clone)]
+pub struct Context {
+    inner: Arc<TaskContext>,
+}
+
+pub(crate) struct TaskContext {
+    pub(crate) thread_id: Arc<str>,
+    pub(crate) run_id: Arc<str>,
+    pub(crate) step: u64,
+    pub(crate) node: Arc<str>,
+    pub(crate) task: usize,
+    pub(crate) checkpoint_id: CheckpointId,
+    pub(crate) settings: Arc<serde_json::Map<String, serde_json::Value>>,
+    pub(crate) arg: Option<serde_json::Value>,
+    pub(crate) events: EventSink,
+    /// Answers to this task's interrupts, by ordinal.
+    pub(crate) answers: Vec<Option<serde_json::Value>>,
+    pub(crate) checkpointer: Option<Arc<dyn Checkpointer>>,
+    pub(crate) attempt: AtomicU32,
+    pub(crate) interrupts_seen: AtomicU32,
+}
+
+impl Context {
+    pub(crate) fn new(inner: TaskContext) -> Self {
+        Context { inner: Arc::new(inner) }
+    }
+
+    /// A context outside any run, for unit-testing a node on its own.
+    ///
+    /// ```
+    /// let ctx = stategraph::runtime::Context::detached("summarise");
+    /// assert_eq!(ctx.node(), "summarise");
+    /// ```
+    pub fn detached(node: &str) -> Self {
+        Context::new(TaskContext {
+            thread_id: "detached".into(),
+            run_id: "detached".into(),
+            step: 0,
+            node: node.into(),
+            task: 0,
+            checkpoint_id: CheckpointId::nil(),
+            settings: Arc::default(),
+            arg: None,
+            events: EventSink::default(),
+            answers: Vec::new(),
+            checkpointer: None,
+            attempt: AtomicU32::new(1),
+            interrupts_seen: AtomicU32::new(0),
+        })
+    }
+
+    /// A copy with a Send argument, for unit-testing a map-reduce node.
+    pub fn with_arg(self, arg: impl Serialize) -> Result<Self, serde_json::Error> {
+        let i = &self.inner;
+        Ok(Context::new(TaskContext {
+            thread_id: i.thread_id.clone(),
+            run_id: i.run_id.clone(),
+            step: i.step,
+            node: i.node.clone(),
+            task: i.task,
+            checkpoint_id: i.checkpoint_id,
+            settings: i.settings.clone(),
+            arg: Some(serde_json::to_value(arg)?),
+            events: i.events.clone(),
+            answers: i.answers.clone(),
+            checkpointer: i.checkpointer.clone(),
+            attempt: AtomicU32::new(i.attempt.load(Ordering::Relaxed)),
+            interrupts_seen: AtomicU32::new(0),
+        }))
+    }
+
+    pub(crate) fn begin_attempt(&self, attempt: u32) {
+        self.inner.attempt.store(attempt, Ordering::Relaxed);
+        self.inner.interrupts_seen.store(0, Ordering::Relaxed);
+    }
+
+    /// The thread this run belongs to.
+    pub fn thread_id(&self) -> &str {
+        &self.inner.thread_id
+    }
+
+    /// This run's id (one per `invoke`/`resume` call).
+    pub fn run_id(&self) -> &str {
+        &self.inner.run_id
+    }
+
+    /// The superstep this task runs in (1 for the first).
+    pub fn step(&self) -> u64 {
+        self.inner.step
+    }
+
+    /// The node being run.
+    pub fn node(&self) -> &str {
+        &self.inner.node
+    }
+
+    /// The attempt number, from 1 (retries count up).
+    pub fn attempt(&self) -> u32 {
+        self.inner.attempt.load(Ordering::Relaxed)
+    }
+
+    /// All run settings ([`RunConfig::settings`](super::RunConfig::settings)).
+    pub fn settings(&self) -> &serde_json::Map<String, serde_json::Value> {
+        &self.inner.settings
+    }
+
+    /// One run setting, decoded; `None` when absent or of another type.
+    pub fn setting<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
+        self.inner
+            .settings
+            .get(key)
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+    }
+
+    /// This task's Send argument, decoded.
+    pub fn arg<T: DeserializeOwned>(&self) -> Result<T, NodeError> {
+        let node = &self.inner.node;
+        let arg = self.inner.arg.as_ref().ok_or_else(|| {
+            NodeError::new(format!(
+                "node `{node}` read a Send argument, but it was not invoked with Send"
+            ))
+        })?;
+        serde_json::from_value(arg.clone()).map_err(|e| {
+            NodeError::new(format!("node `{node}` got a Send argument it cannot read: {e}"))
+        })
+    }
+
+    /// The raw Send argument, if this task was invoked with Send.
+    pub fn raw_arg(&self) -> Option<&serde_json::Value> {
+        self.inner.arg.as_ref()
+    }
+
+    /// Emits an event of the node's own into the run's stream (progress, tokens...). Free when
+    /// nobody is listening.
+    pub fn emit(&self, kind: &str, payload: impl Serialize) {
+        let i = &self.inner;
+        i.events.emit(|| Event::Custom {
+            step: i.step,
+            node: i.node.to_string(),
+            kind: kind.to_string(),
+            payload: serde_json::to_value(payload).unwrap_or(serde_json::Value::Null),
+        });
+    }
+
+    /// True when someone consumes the run's events (so building a costly payload is worth it).
+    pub fn is_streaming(&self) -> bool {
+        self.inner.events.is_active()
+    }
+
+    /// Asks a person for input and pauses the run.
+    ///
+    /// The first time, this returns an error that the node must propagate with `?`: the run
+    /// pauses and `payload` is shown to the person. When the thread is resumed with a value,
+    /// **the node runs again from its start**, and this call returns that value instead. So
+    /// code before the call runs twice: keep it free of side effects, or wrap expensive calls in
+    /// [`Context::record`]. A node may call `interrupt` several times; each call is answered in
+    /// turn.
+    ///
+    /// ```no_run
+    /// # use stategraph::runtime::{Context, NodeError};
+    /// # async fn node(ctx: Context) -> Result<(), NodeError> {
+    /// let approved: bool = ctx.interrupt(serde_json::json!({"question": "ship it?"})).await?;
+    /// # let _ = approved; Ok(()) }
+    /// ```
+    pub async fn interrupt<T: DeserializeOwned>(&self, payload: impl Serialize) -> Result<T, NodeError> {
+        let i = &self.inner;
+        let ordinal = i.interrupts_seen.fetch_add(1, Ordering::Relaxed);
+        if let Some(Some(answer)) = i.answers.get(ordinal as usize) {
+            return serde_json::from_value(answer.clone()).map_err(|e| {
+                NodeError::new(format!(
+                    "node `{}` cannot read the resume value given to its interrupt: {e}",
+                    i.node
+                ))
+            });
+        }
+        let payload = serde_json::to_value(payload)
+            .map_err(|e| NodeError::new(format!("interrupt payload is not JSON: {e}")))?;
+        let record = InterruptRecord {
+            id: interrupt_id(i.checkpoint_id, i.task, ordinal),
+            node: i.node.to_string(),
+            when: InterruptWhen::Dynamic,
+            task: i.task,
+            ordinal,
+            payload,
+        };
+        Err(NodeError::with_kind(
+            NodeErrorKind::Interrupted(record),
+            format!("node `{}` is waiting for input", i.node),
+        ))
+    }
+
+    /// Runs an expensive call once: its result is recorded under `key` as soon as it returns, so
+    /// if the process dies before the node completes, the node's next run gets the recorded
+    /// result instead of calling again. Keys are per task; use one per distinct call.
+    ///
+    /// Without a checkpointer the call simply runs.
+    ///
+    /// ```no_run
+    /// # use stategraph::runtime::{Context, NodeError};
+    /// # async fn ask_model(_: &str) -> Result<String, std::io::Error> { Ok(String::new()) }
+    /// # async fn node(ctx: Context) -> Result<(), NodeError> {
+    /// let summary: String = ctx.record("summary", || ask_model("summarise ...")).await?;
+    /// # let _ = summary; Ok(()) }
+    /// ```
+    pub async fn record<T, E, F, Fut>(&self, key: &str, call: F) -> Result<T, NodeError>
+    where
+        T: Serialize + DeserializeOwned,
+        E: Into<NodeError>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let i = &self.inner;
+        let Some(store) = &i.checkpointer else {
+            return call().await.map_err(Into::into);
+        };
+        let journal_key = format!("{}/{}/{}", i.checkpoint_id, i.task, key);
+        let stored = store
+            .get_journal(&i.thread_id, &journal_key)
+            .await
+            .map_err(|e| NodeError::new(e.to_string()))?;
+        if let Some(value) = stored {
+            return serde_json::from_value(value).map_err(|e| {
+                NodeError::new(format!(
+                    "the recorded result `{key}` of node `{}` no longer fits its type: {e}",
+                    i.node
+                ))
+            });
+        }
+        let result = call().await.map_err(Into::into)?;
+        let value = serde_json::to_value(&result)
+            .map_err(|e| NodeError::new(format!("result `{key}` cannot be recorded as JSON: {e}")))?;
+        store
+            .put_journal(&i.thread_id, &journal_key, &value)
+            .await
+            .map_err(|e| NodeError::transient(e.to_string()))?;
+        Ok(result)
+    }
+}
+
+/// A short, stable id for a task's n-th interrupt at a checkpoint.
+pub(crate) fn interrupt_id(checkpoint: CheckpointId, task: usize, ordinal: u32) -> String {
+    let mut h = crc32fast::Hasher::new();
+    h.update(checkpoint.as_bytes());
+    h.update(&(task as u64).to_le_bytes());
+    h.update(&ordinal.to_le_bytes());
+    format!("{:08x}", h.finalize())
+}

@@ -1,0 +1,316 @@
+//! Errors of nodes (what a node returns) and of runs (what a caller sees).
+
+use crate::checkpoint::{CheckpointError, CheckpointId, InterruptRecord};
+use crate::graph::GraphError;
+use crate::state::MergeError;
+use std::error::Error as StdError;
+use std::fmt;
+use std::time::Duration;
+
+/// How a node's attempt ended badly.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeErrorKind {
+    /// A failure that retrying will not fix.
+    Failed,
+    /// A failure that may pass (rate limit, 5xx, connection reset): retried by the default policy.
+    Transient,
+    /// The attempt ran past the node's timeout.
+    Timeout(Duration),
+    /// The node's code panicked.
+    Panicked,
+    /// The node asked a person for input; the run pauses (see [`Context::interrupt`](super::Context::interrupt)).
+    Interrupted(InterruptRecord),
+}
+
+/// The error a node returns.
+///
+/// Any `std::error::Error` converts into it with `?` (as a non-transient failure, unless it is a
+/// model or tool error that says it is transient). Build one by hand with [`NodeError::new`] or
+/// [`NodeError::transient`].
+///
+/// ```
+/// use stategraph::runtime::NodeError;
+/// fn parse(x: &str) -> Result<u32, NodeError> { Ok(x.parse::<u32>()?) }
+/// assert!(parse("x").is_err());
+/// assert!(NodeError::transient("rate limited").is_transient());
+/// ```
+pub struct NodeError {
+    kind: NodeErrorKind,
+    message: String,
+    source: Option<Box<dyn StdError + Send + Sync + 'static>>,
+}
+
+impl NodeError {
+    /// A failure that retrying will not fix.
+    pub fn new(message: impl Into<String>) -> Self {
+        NodeError {
+            kind: NodeErrorKind::Failed,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A failure worth retrying.
+    pub fn transient(message: impl Into<String>) -> Self {
+        NodeError {
+            kind: NodeErrorKind::Transient,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Wraps an error, marking it transient or not.
+    pub fn wrap(error: impl StdError + Send + Sync + 'static, transient: bool) -> Self {
+        NodeError {
+            kind: if transient { NodeErrorKind::Transient } else { NodeErrorKind::Failed },
+            message: error.to_string(),
+            source: Some(Box::new(error)),
+        }
+    }
+
+    pub(crate) fn with_kind(kind: NodeErrorKind, message: impl Into<String>) -> Self {
+        NodeError {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// How the attempt ended.
+    pub fn kind(&self) -> &NodeErrorKind {
+        &self.kind
+    }
+
+    /// What went wrong, in words.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The underlying error, if one was wrapped.
+    pub fn source(&self) -> Option<&(dyn StdError + Send + Sync + 'static)> {
+        self.source.as_deref()
+    }
+
+    /// True for failures the default retry policy retries: transient errors and timeouts.
+    pub fn is_transient(&self) -> bool {
+        matches!(self.kind, NodeErrorKind::Transient | NodeErrorKind::Timeout(_))
+    }
+
+    /// True when the node paused for a person rather than failing.
+    pub fn is_interrupt(&self) -> bool {
+        matches!(self.kind, NodeErrorKind::Interrupted(_))
+    }
+}
+
+impl fmt::Debug for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeError")
+            .field("kind", &self.kind)
+            .field("message", &self.message)
+            .finish()
+    }
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Errors that know whether they are worth retrying (model and tool clients implement it), so
+/// `?` in a node keeps that knowledge.
+pub(crate) fn transient_hint(error: &(dyn StdError + 'static)) -> bool {
+    let mut current: Option<&(dyn StdError + 'static)> = Some(error);
+    while let Some(e) = current {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            if matches!(io.kind(), TimedOut | ConnectionReset | ConnectionAborted | Interrupted) {
+                return true;
+            }
+        }
+        current = e.source();
+    }
+    false
+}
+
+impl<E: StdError + Send + Sync + 'static> From<E> for NodeError {
+    fn from(error: E) -> Self {
+        let transient = transient_hint(&error);
+        NodeError::wrap(error, transient)
+    }
+}
+
+/// Why answering a paused run failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ResumeError {
+    /// A value was given, but nothing is waiting for one.
+    #[error("thread `{thread}` has no pending interrupt to answer; resume it without a value")]
+    NothingToAnswer {
+        /// The thread.
+        thread: String,
+    },
+    /// A bare value was given while several interrupts wait.
+    #[error(
+        "thread `{thread}` has {} pending interrupts ({}); answer them by id, e.g. {{\"{}\": ...}}",
+        ids.len(), ids.join(", "), ids.first().map(String::as_str).unwrap_or("id")
+    )]
+    Ambiguous {
+        /// The thread.
+        thread: String,
+        /// The pending interrupts' ids.
+        ids: Vec<String>,
+    },
+    /// An answer names an interrupt that is not pending.
+    #[error("thread `{thread}` has no pending interrupt `{id}`; pending: {}", if pending.is_empty() { "none".to_string() } else { pending.join(", ") })]
+    UnknownInterrupt {
+        /// The thread.
+        thread: String,
+        /// The id given.
+        id: String,
+        /// The pending interrupts' ids.
+        pending: Vec<String>,
+    },
+}
+
+/// Why a run, a resume or a thread operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A node failed after its retries. The thread keeps its last checkpoint and its siblings'
+    /// results: resuming runs only the failed task again.
+    #[error("node `{node}` failed at step {step} of thread `{thread_id}` after {attempts} attempt(s): {message}")]
+    NodeFailed {
+        /// The node.
+        node: String,
+        /// The superstep.
+        step: u64,
+        /// The thread.
+        thread_id: String,
+        /// Attempts made.
+        attempts: u32,
+        /// The last attempt's error.
+        message: String,
+        /// How it failed.
+        kind: NodeErrorKind,
+    },
+    /// The step's updates conflict.
+    #[error("step {step} of thread `{thread_id}` wrote conflicting updates: {source}")]
+    Merge {
+        /// The superstep.
+        step: u64,
+        /// The thread.
+        thread_id: String,
+        /// The conflict.
+        #[source]
+        source: MergeError,
+    },
+    /// The run took more supersteps than allowed.
+    #[error(
+        "thread `{thread_id}` reached the recursion limit of {limit} supersteps at step {step} \
+         without finishing; the graph may loop forever. Raise RunConfig::recursion_limit (or \
+         --set recursion_limit=N) if the run is legitimately long, then resume the thread"
+    )]
+    RecursionLimit {
+        /// The limit.
+        limit: u64,
+        /// The step reached.
+        step: u64,
+        /// The thread (it stays resumable).
+        thread_id: String,
+    },
+    /// A router or command chose a destination it did not declare.
+    #[error(
+        "{from} sent the run to `{target}` at step {step}, which it did not declare (declared: {}); \
+         add `{target}` to its declared targets or fix the routing",
+        if declared.is_empty() { "none".to_string() } else { declared.join(", ") }
+    )]
+    UndeclaredTarget {
+        /// The router or node (e.g. "the router after `plan`").
+        from: String,
+        /// The target returned.
+        target: String,
+        /// The declared targets.
+        declared: Vec<String>,
+        /// The superstep.
+        step: u64,
+    },
+    /// Saving or loading checkpoints failed.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    /// A thread operation needs a checkpointer and the graph has none.
+    #[error("{operation} needs a checkpointer: compile the graph, then call .with_checkpointer(..)")]
+    NoCheckpointer {
+        /// The operation attempted.
+        operation: &'static str,
+    },
+    /// No such thread.
+    #[error("no thread `{thread_id}` in this store; list threads to see which exist")]
+    ThreadNotFound {
+        /// The thread asked for.
+        thread_id: String,
+    },
+    /// No such checkpoint.
+    #[error("thread `{thread_id}` has no checkpoint `{checkpoint}`; see its history for valid ids")]
+    CheckpointNotFound {
+        /// The thread.
+        thread_id: String,
+        /// The checkpoint asked for.
+        checkpoint: String,
+    },
+    /// A stored state (or update) does not fit the state type.
+    #[error("the stored state of thread `{thread_id}` at checkpoint {checkpoint} does not fit this graph's state type: {message}")]
+    StateMismatch {
+        /// The thread.
+        thread_id: String,
+        /// The checkpoint.
+        checkpoint: CheckpointId,
+        /// What did not fit.
+        message: String,
+    },
+    /// A stored state has another schema version and no migration accepts it.
+    #[error(
+        "thread `{thread_id}` was saved with state schema version {found} and this graph's state \
+         is version {expected}: {message}"
+    )]
+    SchemaVersion {
+        /// The thread.
+        thread_id: String,
+        /// The version stored.
+        found: u32,
+        /// The state type's version.
+        expected: u32,
+        /// Why the migration failed.
+        message: String,
+    },
+    /// A resume value does not fit the pending interrupts.
+    #[error(transparent)]
+    Resume(#[from] ResumeError),
+    /// Input given to a run or an edit is not valid.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// A node name or graph option is wrong.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    /// The run was cancelled; the thread keeps its last checkpoint.
+    #[error("the run of thread `{thread_id}` was cancelled; its last checkpoint is kept, resume it to continue")]
+    Cancelled {
+        /// The thread.
+        thread_id: String,
+    },
+}
+
+impl RunError {
+    /// The thread the error concerns, when it concerns one run.
+    pub fn thread_id(&self) -> Option<&str> {
+        match self {
+            RunError::NodeFailed { thread_id, .. }
+            | RunError::Merge { thread_id, .. }
+            | RunError::RecursionLimit { thread_id, .. }
+            | RunError::ThreadNotFound { thread_id }
+            | RunError::CheckpointNotFound { thread_id, .. }
+            | RunError::StateMismatch { thread_id, .. }
+            | RunError::SchemaVersion { thread_id, .. }
+            | RunError::Cancelled { thread_id } => Some(thread_id),
+            _ => None,
+        }
+    }
+}

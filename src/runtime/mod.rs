@@ -1,0 +1,180 @@
+//! Running graphs: the superstep loop, node contexts, events, errors, and thread operations.
+//!
+//! A run is a sequence of supersteps. In each, every task of the frontier runs concurrently on
+//! tokio; their updates are merged after all of them finish, in task order (declaration order,
+//! then Send order; never finish order); then routers and edges choose the next frontier and a
+//! checkpoint is saved. See `executor.rs` for the loop and `threads.rs` for inspection, editing
+//! and time travel.
+//!
+//! Invariant: the runtime talks to storage only through [`Checkpointer`](crate::checkpoint::Checkpointer);
+//! it knows no backend.
+
+mod config;
+mod context;
+mod error;
+mod events;
+mod executor;
+mod persist;
+mod stream;
+mod threads;
+mod triggers;
+
+pub use config::{Durability, RunConfig, SnapshotPolicy};
+pub use context::Context;
+pub use error::{NodeError, NodeErrorKind, ResumeError, RunError};
+pub use events::Event;
+pub use stream::RunStream;
+pub use threads::{HistoryEntry, HistoryQuery, StateSnapshot, TaskError, ThreadStatus, ThreadSummary};
+
+use crate::checkpoint::{CheckpointId, InterruptRecord};
+use crate::graph::CompiledGraph;
+use crate::state::State;
+use events::EventSink;
+use executor::{Run, Start};
+use std::collections::BTreeMap;
+use tracing::Instrument;
+
+/// How a resumed run answers the interrupts it finds.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Resume {
+    /// Continue without answering (after a breakpoint, a failure or a crash).
+    #[default]
+    Continue,
+    /// Answer the single pending interrupt with this value.
+    Value(serde_json::Value),
+    /// Answer pending interrupts by id.
+    ById(BTreeMap<String, serde_json::Value>),
+}
+
+impl Resume {
+    /// Answers the single pending interrupt.
+    pub fn value(value: impl serde::Serialize) -> Result<Self, serde_json::Error> {
+        Ok(Resume::Value(serde_json::to_value(value)?))
+    }
+}
+
+/// How a run ended, when it did not fail.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RunStatus {
+    /// The graph reached its end.
+    Done,
+    /// The run paused for a person; resume the thread to continue.
+    Interrupted {
+        /// What waits (answer dynamic ones by id when there are several).
+        interrupts: Vec<InterruptRecord>,
+        /// The nodes that run when the thread resumes.
+        next: Vec<String>,
+    },
+}
+
+/// The result of a run that did not fail.
+#[derive(Clone, Debug)]
+pub struct RunOutcome<S> {
+    /// The thread.
+    pub thread_id: String,
+    /// This run's id.
+    pub run_id: String,
+    /// The state when the run stopped.
+    pub state: S,
+    /// Done or paused.
+    pub status: RunStatus,
+    /// The last checkpoint, when the graph has a checkpointer.
+    pub checkpoint_id: Option<CheckpointId>,
+    /// Supersteps done on the thread.
+    pub step: u64,
+}
+
+impl<S> RunOutcome<S> {
+    /// True when the run paused for a person.
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self.status, RunStatus::Interrupted { .. })
+    }
+}
+
+pub(crate) async fn execute<S: State>(
+    graph: CompiledGraph<S>,
+    start: Start<S>,
+    config: RunConfig,
+    events: EventSink,
+) -> Result<RunOutcome<S>, RunError> {
+    let span = tracing::info_span!("run", graph = graph.name().unwrap_or("graph"), thread_id = tracing::field::Empty, run_id = tracing::field::Empty);
+    async move {
+        let (mut run, lease) = Run::start(graph, start, config, events.clone()).await?;
+        let span = tracing::Span::current();
+        span.record("thread_id", run.thread_id());
+        span.record("run_id", run.run_id());
+        events.emit(|| Event::RunStarted {
+            thread_id: run.thread_id().to_string(),
+            run_id: run.run_id().to_string(),
+            step: run.step(),
+        });
+        let result = run.drive().await;
+        let finished = run.finish().await;
+        if let Some(lease) = lease {
+            lease.release().await;
+        }
+        let status = match &result {
+            Ok(RunStatus::Done) => "done",
+            Ok(RunStatus::Interrupted { .. }) => "interrupted",
+            Err(RunError::Cancelled { .. }) => "cancelled",
+            Err(_) => "failed",
+        };
+        events.emit(|| Event::RunFinished {
+            step: run.step(),
+            status: status.to_string(),
+        });
+        let status = result?;
+        finished?;
+        Ok(run.outcome(status))
+    }
+    .instrument(span)
+    .await
+}
+
+impl<S: State> CompiledGraph<S> {
+    /// Runs the graph on `input` (applied like any update, on top of the thread's state when the
+    /// thread already exists) until it ends or pauses.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use serde::{Deserialize, Serialize};
+    /// # use stategraph::{graph::StateGraph, runtime::{Context, RunConfig}, State, START, END};
+    /// #[derive(State, Clone, Default, Serialize, Deserialize)]
+    /// struct S { #[state(append)] log: Vec<String> }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let mut g = StateGraph::<S>::new();
+    /// g.add_node("hello", |_s: Arc<S>, _c: Context| async { Ok(SUpdate::default().log(vec!["hi".to_string()])) });
+    /// g.add_edge(START, "hello").add_edge("hello", END);
+    /// let out = g.compile().unwrap().invoke(SUpdate::default(), RunConfig::new()).await.unwrap();
+    /// assert_eq!(out.state.log, vec!["hi"]);
+    /// # }
+    /// ```
+    pub async fn invoke(&self, input: S::Update, config: RunConfig) -> Result<RunOutcome<S>, RunError> {
+        execute(self.clone(), Start::Input(input), config, EventSink::default()).await
+    }
+
+    /// Continues a thread from its newest checkpoint (or `config.checkpoint_id`, which replays
+    /// from that checkpoint on a new branch). Tasks whose results were saved are not run again.
+    pub async fn resume(&self, thread_id: &str, resume: Resume, config: RunConfig) -> Result<RunOutcome<S>, RunError> {
+        let start = Start::Resume {
+            thread_id: thread_id.to_string(),
+            resume,
+        };
+        execute(self.clone(), start, config, EventSink::default()).await
+    }
+
+    /// Like [`invoke`](Self::invoke), but yields the run's [`Event`]s as they happen; await
+    /// [`RunStream::outcome`] for the result.
+    pub fn stream(&self, input: S::Update, config: RunConfig) -> RunStream<S> {
+        RunStream::spawn(self.clone(), Start::Input(input), config)
+    }
+
+    /// Like [`resume`](Self::resume), as a stream of events.
+    pub fn stream_resume(&self, thread_id: &str, resume: Resume, config: RunConfig) -> RunStream<S> {
+        let start = Start::Resume {
+            thread_id: thread_id.to_string(),
+            resume,
+        };
+        RunStream::spawn(self.clone(), start, config)
+    }
+}

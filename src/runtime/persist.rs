@@ -1,0 +1,332 @@
+//! The runtime's side of checkpointing: rebuilding a typed state from stored records, writing
+//! checkpoints according to the durability mode, and holding a thread's lease.
+//!
+//! Invariant: everything here goes through the `Checkpointer` trait; no backend is named.
+
+use super::config::{Durability, SnapshotPolicy};
+use super::error::RunError;
+use crate::checkpoint::{
+    now_ms, CheckpointError, CheckpointId, CheckpointRecord, Checkpointer, Lease, NodeWrite, StateData,
+};
+use crate::state::{State, TaggedUpdate};
+use serde_json::value::RawValue;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// Generates checkpoint ids that sort in creation order, even within one millisecond.
+pub(crate) fn new_checkpoint_id() -> CheckpointId {
+    static LAST: std::sync::Mutex<u128> = std::sync::Mutex::new(0);
+    let fresh = uuid::Uuid::now_v7().as_u128();
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    // Within a millisecond v7's random bits do not order; bumping the last id keeps it monotonic
+    // while staying a valid time-prefixed id.
+    let next = if fresh > *last { fresh } else { *last + 1 };
+    *last = next;
+    CheckpointId::from_u128(next)
+}
+
+/// How far the chain behind a checkpoint reaches back to its snapshot.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ChainStats {
+    pub(crate) deltas: u32,
+    pub(crate) delta_bytes: usize,
+    pub(crate) snapshot_bytes: usize,
+}
+
+/// Rebuilds the state stored at `record`: its nearest snapshot plus the deltas since.
+pub(crate) async fn load_state<S: State>(
+    store: &dyn Checkpointer,
+    record: &CheckpointRecord,
+) -> Result<(S, ChainStats), RunError> {
+    let thread = &record.thread_id;
+    let mut deltas: Vec<(CheckpointId, Vec<NodeWrite>)> = Vec::new();
+    let mut stats = ChainStats::default();
+    let mut current: Option<CheckpointRecord> = None;
+    let (snapshot, version, snapshot_id) = loop {
+        let rec = current.as_ref().unwrap_or(record);
+        match &rec.state {
+            StateData::Snapshot(raw) => break (raw.clone(), rec.metadata.schema_version, rec.id),
+            StateData::Delta(writes) => {
+                stats.deltas += 1;
+                stats.delta_bytes += writes.iter().map(|w| w.update.get().len()).sum::<usize>();
+                deltas.push((rec.id, writes.clone()));
+                let missing = |what: String| RunError::Checkpoint(CheckpointError::Corrupt {
+                    thread: thread.clone(),
+                    checkpoint: Some(rec.id),
+                    what: "checkpoint",
+                    source: crate::checkpoint::codec::FrameError::Decode(what),
+                });
+                let parent = rec.parent_id.ok_or_else(|| missing("a delta checkpoint has no parent to apply to".into()))?;
+                let next = store
+                    .get_checkpoint(thread, Some(parent))
+                    .await?
+                    .ok_or_else(|| missing(format!("its parent checkpoint {parent} is missing")))?;
+                current = Some(next);
+            }
+        }
+    };
+    stats.snapshot_bytes = snapshot.get().len();
+    let mismatch = |checkpoint: CheckpointId, message: String| RunError::StateMismatch {
+        thread_id: thread.clone(),
+        checkpoint,
+        message,
+    };
+    let mut state: S = if version == S::VERSION {
+        decode_named::<S>(snapshot.get()).map_err(|m| mismatch(snapshot_id, m))?
+    } else {
+        let value: serde_json::Value =
+            serde_json::from_str(snapshot.get()).map_err(|e| mismatch(snapshot_id, e.to_string()))?;
+        let migrated = S::migrate(version, value).map_err(|message| RunError::SchemaVersion {
+            thread_id: thread.clone(),
+            found: version,
+            expected: S::VERSION,
+            message,
+        })?;
+        serde_json::from_value(migrated)
+            .map_err(|e| mismatch(snapshot_id, format!("the migrated state does not fit: {e}")))?
+    };
+    for (id, writes) in deltas.into_iter().rev() {
+        let mut batch = writes
+            .iter()
+            .map(|w| {
+                decode_named::<S::Update>(w.update.get())
+                    .map(|u| TaggedUpdate::new(w.node.as_str(), u))
+                    .map_err(|m| mismatch(id, format!("an update by `{}`: {m}", w.node)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        state.apply(&mut batch).map_err(|e| mismatch(id, e.to_string()))?;
+    }
+    Ok((state, stats))
+}
+
+/// Decodes JSON, naming the path of the field that does not fit.
+pub(crate) fn decode_named<T: serde::de::DeserializeOwned>(json: &str) -> Result<T, String> {
+    let de = &mut serde_json::Deserializer::from_str(json);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            e.inner().to_string()
+        } else {
+            format!("field `{path}`: {}", e.inner())
+        }
+    })
+}
+
+pub(crate) fn to_raw<T: serde::Serialize>(value: &T) -> Result<Box<RawValue>, RunError> {
+    serde_json::value::to_raw_value(value).map_err(|e| RunError::InvalidInput(format!("a value cannot be stored as JSON: {e}")))
+}
+
+/// Decides when a checkpoint stores the whole state.
+pub(crate) struct SnapshotTracker {
+    policy: SnapshotPolicy,
+    stats: ChainStats,
+}
+
+impl SnapshotTracker {
+    pub(crate) fn new(policy: SnapshotPolicy, stats: ChainStats) -> Self {
+        SnapshotTracker { policy, stats }
+    }
+
+    pub(crate) fn force(&mut self) {
+        self.stats.deltas = u32::MAX;
+    }
+
+    /// Whether the next checkpoint, whose writes total `delta_bytes`, should be a snapshot.
+    pub(crate) fn wants_snapshot(&self, delta_bytes: usize) -> bool {
+        let s = &self.stats;
+        s.deltas >= self.policy.max_chain
+            || (s.delta_bytes + delta_bytes) as f64 >= self.policy.ratio * s.snapshot_bytes as f64
+    }
+
+    pub(crate) fn took_snapshot(&mut self, bytes: usize) {
+        self.stats = ChainStats {
+            deltas: 0,
+            delta_bytes: 0,
+            snapshot_bytes: bytes,
+        };
+    }
+
+    pub(crate) fn took_delta(&mut self, bytes: usize) {
+        self.stats.deltas = self.stats.deltas.saturating_add(1);
+        self.stats.delta_bytes += bytes;
+    }
+}
+
+/// Writes checkpoints as the durability mode says.
+pub(crate) struct CheckpointWriter {
+    store: Arc<dyn Checkpointer>,
+    mode: Durability,
+    background: Option<(mpsc::UnboundedSender<CheckpointRecord>, JoinHandle<Result<(), CheckpointError>>)>,
+}
+
+impl CheckpointWriter {
+    pub(crate) fn new(store: Arc<dyn Checkpointer>, mode: Durability) -> Self {
+        let background = (mode == Durability::Async).then(|| {
+            let (tx, mut rx) = mpsc::unbounded_channel::<CheckpointRecord>();
+            let store = store.clone();
+            let handle = tokio::spawn(async move {
+                while let Some(record) = rx.recv().await {
+                    store.put_checkpoint(&record, false).await?;
+                }
+                Ok(())
+            });
+            (tx, handle)
+        });
+        CheckpointWriter { store, mode, background }
+    }
+
+    pub(crate) fn mode(&self) -> Durability {
+        self.mode
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn Checkpointer> {
+        &self.store
+    }
+
+    /// Saves a checkpoint (sync: on disk before returning; async: queued).
+    pub(crate) async fn save(&mut self, record: CheckpointRecord) -> Result<(), RunError> {
+        match &self.background {
+            Some((tx, _)) => {
+                if tx.send(record).is_err() {
+                    // The writer stopped on an error; `finish` reports it.
+                    return self.finish().await;
+                }
+                Ok(())
+            }
+            None => Ok(self.store.put_checkpoint(&record, self.mode == Durability::Sync).await?),
+        }
+    }
+
+    /// Waits for queued checkpoints and flushes them to disk.
+    pub(crate) async fn finish(&mut self) -> Result<(), RunError> {
+        if let Some((tx, handle)) = self.background.take() {
+            drop(tx);
+            match handle.await {
+                Ok(result) => result?,
+                Err(e) => return Err(CheckpointError::Storage(format!("background checkpoint writer died: {e}")).into()),
+            }
+            self.store.flush().await?;
+        }
+        Ok(())
+    }
+}
+
+/// A run's claim on its thread, renewed in the background while the run lives.
+pub(crate) struct LeaseGuard {
+    store: Arc<dyn Checkpointer>,
+    thread: String,
+    lease: Arc<tokio::sync::Mutex<Lease>>,
+    renewer: JoinHandle<()>,
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".to_string())
+}
+
+/// True when the lease's holder is certainly gone: it ran on this host and its process no
+/// longer exists. (A lease from another host can only lapse.)
+fn holder_is_dead(lease: &Lease, host: &str) -> bool {
+    if lease.host != host {
+        return false;
+    }
+    #[cfg(unix)]
+    {
+        // kill(pid, 0) sends nothing; it only asks whether the process exists.
+        let rc = unsafe { libc::kill(lease.pid as libc::pid_t, 0) };
+        rc == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+    }
+    #[cfg(not(unix))]
+    {
+        false
+    }
+}
+
+/// True when a lease still binds: not lapsed, and its holder is not known to be dead.
+pub(crate) fn lease_is_live(lease: &Lease) -> bool {
+    lease.expires_at_ms > now_ms() && !holder_is_dead(lease, &host_name())
+}
+
+impl LeaseGuard {
+    /// Claims `thread`, failing at once with `ThreadBusy` when a live run holds it.
+    pub(crate) async fn acquire(store: Arc<dyn Checkpointer>, thread: &str, ttl: Duration) -> Result<LeaseGuard, CheckpointError> {
+        let host = host_name();
+        let ttl_ms = ttl.as_millis() as u64;
+        for _ in 0..5 {
+            let current = store.get_lease(thread).await?;
+            if let Some(held) = &current {
+                let now = now_ms();
+                if lease_is_live(held) {
+                    return Err(CheckpointError::ThreadBusy {
+                        thread: thread.to_string(),
+                        pid: held.pid,
+                        host: held.host.clone(),
+                        expires_in_ms: held.expires_at_ms - now,
+                    });
+                }
+            }
+            let lease = Lease {
+                owner: uuid::Uuid::new_v4().to_string(),
+                pid: std::process::id(),
+                host: host.clone(),
+                expires_at_ms: now_ms() + ttl_ms,
+            };
+            if store.swap_lease(thread, current.as_ref(), Some(&lease)).await?.is_ok() {
+                let lease = Arc::new(tokio::sync::Mutex::new(lease));
+                let renewer = tokio::spawn(renew(store.clone(), thread.to_string(), lease.clone(), ttl));
+                return Ok(LeaseGuard {
+                    store,
+                    thread: thread.to_string(),
+                    lease,
+                    renewer,
+                });
+            }
+        }
+        let held = store.get_lease(thread).await?;
+        Err(CheckpointError::ThreadBusy {
+            thread: thread.to_string(),
+            pid: held.as_ref().map(|l| l.pid).unwrap_or(0),
+            host: held.map(|l| l.host).unwrap_or_default(),
+            expires_in_ms: ttl_ms,
+        })
+    }
+
+    /// Gives the thread up.
+    pub(crate) async fn release(self) {
+        self.renewer.abort();
+        let lease = self.lease.lock().await.clone();
+        if let Err(e) = self.store.swap_lease(&self.thread, Some(&lease), None).await {
+            tracing::warn!(thread = %self.thread, error = %e, "could not release the thread's lease; it will lapse");
+        }
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        self.renewer.abort();
+    }
+}
+
+async fn renew(store: Arc<dyn Checkpointer>, thread: String, lease: Arc<tokio::sync::Mutex<Lease>>, ttl: Duration) {
+    let period = (ttl / 3).max(Duration::from_millis(10));
+    loop {
+        tokio::time::sleep(period).await;
+        let mut held = lease.lock().await;
+        let renewed = Lease {
+            expires_at_ms: now_ms() + ttl.as_millis() as u64,
+            ..held.clone()
+        };
+        match store.swap_lease(&thread, Some(&held), Some(&renewed)).await {
+            Ok(Ok(())) => *held = renewed,
+            Ok(Err(_)) => {
+                tracing::warn!(thread = %thread, "lost the thread's lease to another run");
+                return;
+            }
+            Err(e) => tracing::warn!(thread = %thread, error = %e, "could not renew the thread's lease"),
+        }
+    }
+}

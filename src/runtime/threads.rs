@@ -1,0 +1,494 @@
+//! Thread operations: inspect, list, edit, fork, rerun, delete, prune.
+
+use super::config::RunConfig;
+use super::error::RunError;
+use super::persist::{self, LeaseGuard, SnapshotTracker};
+use super::triggers::{self, Finished};
+use super::{Resume, RunOutcome};
+use crate::checkpoint::{
+    now_ms, validate_thread_id, CheckpointId, CheckpointMetadata, CheckpointRecord, Checkpointer, Frontier,
+    InterruptRecord, InterruptWhen, NodeWrite, PendingKind, PendingWrite, Source, StateData,
+};
+use crate::graph::{CompiledGraph, GraphError};
+use crate::state::{State, TaggedUpdate};
+use serde::Serialize;
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The node name edits without `as_node` are attributed to.
+pub(crate) const UPDATE_WRITER: &str = "__update__";
+
+/// A thread's state at one checkpoint, with what comes next.
+#[derive(Clone, Debug, Serialize)]
+pub struct StateSnapshot<S> {
+    /// The state.
+    pub values: S,
+    /// The nodes that run next, in task order.
+    pub next: Vec<String>,
+    /// Pauses waiting for a person (answer dynamic ones by id).
+    pub interrupts: Vec<InterruptRecord>,
+    /// Tasks of the next step that failed, with their errors.
+    pub errors: Vec<TaskError>,
+    /// Tasks of the next step whose results are already saved (they will not run again).
+    pub completed: Vec<String>,
+    /// The checkpoint.
+    pub checkpoint_id: CheckpointId,
+    /// Its parent.
+    pub parent_id: Option<CheckpointId>,
+    /// Supersteps done.
+    pub step: u64,
+    /// Why and by whom it was written.
+    pub metadata: CheckpointMetadata,
+}
+
+/// A task that failed after its retries.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TaskError {
+    /// The task's node.
+    pub node: String,
+    /// The task's position in its step.
+    pub task: usize,
+    /// The error.
+    pub message: String,
+}
+
+/// Where a thread stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadStatus {
+    /// A live run holds it.
+    Running,
+    /// Waiting for a person.
+    Paused,
+    /// The graph reached its end.
+    Done,
+    /// A task failed; resuming retries it.
+    Failed,
+    /// Stopped mid-run (cancelled, killed, recursion limit); resuming continues it.
+    Stopped,
+}
+
+impl std::fmt::Display for ThreadStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ThreadStatus::Running => "running",
+            ThreadStatus::Paused => "paused",
+            ThreadStatus::Done => "done",
+            ThreadStatus::Failed => "failed",
+            ThreadStatus::Stopped => "stopped",
+        })
+    }
+}
+
+/// One line of `threads()`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ThreadSummary {
+    /// The thread.
+    pub thread_id: String,
+    /// Where it stands.
+    pub status: ThreadStatus,
+    /// Supersteps done.
+    pub step: u64,
+    /// When its newest checkpoint was written (ms since the epoch).
+    pub updated_at_ms: u64,
+    /// The graph that wrote it.
+    pub graph: Option<String>,
+    /// Its newest checkpoint.
+    pub checkpoint_id: CheckpointId,
+}
+
+/// One entry of a thread's history.
+#[derive(Clone, Debug, Serialize)]
+pub struct HistoryEntry {
+    /// The checkpoint.
+    pub checkpoint_id: CheckpointId,
+    /// Its parent.
+    pub parent_id: Option<CheckpointId>,
+    /// Supersteps done.
+    pub step: u64,
+    /// What ran next from it.
+    pub next: Vec<String>,
+    /// Why and by whom it was written.
+    pub metadata: CheckpointMetadata,
+    /// True when it stores the whole state (false: the step's writes).
+    pub snapshot: bool,
+}
+
+/// Which checkpoints `history` returns: newest first, filtered, paged.
+#[derive(Clone, Debug)]
+pub struct HistoryQuery {
+    /// At most this many.
+    pub limit: usize,
+    /// Only checkpoints older than this one (the next page).
+    pub before: Option<CheckpointId>,
+    /// Only checkpoints written for this reason.
+    pub source: Option<Source>,
+    /// Only checkpoints holding a write by this node.
+    pub writer: Option<String>,
+}
+
+impl Default for HistoryQuery {
+    fn default() -> Self {
+        HistoryQuery {
+            limit: 100,
+            before: None,
+            source: None,
+            writer: None,
+        }
+    }
+}
+
+pub(crate) fn pending_interrupts(pending: &[PendingWrite]) -> Vec<InterruptRecord> {
+    let answered: HashSet<&str> = pending
+        .iter()
+        .filter_map(|w| match &w.kind {
+            PendingKind::Resume { interrupt_id, .. } => Some(interrupt_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    pending
+        .iter()
+        .filter_map(|w| match &w.kind {
+            PendingKind::Interrupt(r) if r.when != InterruptWhen::Dynamic || !answered.contains(r.id.as_str()) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+impl<S: State> CompiledGraph<S> {
+    fn store(&self, operation: &'static str) -> Result<&Arc<dyn Checkpointer>, RunError> {
+        self.checkpointer.as_ref().ok_or(RunError::NoCheckpointer { operation })
+    }
+
+    async fn record(&self, thread_id: &str, checkpoint: Option<CheckpointId>, operation: &'static str) -> Result<CheckpointRecord, RunError> {
+        validate_thread_id(thread_id)?;
+        let store = self.store(operation)?;
+        store.get_checkpoint(thread_id, checkpoint).await?.ok_or_else(|| match checkpoint {
+            Some(id) => RunError::CheckpointNotFound {
+                thread_id: thread_id.to_string(),
+                checkpoint: id.to_string(),
+            },
+            None => RunError::ThreadNotFound {
+                thread_id: thread_id.to_string(),
+            },
+        })
+    }
+
+    /// The thread's state at its newest checkpoint, or at `checkpoint`.
+    pub async fn get_state(&self, thread_id: &str, checkpoint: Option<CheckpointId>) -> Result<StateSnapshot<S>, RunError> {
+        let record = self.record(thread_id, checkpoint, "get_state").await?;
+        let store = self.store("get_state")?;
+        let (values, _) = persist::load_state::<S>(store.as_ref(), &record).await?;
+        let pending = store.get_writes(thread_id, record.id).await?;
+        let errors = pending
+            .iter()
+            .filter_map(|w| match &w.kind {
+                PendingKind::Error { message } => Some(TaskError {
+                    node: w.node.clone(),
+                    task: w.task,
+                    message: message.clone(),
+                }),
+                _ => None,
+            })
+            .collect();
+        let completed = pending
+            .iter()
+            .filter(|w| matches!(w.kind, PendingKind::Update { .. }))
+            .map(|w| w.node.clone())
+            .collect();
+        Ok(StateSnapshot {
+            values,
+            next: record.frontier.next_nodes(),
+            interrupts: pending_interrupts(&pending),
+            errors,
+            completed,
+            checkpoint_id: record.id,
+            parent_id: record.parent_id,
+            step: record.step,
+            metadata: record.metadata,
+        })
+    }
+
+    /// The thread's checkpoints, newest first, filtered and paged by `query`.
+    pub async fn history(&self, thread_id: &str, query: HistoryQuery) -> Result<Vec<HistoryEntry>, RunError> {
+        validate_thread_id(thread_id)?;
+        let store = self.store("history")?;
+        let mut out = Vec::new();
+        let mut before = query.before;
+        let page = query.limit.clamp(1, 500);
+        loop {
+            let batch = store.list_checkpoints(thread_id, before, page).await?;
+            if batch.is_empty() {
+                break;
+            }
+            before = batch.last().map(|r| r.id);
+            for r in batch {
+                let keep = query.source.is_none_or(|s| s == r.metadata.source)
+                    && query.writer.as_ref().is_none_or(|w| r.metadata.writers.contains(w));
+                if keep {
+                    out.push(HistoryEntry {
+                        checkpoint_id: r.id,
+                        parent_id: r.parent_id,
+                        step: r.step,
+                        next: r.frontier.next_nodes(),
+                        snapshot: r.state.is_snapshot(),
+                        metadata: r.metadata,
+                    });
+                    if out.len() >= query.limit {
+                        return Ok(out);
+                    }
+                }
+            }
+        }
+        if out.is_empty() && query.before.is_none() && store.get_checkpoint(thread_id, None).await?.is_none() {
+            return Err(RunError::ThreadNotFound {
+                thread_id: thread_id.to_string(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Every thread in the store with its status, newest update first.
+    pub async fn threads(&self) -> Result<Vec<ThreadSummary>, RunError> {
+        let store = self.store("threads")?;
+        let mut out = Vec::new();
+        for thread_id in store.list_threads().await? {
+            let Some(record) = store.get_checkpoint(&thread_id, None).await? else {
+                continue;
+            };
+            let pending = store.get_writes(&thread_id, record.id).await?;
+            let lease = store.get_lease(&thread_id).await?;
+            let status = if lease.as_ref().is_some_and(persist::lease_is_live) {
+                ThreadStatus::Running
+            } else if pending.iter().any(|w| matches!(w.kind, PendingKind::Error { .. })) {
+                ThreadStatus::Failed
+            } else if !pending_interrupts(&pending).is_empty() {
+                ThreadStatus::Paused
+            } else if record.frontier.is_done() {
+                ThreadStatus::Done
+            } else {
+                ThreadStatus::Stopped
+            };
+            out.push(ThreadSummary {
+                thread_id,
+                status,
+                step: record.step,
+                updated_at_ms: record.metadata.created_at_ms,
+                graph: record.metadata.graph.clone(),
+                checkpoint_id: record.id,
+            });
+        }
+        out.sort_by(|a, b| b.updated_at_ms.cmp(&a.updated_at_ms));
+        Ok(out)
+    }
+
+    /// Edits the thread's state, writing a new checkpoint (source `update`).
+    ///
+    /// With `as_node`, the edit counts as that node's output: its edges and routers decide what
+    /// runs next. Without it, the state changes and the thread continues where it was (its
+    /// pending tasks, pauses and saved results are kept).
+    pub async fn update_state(&self, thread_id: &str, update: S::Update, as_node: Option<&str>) -> Result<CheckpointId, RunError> {
+        let store = self.store("update_state")?.clone();
+        let node_index = match as_node {
+            Some(name) => Some(self.topology.node_index(name).ok_or_else(|| GraphError::UnknownNode {
+                name: name.to_string(),
+                context: "update_state as_node",
+                known: self.node_names().join(", "),
+            })?),
+            None => None,
+        };
+        let latest = self.record(thread_id, None, "update_state").await?;
+        let lease = LeaseGuard::acquire(store.clone(), thread_id, Duration::from_secs(15)).await?;
+        let result = self.write_update(&store, &latest, update, as_node, node_index).await;
+        lease.release().await;
+        result
+    }
+
+    async fn write_update(
+        &self,
+        store: &Arc<dyn Checkpointer>,
+        latest: &CheckpointRecord,
+        update: S::Update,
+        as_node: Option<&str>,
+        node_index: Option<usize>,
+    ) -> Result<CheckpointId, RunError> {
+        let thread_id = &latest.thread_id;
+        let (mut state, stats) = persist::load_state::<S>(store.as_ref(), latest).await?;
+        let writer = as_node.unwrap_or(UPDATE_WRITER).to_string();
+        let raw = persist::to_raw(&update)?;
+        let mut batch = [TaggedUpdate::new(writer.as_str(), update)];
+        state.apply(&mut batch).map_err(|e| RunError::InvalidInput(e.to_string()))?;
+        let frontier = match node_index {
+            Some(i) => triggers::advance(&self.topology, &state, &[Finished { node: Some(i), goto: &[] }], &latest.frontier, latest.step)?,
+            None => latest.frontier.clone(),
+        };
+        let mut tracker = SnapshotTracker::new(Default::default(), stats);
+        let state_data = if latest.metadata.schema_version != S::VERSION || tracker.wants_snapshot(raw.get().len()) {
+            StateData::Snapshot(persist::to_raw(&state)?)
+        } else {
+            tracker.took_delta(raw.get().len());
+            StateData::Delta(vec![NodeWrite { node: writer.clone(), update: raw }])
+        };
+        let id = persist::new_checkpoint_id();
+        let record = CheckpointRecord {
+            thread_id: thread_id.clone(),
+            id,
+            parent_id: Some(latest.id),
+            step: latest.step + 1,
+            state: state_data,
+            frontier,
+            metadata: CheckpointMetadata {
+                source: Source::Update,
+                writers: vec![writer],
+                created_at_ms: now_ms(),
+                schema_version: S::VERSION,
+                run_id: uuid::Uuid::now_v7().to_string(),
+                graph: self.name().map(str::to_string).or_else(|| latest.metadata.graph.clone()),
+            },
+        };
+        if node_index.is_none() {
+            // The frontier is unchanged, so its tasks' saved results and pauses still apply.
+            let carried = store.get_writes(thread_id, latest.id).await?;
+            if !carried.is_empty() {
+                store.put_writes(thread_id, id, &carried, false).await?;
+            }
+        }
+        store.put_checkpoint(&record, true).await?;
+        Ok(id)
+    }
+
+    /// Starts a new thread from a checkpoint of another; the source thread is untouched.
+    /// Returns the new thread's id. Resume it to run from there.
+    pub async fn fork(&self, thread_id: &str, checkpoint: CheckpointId, new_thread: Option<String>) -> Result<String, RunError> {
+        let store = self.store("fork")?;
+        let source = self.record(thread_id, Some(checkpoint), "fork").await?;
+        let (state, _) = persist::load_state::<S>(store.as_ref(), &source).await?;
+        let new_id = new_thread.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        validate_thread_id(&new_id)?;
+        if store.get_checkpoint(&new_id, None).await?.is_some() {
+            return Err(RunError::InvalidInput(format!("thread `{new_id}` already exists: fork into a new thread id")));
+        }
+        let record = CheckpointRecord {
+            thread_id: new_id.clone(),
+            id: persist::new_checkpoint_id(),
+            parent_id: None,
+            step: source.step,
+            state: StateData::Snapshot(persist::to_raw(&state)?),
+            frontier: Frontier {
+                tasks: source.frontier.tasks.clone(),
+                deferred: source.frontier.deferred.clone(),
+                joins: source.frontier.joins.clone(),
+            },
+            metadata: CheckpointMetadata {
+                source: Source::Fork,
+                writers: Vec::new(),
+                created_at_ms: now_ms(),
+                schema_version: S::VERSION,
+                run_id: uuid::Uuid::now_v7().to_string(),
+                graph: source.metadata.graph.clone(),
+            },
+        };
+        store.put_checkpoint(&record, true).await?;
+        Ok(new_id)
+    }
+
+    /// Runs a stage again: finds the newest checkpoint from which `node` was about to run and
+    /// replays from there on a new branch of the same thread. Everything before it is kept;
+    /// everything after it is recomputed.
+    pub async fn rerun_from(&self, thread_id: &str, node: &str, config: RunConfig) -> Result<RunOutcome<S>, RunError> {
+        if self.topology.node_index(node).is_none() {
+            return Err(GraphError::UnknownNode {
+                name: node.to_string(),
+                context: "rerun --from",
+                known: self.node_names().join(", "),
+            }
+            .into());
+        }
+        let store = self.store("rerun")?;
+        validate_thread_id(thread_id)?;
+        let mut before = None;
+        loop {
+            let page = store.list_checkpoints(thread_id, before, 200).await?;
+            if page.is_empty() {
+                break;
+            }
+            before = page.last().map(|r| r.id);
+            if let Some(found) = page.iter().find(|r| r.frontier.tasks.iter().any(|t| t.node == node)) {
+                let config = config.from_checkpoint(found.id);
+                return self.resume(thread_id, Resume::Continue, config).await;
+            }
+        }
+        self.record(thread_id, None, "rerun").await?;
+        Err(RunError::InvalidInput(format!(
+            "node `{node}` never ran on thread `{thread_id}`: nothing to rerun from"
+        )))
+    }
+
+    /// Deletes a thread and everything stored for it. Refused while a run holds it.
+    pub async fn delete_thread(&self, thread_id: &str) -> Result<(), RunError> {
+        let store = self.store("delete")?.clone();
+        self.record(thread_id, None, "delete").await?;
+        let lease = LeaseGuard::acquire(store.clone(), thread_id, Duration::from_secs(15)).await?;
+        let result = store.delete_thread(thread_id).await;
+        drop(lease);
+        Ok(result?)
+    }
+
+    /// Deletes all but the newest `keep` checkpoints of a thread (at least one is kept).
+    /// Kept checkpoints that stored only deltas over deleted ones are rewritten as snapshots
+    /// first, so every kept checkpoint still reads back exactly. Returns how many were deleted.
+    pub async fn prune(&self, thread_id: &str, keep: usize) -> Result<usize, RunError> {
+        let store = self.store("prune")?.clone();
+        self.record(thread_id, None, "prune").await?;
+        let lease = LeaseGuard::acquire(store.clone(), thread_id, Duration::from_secs(15)).await?;
+        let result = self.prune_held(&store, thread_id, keep.max(1)).await;
+        lease.release().await;
+        result
+    }
+
+    async fn prune_held(&self, store: &Arc<dyn Checkpointer>, thread_id: &str, keep: usize) -> Result<usize, RunError> {
+        let mut all = Vec::new();
+        let mut before = None;
+        loop {
+            let page = store.list_checkpoints(thread_id, before, 500).await?;
+            if page.is_empty() {
+                break;
+            }
+            before = page.last().map(|r| r.id);
+            all.extend(page);
+        }
+        if all.len() <= keep {
+            return Ok(0);
+        }
+        let doomed: BTreeSet<CheckpointId> = all[keep..].iter().map(|r| r.id).collect();
+        for record in &all[..keep] {
+            if self.chain_crosses(store.as_ref(), record, &doomed).await? {
+                let (state, _) = persist::load_state::<S>(store.as_ref(), record).await?;
+                let mut rewritten = record.clone();
+                rewritten.state = StateData::Snapshot(persist::to_raw(&state)?);
+                store.put_checkpoint(&rewritten, true).await?;
+            }
+        }
+        let ids: Vec<CheckpointId> = doomed.into_iter().collect();
+        store.delete_checkpoints(thread_id, &ids).await?;
+        Ok(ids.len())
+    }
+
+    /// Whether reading `record` needs any checkpoint in `doomed`.
+    async fn chain_crosses(&self, store: &dyn Checkpointer, record: &CheckpointRecord, doomed: &BTreeSet<CheckpointId>) -> Result<bool, RunError> {
+        let mut current = record.clone();
+        while let StateData::Delta(_) = current.state {
+            let Some(parent) = current.parent_id else { return Ok(false) };
+            if doomed.contains(&parent) {
+                return Ok(true);
+            }
+            match store.get_checkpoint(&record.thread_id, Some(parent)).await? {
+                Some(p) => current = p,
+                None => return Ok(false),
+            }
+        }
+        Ok(false)
+    }
+}
+
