@@ -78,6 +78,16 @@ impl<S: State> Clone for CompiledGraph<S> {
     }
 }
 
+impl<S: State> std::fmt::Debug for CompiledGraph<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledGraph")
+            .field("name", &self.name())
+            .field("nodes", &self.node_names())
+            .field("checkpointer", &self.checkpointer.is_some())
+            .finish()
+    }
+}
+
 impl<S: State> CompiledGraph<S> {
     pub(crate) fn from_builder(builder: StateGraph<S>) -> Self {
         let index: HashMap<String, usize> = builder
