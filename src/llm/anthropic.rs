@@ -3,7 +3,7 @@
 //! System messages become the top-level `system` field, tool results become `tool_result`
 //! blocks in a user turn, and a [`JsonSchemaFormat`](super::JsonSchemaFormat) is obtained by
 //! forcing a call of a tool with that schema (`tool_choice: {type: tool, name}`): the tool's
-//! input is returned as the reply's text, so [`structured`](super::structured) works the
+//! input is returned as the reply's text, so [`structured`](fn@super::structured) works the
 //! same on both providers.
 //!
 //! ```no_run
@@ -124,7 +124,9 @@ impl AnthropicChat {
     pub fn new(config: AnthropicConfig) -> Result<Self, LlmError> {
         let base = config.base_url.trim().trim_end_matches('/').to_string();
         reqwest::Url::parse(&base).map_err(|e| {
-            LlmError::Config(format!("Anthropic base URL `{base}` is not a valid URL: {e}"))
+            LlmError::Config(format!(
+                "Anthropic base URL `{base}` is not a valid URL: {e}"
+            ))
         })?;
         let endpoint = Endpoint::new(PROVIDER, base.clone())
             .with_model(config.model.clone())
@@ -399,11 +401,23 @@ enum Block {
 fn block_from_wire(block: &Value) -> Option<Block> {
     match block.get("type").and_then(Value::as_str)? {
         "text" => Some(Block::Text(
-            block.get("text").and_then(Value::as_str).unwrap_or("").to_string(),
+            block
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
         )),
         "tool_use" => Some(Block::ToolUse {
-            id: block.get("id").and_then(Value::as_str).unwrap_or("").to_string(),
-            name: block.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
+            id: block
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            name: block
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
             input: block.get("input").cloned().unwrap_or_else(|| json!({})),
         }),
         // Thinking and other block types carry nothing the caller asked for.
@@ -526,7 +540,11 @@ impl ChatModel for AnthropicChat {
                         }
                         Some("tool_use") => PartialBlock::ToolUse {
                             id: block.get("id").and_then(Value::as_str).unwrap_or("").into(),
-                            name: block.get("name").and_then(Value::as_str).unwrap_or("").into(),
+                            name: block
+                                .get("name")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .into(),
                             json: String::new(),
                         },
                         _ => PartialBlock::Ignored,
@@ -536,14 +554,20 @@ impl ChatModel for AnthropicChat {
                 "content_block_delta" => {
                     let delta = event.delta.unwrap_or(Value::Null);
                     let index = event.index.unwrap_or(0);
-                    match (blocks.get_mut(&index), delta.get("type").and_then(Value::as_str)) {
+                    match (
+                        blocks.get_mut(&index),
+                        delta.get("type").and_then(Value::as_str),
+                    ) {
                         (Some(PartialBlock::Text(text)), Some("text_delta")) => {
                             if let Some(t) = delta.get("text").and_then(Value::as_str) {
                                 sink(t);
                                 text.push_str(t);
                             }
                         }
-                        (Some(PartialBlock::ToolUse { name, json, .. }), Some("input_json_delta")) => {
+                        (
+                            Some(PartialBlock::ToolUse { name, json, .. }),
+                            Some("input_json_delta"),
+                        ) => {
                             if let Some(part) = delta.get("partial_json").and_then(Value::as_str) {
                                 // The forced structured-output tool's input *is* the answer
                                 // text, so it streams like text does on OpenAI.

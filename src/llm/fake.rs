@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::{ChatModel, ChatRequest, ChatResponse, FinishReason, LlmError, Message, ToolCall, Usage};
+use super::{
+    ChatModel, ChatRequest, ChatResponse, FinishReason, LlmError, Message, ToolCall, Usage,
+};
 
 type ReplyFn = dyn Fn(&ChatRequest) -> Result<ChatResponse, LlmError> + Send + Sync;
 
@@ -194,7 +196,9 @@ impl FakeChatModel {
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic in a test thread holding the lock must not hide the fake's history.
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -229,7 +233,8 @@ impl ChatModel for FakeChatModel {
         }
         if response.usage == Usage::default() {
             let input = request.messages.iter().map(|m| words(&m.content)).sum();
-            let output = words(&response.message.content) + response.message.tool_calls.len() as u64;
+            let output =
+                words(&response.message.content) + response.message.tool_calls.len() as u64;
             response.usage = Usage::new(input, output);
         }
         if let Some(sink) = &request.stream {

@@ -172,7 +172,10 @@ impl RetryPolicy {
     /// in [50%, 100%] so that many clients hit by the same outage do not retry in step.
     pub fn backoff(&self, retry: u32) -> Duration {
         let exp = 2u32.saturating_pow(retry.saturating_sub(1));
-        let base = self.initial_backoff.saturating_mul(exp).min(self.max_backoff);
+        let base = self
+            .initial_backoff
+            .saturating_mul(exp)
+            .min(self.max_backoff);
         let factor: f64 = rand::thread_rng().gen_range(0.5..=1.0);
         base.mul_f64(factor)
     }
@@ -265,7 +268,9 @@ pub enum HttpError {
         body: String,
     },
     /// 5xx on every attempt.
-    #[error("{endpoint} failed with HTTP {status} after {attempts} attempt(s). Server said: {body}")]
+    #[error(
+        "{endpoint} failed with HTTP {status} after {attempts} attempt(s). Server said: {body}"
+    )]
     Server {
         /// Who answered.
         endpoint: Box<Endpoint>,

@@ -191,7 +191,10 @@ impl ToolSpec {
     /// let tool = stategraph::llm::ToolSpec::for_args::<SearchArgs>("search", "Search the web");
     /// assert_eq!(tool.parameters["properties"]["query"]["type"], "string");
     /// ```
-    pub fn for_args<A: JsonSchema>(name: impl Into<String>, description: impl Into<String>) -> Self {
+    pub fn for_args<A: JsonSchema>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+    ) -> Self {
         ToolSpec::new(name, description, schema_for::<A>())
     }
 }

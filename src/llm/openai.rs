@@ -498,7 +498,11 @@ impl Assembly {
             .calls
             .into_iter()
             .map(|(i, (id, name, args))| ToolCall {
-                id: if id.is_empty() { format!("call_{i}") } else { id },
+                id: if id.is_empty() {
+                    format!("call_{i}")
+                } else {
+                    id
+                },
                 name,
                 arguments: parse_arguments(Some(Value::String(args))),
             })
@@ -638,10 +642,7 @@ mod tests {
 
     #[test]
     fn invalid_tool_arguments_are_kept_verbatim() {
-        assert_eq!(
-            parse_arguments(Some(json!("{\"q\": 1}"))),
-            json!({"q": 1})
-        );
+        assert_eq!(parse_arguments(Some(json!("{\"q\": 1}"))), json!({"q": 1}));
         assert_eq!(parse_arguments(Some(json!("{oops"))), json!("{oops"));
         assert_eq!(parse_arguments(None), json!({}));
         assert_eq!(arguments_text(&json!("{oops")), "{oops");

@@ -179,7 +179,9 @@ mod tests {
 
     #[test]
     fn nothing_configured_says_what_to_set() {
-        let err = build(ProviderSettings::default(), &env_of(&[])).err().unwrap();
+        let err = build(ProviderSettings::default(), &env_of(&[]))
+            .err()
+            .unwrap();
         let text = err.to_string();
         for needle in [
             "ANTHROPIC_API_KEY",

@@ -257,8 +257,35 @@ pub fn schema_for<T: JsonSchema>() -> Value {
     if let Some(map) = value.as_object_mut() {
         // Providers do not need the meta-schema URL, and some strict validators reject it.
         map.remove("$schema");
+        // schemars 0.8 files definitions under `definitions` even for draft 2019-09; `$defs`
+        // is the keyword OpenAI documents for strict mode.
+        if let Some(defs) = map.remove("definitions") {
+            map.insert("$defs".to_string(), defs);
+            rewrite_refs(&mut value);
+        }
     }
     value
+}
+
+fn rewrite_refs(node: &mut Value) {
+    match node {
+        Value::Object(map) => {
+            for (key, child) in map.iter_mut() {
+                if key == "$ref" {
+                    if let Some(name) = child
+                        .as_str()
+                        .and_then(|r| r.strip_prefix("#/definitions/"))
+                    {
+                        *child = Value::String(format!("#/$defs/{name}"));
+                    }
+                } else {
+                    rewrite_refs(child);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(rewrite_refs),
+        _ => {}
+    }
 }
 
 /// Makes a schema acceptable to OpenAI's strict mode: every object gets
@@ -287,7 +314,15 @@ pub fn strict_schema(schema: Value) -> Value {
 
 /// Formats OpenAI's strict mode accepts; schemars also emits `int32`, `uint`, `double`, ...
 const STRICT_FORMATS: &[&str] = &[
-    "date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid",
+    "date-time",
+    "time",
+    "date",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uuid",
 ];
 
 fn make_strict(node: &mut Value, root: &Value, depth: usize) {
@@ -322,7 +357,11 @@ fn make_strict(node: &mut Value, root: &Value, depth: usize) {
             }
         }
     }
-    if map.get("format").and_then(Value::as_str).is_some_and(|f| !STRICT_FORMATS.contains(&f)) {
+    if map
+        .get("format")
+        .and_then(Value::as_str)
+        .is_some_and(|f| !STRICT_FORMATS.contains(&f))
+    {
         map.remove("format");
     }
     if map.get("default") == Some(&Value::Null) {
@@ -398,7 +437,13 @@ pub fn validate_value(schema: &Value, value: &Value) -> Result<(), String> {
     check(schema, value, schema, "$", 0)
 }
 
-fn check(schema: &Value, value: &Value, root: &Value, path: &str, depth: usize) -> Result<(), String> {
+fn check(
+    schema: &Value,
+    value: &Value,
+    root: &Value,
+    path: &str,
+    depth: usize,
+) -> Result<(), String> {
     if depth > 64 {
         return Ok(());
     }
@@ -409,17 +454,27 @@ fn check(schema: &Value, value: &Value, root: &Value, path: &str, depth: usize) 
             _ => Ok(()),
         };
     };
-    if let Some(target) = map.get("$ref").and_then(Value::as_str).and_then(|r| resolve_ref(root, r)) {
+    if let Some(target) = map
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| resolve_ref(root, r))
+    {
         check(target, value, root, path, depth + 1)?;
     }
     if let Some(types) = map.get("type") {
         let ok = match types {
             Value::String(t) => type_matches(t, value),
-            Value::Array(ts) => ts.iter().filter_map(Value::as_str).any(|t| type_matches(t, value)),
+            Value::Array(ts) => ts
+                .iter()
+                .filter_map(Value::as_str)
+                .any(|t| type_matches(t, value)),
             _ => true,
         };
         if !ok {
-            return Err(format!("{path} should be of type {types}, got {}", short(value)));
+            return Err(format!(
+                "{path} should be of type {types}, got {}",
+                short(value)
+            ));
         }
     }
     if let Some(Value::Array(allowed)) = map.get("enum") {
@@ -602,8 +657,14 @@ mod tests {
 
     #[test]
     fn json_is_found_in_fences_and_prose() {
-        assert_eq!(extract_json("```json\n{\"a\": 1}\n```").unwrap(), json!({"a": 1}));
-        assert_eq!(extract_json("Sure! {\"a\": 1} Hope that helps").unwrap(), json!({"a": 1}));
+        assert_eq!(
+            extract_json("```json\n{\"a\": 1}\n```").unwrap(),
+            json!({"a": 1})
+        );
+        assert_eq!(
+            extract_json("Sure! {\"a\": 1} Hope that helps").unwrap(),
+            json!({"a": 1})
+        );
         assert!(extract_json("no json here").is_err());
         assert!(extract_json("  ").is_err());
     }

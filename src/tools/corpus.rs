@@ -28,8 +28,13 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use tantivy::collector::TopDocs;
 use tantivy::query::QueryParser;
-use tantivy::schema::{Field, Schema, Value, STORED, STRING, TEXT};
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING,
+};
 use tantivy::snippet::SnippetGenerator;
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+};
 use tantivy::{doc, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument};
 
 use super::html::extract;
@@ -39,6 +44,23 @@ use super::{SearchHit, SearchTool, ToolError};
 const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 /// Characters in a snippet.
 const SNIPPET_CHARS: usize = 300;
+/// The analyzer of title and body: English stop words dropped and words stemmed, because
+/// queries are usually natural-language questions ("what causes the tides") and should
+/// rank documents by their content words ("tide", "cause"), not by "the".
+const ANALYZER: &str = "corpus_en";
+
+fn analyzer() -> TextAnalyzer {
+    let base = TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser);
+    match StopWordFilter::new(Language::English) {
+        Some(stop_words) => base
+            .filter(stop_words)
+            .filter(Stemmer::new(Language::English))
+            .build(),
+        None => base.filter(Stemmer::new(Language::English)).build(),
+    }
+}
 
 /// A [`SearchTool`] over a folder of documents.
 #[derive(Clone, Debug)]
@@ -77,6 +99,9 @@ struct Fields {
 
 impl CorpusSearch {
     /// Indexes the folder at `root`. Fails if it is missing or has no indexable files.
+    ///
+    /// This reads and indexes every file before it returns: call it at startup, or inside
+    /// `tokio::task::spawn_blocking` from async code with a large folder.
     pub fn open(root: impl AsRef<Path>) -> Result<Self, ToolError> {
         let given = root.as_ref();
         let root = fs::canonicalize(given).map_err(|_| ToolError::CorpusMissing {
@@ -107,7 +132,11 @@ impl CorpusSearch {
         }
     }
 
-    fn search_blocking(&self, query: &str, max_results: usize) -> Result<Vec<SearchHit>, ToolError> {
+    fn search_blocking(
+        &self,
+        query: &str,
+        max_results: usize,
+    ) -> Result<Vec<SearchHit>, ToolError> {
         let mut state = self
             .state
             .lock()
@@ -139,7 +168,8 @@ impl SearchTool for CorpusSearch {
 impl Built {
     fn search(&self, query: &str, max_results: usize) -> Result<Vec<SearchHit>, ToolError> {
         let searcher = self.reader.searcher();
-        let mut parser = QueryParser::for_index(&self.index, vec![self.fields.title, self.fields.body]);
+        let mut parser =
+            QueryParser::for_index(&self.index, vec![self.fields.title, self.fields.body]);
         parser.set_field_boost(self.fields.title, 2.0);
         // Lenient: user and model queries contain quotes, colons and dashes that are not
         // meant as query syntax.
@@ -203,7 +233,9 @@ fn fingerprint(root: &Path) -> Result<Fingerprint, ToolError> {
                 continue;
             }
             // `file_type` does not follow symlinks, so a link back up the tree cannot loop.
-            let Ok(kind) = entry.file_type() else { continue };
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
             if kind.is_dir() {
                 pending.push(path);
                 continue;
@@ -211,7 +243,9 @@ fn fingerprint(root: &Path) -> Result<Fingerprint, ToolError> {
             if !is_indexable(&path) {
                 continue;
             }
-            let Ok(meta) = fs::metadata(&path) else { continue };
+            let Ok(meta) = fs::metadata(&path) else {
+                continue;
+            };
             if meta.is_file() && meta.len() <= MAX_FILE_BYTES {
                 files.push((path, meta.len(), meta.modified().ok()));
             }
@@ -229,12 +263,18 @@ fn build(root: &Path) -> Result<Built, ToolError> {
         });
     }
     let mut schema = Schema::builder();
+    let text = TextOptions::default().set_stored().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(ANALYZER)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
     let fields = Fields {
         url: schema.add_text_field("url", STRING | STORED),
-        title: schema.add_text_field("title", TEXT | STORED),
-        body: schema.add_text_field("body", TEXT | STORED),
+        title: schema.add_text_field("title", text.clone()),
+        body: schema.add_text_field("body", text),
     };
     let index = Index::create_in_ram(schema.build());
+    index.tokenizers().register(ANALYZER, analyzer());
     // One indexing thread with tantivy's minimum budget: the machine is shared with the
     // graph being run, and corpora are small.
     let mut writer: IndexWriter = index
@@ -287,24 +327,36 @@ fn document_text(path: &Path, raw: &str) -> (String, String) {
             let (title, text) = extract(raw);
             (title.unwrap_or(file_name), text)
         }
-        "md" | "markdown" => (markdown_title(raw).unwrap_or(file_name), raw.to_string()),
+        "md" | "markdown" => (
+            markdown_title(raw).unwrap_or(file_name),
+            strip_front_matter(raw).to_string(),
+        ),
         _ => (file_name, raw.to_string()),
     }
 }
 
-/// The first ATX heading (`# Title`), outside any YAML front matter.
-fn markdown_title(text: &str) -> Option<String> {
-    let mut lines = text.lines().peekable();
-    if lines.peek().map(|l| l.trim()) == Some("---") {
-        lines.next();
-        for line in lines.by_ref() {
-            if line.trim() == "---" {
-                break;
-            }
+/// Markdown without its YAML front matter (metadata, not prose to search or quote).
+fn strip_front_matter(text: &str) -> &str {
+    let Some(rest) = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))
+    else {
+        return text;
+    };
+    let mut offset = 0;
+    for line in rest.split_inclusive('\n') {
+        offset += line.len();
+        if line.trim_end() == "---" {
+            return &rest[offset..];
         }
     }
+    text
+}
+
+/// The first ATX heading (`# Title`), outside any YAML front matter and code blocks.
+fn markdown_title(text: &str) -> Option<String> {
     let mut in_code = false;
-    for line in lines {
+    for line in strip_front_matter(text).lines() {
         let trimmed = line.trim_start();
         if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
             in_code = !in_code;
@@ -344,5 +396,10 @@ mod tests {
             Some("Real one")
         );
         assert_eq!(markdown_title("#hashtag\nplain"), None);
+        assert_eq!(strip_front_matter("---\na: 1\n---\nbody"), "body");
+        assert_eq!(
+            strip_front_matter("--- not front matter"),
+            "--- not front matter"
+        );
     }
 }

@@ -133,7 +133,13 @@ impl PageFetcher {
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+            .map(|v| {
+                v.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase()
+            })
             .filter(|v| !v.is_empty());
         let declared_kind = match declared.as_deref() {
             Some(ct) => Some(kind_of(ct).ok_or_else(|| ToolError::UnsupportedContent {
@@ -168,10 +174,15 @@ impl PageFetcher {
                 content_type: "application/octet-stream (no content type sent)".to_string(),
             })?,
         };
-        let raw = String::from_utf8_lossy(&body);
         let (title, text) = match kind {
-            Kind::Html => extract(&raw),
-            Kind::Text => (None, raw.trim().to_string()),
+            // Parsing is CPU work (and grows quadratically with nesting depth in html5ever),
+            // so it runs off the async worker threads, still inside the fetch's time limit.
+            Kind::Html => {
+                tokio::task::spawn_blocking(move || extract(&String::from_utf8_lossy(&body)))
+                    .await
+                    .map_err(|e| ToolError::Config(format!("reading the page failed: {e}")))?
+            }
+            Kind::Text => (None, String::from_utf8_lossy(&body).trim().to_string()),
         };
         Ok(FetchedPage {
             url: final_url,
@@ -188,8 +199,12 @@ fn kind_of(content_type: &str) -> Option<Kind> {
     match content_type {
         "text/html" | "application/xhtml+xml" => Some(Kind::Html),
         ct if ct.starts_with("text/") => Some(Kind::Text),
-        "application/json" | "application/xml" | "application/javascript"
-        | "application/x-yaml" | "application/yaml" | "application/toml" => Some(Kind::Text),
+        "application/json"
+        | "application/xml"
+        | "application/javascript"
+        | "application/x-yaml"
+        | "application/yaml"
+        | "application/toml" => Some(Kind::Text),
         ct if ct.ends_with("+json") || ct.ends_with("+xml") => Some(Kind::Text),
         _ => None,
     }
@@ -201,8 +216,11 @@ fn sniff(body: &[u8]) -> Option<(Kind, String)> {
     if head.contains(&0) {
         return None;
     }
-    let start = String::from_utf8_lossy(head).trim_start().to_ascii_lowercase();
-    if start.starts_with("<!doctype html") || start.starts_with("<html") || start.contains("<body") {
+    let start = String::from_utf8_lossy(head)
+        .trim_start()
+        .to_ascii_lowercase();
+    if start.starts_with("<!doctype html") || start.starts_with("<html") || start.contains("<body")
+    {
         Some((Kind::Html, "text/html".to_string()))
     } else {
         Some((Kind::Text, "text/plain".to_string()))

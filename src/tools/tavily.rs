@@ -186,7 +186,10 @@ impl SearchTool for TavilySearch {
             .into_iter()
             .take(max_results)
             .map(|hit| SearchHit {
-                title: hit.title.filter(|t| !t.is_empty()).unwrap_or_else(|| hit.url.clone()),
+                title: hit
+                    .title
+                    .filter(|t| !t.is_empty())
+                    .unwrap_or_else(|| hit.url.clone()),
                 url: hit.url,
                 content: hit.content.unwrap_or_default(),
             })

@@ -6,28 +6,17 @@
 #![allow(dead_code)]
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use serde_json::Value;
-use stategraph::llm::http::{HttpSettings, RetryPolicy};
+use stategraph::llm::http::HttpSettings;
 use stategraph::llm::TokenSink;
 pub use wiremock::matchers::{method, path};
 pub use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
-/// Timeouts and backoff measured in milliseconds, so failure paths stay fast.
+/// Timeouts and backoff measured in milliseconds, so failure paths stay fast: two retries,
+/// 1-5 ms backoff, `Retry-After` honoured up to 2 s.
 pub fn fast_http() -> HttpSettings {
-    HttpSettings {
-        connect_timeout: Duration::from_secs(2),
-        read_timeout: Duration::from_secs(5),
-        total_timeout: None,
-        retry: RetryPolicy {
-            max_retries: 2,
-            initial_backoff: Duration::from_millis(1),
-            max_backoff: Duration::from_millis(5),
-            max_retry_after: Duration::from_secs(2),
-        },
-        ..HttpSettings::default()
-    }
+    HttpSettings::for_tests()
 }
 
 /// A JSON response with status 200.
