@@ -12,14 +12,23 @@
 //! - [`checkpoint`]: the storage contract, its in-memory and sled backends, integrity framing.
 //! - [`llm`]: chat-model clients (OpenAI-compatible, Anthropic, a fake for tests), structured output.
 //! - [`tools`]: web search, local corpus search, page fetch.
+//! - [`registry`]: named graphs ([`registry::GraphFactory`]), the TOML graph files that configure
+//!   them, and a state-erased graph with JSON in and out.
+//! - [`agents`]: the example agents, one folder each, each registered by name.
+//! - [`cli`]: the `graph` command as a library: [`cli::App`] parses arguments and runs a command;
+//!   a user's binary registers its own graphs into it.
 //!
-//! Data flows one way: graph -> runtime -> checkpoint. Nothing below knows what is above it.
+//! Data flows one way: cli -> registry -> graph -> runtime -> checkpoint; agents sit between
+//! the registry and the graph API. Nothing below knows what is above it.
 
 extern crate self as stategraph;
 
+pub mod agents;
 pub mod checkpoint;
+pub mod cli;
 pub mod graph;
 pub mod llm;
+pub mod registry;
 pub mod runtime;
 pub mod state;
 pub mod tools;

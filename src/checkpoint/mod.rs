@@ -20,7 +20,7 @@ mod sled_store;
 pub use error::{validate_thread_id, CheckpointError};
 pub use memory::MemoryCheckpointer;
 pub use record::*;
-pub use sled_store::SledCheckpointer;
+pub use sled_store::{SledCheckpointer, SledOptions};
 
 use async_trait::async_trait;
 

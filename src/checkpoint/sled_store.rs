@@ -35,16 +35,71 @@ pub struct SledCheckpointer {
     known_threads: Mutex<HashSet<String>>,
 }
 
+/// How a sled store is laid out: pass to [`SledCheckpointer::open_with`].
+///
+/// A store's segment size is fixed when it is created: reopening it with another one fails.
+///
+/// ```
+/// use stategraph::checkpoint::SledOptions;
+/// let small = SledOptions::small();
+/// assert!(small.segment_size < SledOptions::default().segment_size);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SledOptions {
+    /// Bytes per log segment: a power of two from 256 bytes to 16 MiB. A store occupies at
+    /// least one segment on disk; values larger than a quarter of it go to separate blob files.
+    pub segment_size: usize,
+    /// Bytes of page cache.
+    pub cache_capacity: u64,
+}
+
+impl Default for SledOptions {
+    /// sled's own segment size (512 KiB): suits one store holding many threads.
+    fn default() -> Self {
+        SledOptions {
+            segment_size: 512 * 1024,
+            // The page cache only needs to hold the hot end of each thread.
+            cache_capacity: 16 * 1024 * 1024,
+        }
+    }
+}
+
+impl SledOptions {
+    /// For one small store per thread: 64 KiB segments keep an almost empty store near 70 KB
+    /// on disk instead of about 520 KB, at no measurable cost in write or open time.
+    pub fn small() -> Self {
+        SledOptions {
+            segment_size: 64 * 1024,
+            cache_capacity: 4 * 1024 * 1024,
+        }
+    }
+}
+
 impl SledCheckpointer {
-    /// Opens (or creates) a store in `path`.
+    /// Opens (or creates) a store in `path` with [`SledOptions::default`].
     ///
     /// Fails with [`CheckpointError::Locked`] when another process has it open.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, CheckpointError> {
+        Self::open_with(path, SledOptions::default())
+    }
+
+    /// Opens (or creates) a store in `path` laid out as `options` say.
+    ///
+    /// Fails with [`CheckpointError::Locked`] when another process has it open, and with
+    /// [`CheckpointError::Storage`] when the options are out of range or differ from those the
+    /// store was created with.
+    pub fn open_with(path: impl AsRef<Path>, options: SledOptions) -> Result<Self, CheckpointError> {
         let path = path.as_ref().to_path_buf();
+        let size = options.segment_size;
+        if !size.is_power_of_two() || !(256..=1 << 24).contains(&size) {
+            return Err(CheckpointError::Storage(format!(
+                "segment size {size} is not a power of two between 256 bytes and 16 MiB"
+            )));
+        }
         let db = sled::Config::new()
             .path(&path)
-            // The page cache only needs to hold the hot end of each thread.
-            .cache_capacity(16 * 1024 * 1024)
+            .segment_size(size)
+            .cache_capacity(options.cache_capacity)
             .open()
             .map_err(|e| open_error(&path, e))?;
         let tree = |name: &str| db.open_tree(name).map_err(CheckpointError::storage);

@@ -1,0 +1,23 @@
+//! Example agents, one folder each. Every agent is a graph plus a
+//! [`GraphFactory`](crate::registry::GraphFactory) so the registry (and so the `graph` command)
+//! can run it by name with its `graphs/<name>.toml`.
+//!
+//! - [`pipeline`]: the keyless demo: outline, parallel drafts, a review pause, publish.
+//!
+//! Invariant: agents build graphs with the public API and know nothing of the command line.
+
+pub mod pipeline;
+pub mod research;
+
+use crate::registry::AnyFactory;
+use std::sync::Arc;
+
+/// The factories of every built-in agent, for [`Registry::extend`](crate::registry::Registry::extend).
+///
+/// ```
+/// let names: Vec<String> = stategraph::agents::builtin_factories().iter().map(|f| f.name().to_string()).collect();
+/// assert!(names.contains(&"pipeline".to_string()));
+/// ```
+pub fn builtin_factories() -> Vec<Arc<dyn AnyFactory>> {
+    vec![Arc::new(pipeline::Pipeline)]
+}

@@ -1,0 +1,63 @@
+//! `graphs` and `draw`: what can be run, and what it looks like.
+
+use crate::cli::args::{DrawArgs, FormatArg};
+use crate::cli::error::EXIT_DONE;
+use crate::cli::{out, Ctx};
+use crate::registry::DrawFormat;
+use serde_json::{json, Value};
+
+/// `graph graphs`.
+pub(crate) fn graphs(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
+    let mut list = Vec::new();
+    for factory in ctx.registry.iter() {
+        let resolved = ctx.registry.resolve(factory.name(), &[])?;
+        let graph = resolved.build(None)?;
+        list.push(json!({
+            "name": factory.name(),
+            "description": if resolved.file.description.is_empty() { factory.description() } else { &resolved.file.description },
+            "input_field": factory.input_field(),
+            "output_field": factory.output_field(),
+            "nodes": graph.node_names(),
+            "settings": resolved.file.settings,
+        }));
+    }
+    if json {
+        out(&format!("{:#}", Value::Array(list)));
+        return Ok(EXIT_DONE);
+    }
+    if list.is_empty() {
+        eprintln!("no graphs are registered in this binary");
+        return Ok(EXIT_DONE);
+    }
+    let width = list
+        .iter()
+        .filter_map(|g| g["name"].as_str())
+        .map(str::len)
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    for g in &list {
+        let input = match g["input_field"].as_str() {
+            Some(f) => format!(" (--input fills `{f}`)"),
+            None => String::new(),
+        };
+        out(&format!(
+            "{:<width$}  {}{input}",
+            g["name"].as_str().unwrap_or_default(),
+            g["description"].as_str().unwrap_or_default()
+        ));
+    }
+    Ok(EXIT_DONE)
+}
+
+/// `graph draw`.
+pub(crate) fn draw(ctx: &Ctx, args: DrawArgs) -> anyhow::Result<u8> {
+    let resolved = ctx.registry.resolve(&args.graph, &[])?;
+    let graph = resolved.build(None)?;
+    let format = match args.format {
+        FormatArg::Mermaid => DrawFormat::Mermaid,
+        FormatArg::Dot => DrawFormat::Dot,
+    };
+    out(graph.draw(format).trim_end());
+    Ok(EXIT_DONE)
+}

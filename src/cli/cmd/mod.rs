@@ -1,0 +1,27 @@
+//! One file per group of commands; `dispatch` picks the command.
+
+mod edit;
+mod graphs;
+mod inspect;
+mod run;
+
+use super::args::Command;
+use super::Ctx;
+
+/// Runs one command; returns its exit code.
+pub(crate) async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
+    match command {
+        Command::Run(a) => run::run(ctx, a).await,
+        Command::Resume(a) => run::resume(ctx, a).await,
+        Command::Rerun(a) => run::rerun(ctx, a).await,
+        Command::Threads(a) => inspect::threads(ctx, a.json).await,
+        Command::State(a) => inspect::state(ctx, a).await,
+        Command::History(a) => inspect::history(ctx, a).await,
+        Command::Update(a) => edit::update(ctx, a).await,
+        Command::Fork(a) => edit::fork(ctx, a).await,
+        Command::Delete(a) => edit::delete(ctx, a).await,
+        Command::Prune(a) => edit::prune(ctx, a).await,
+        Command::Graphs(a) => graphs::graphs(ctx, a.json),
+        Command::Draw(a) => graphs::draw(ctx, a),
+    }
+}

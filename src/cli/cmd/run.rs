@@ -1,0 +1,483 @@
+//! `run`, `resume` and `rerun`: the commands that run a graph on a thread.
+
+use crate::checkpoint::{now_ms, InterruptWhen, SledCheckpointer};
+use crate::cli::args::{RerunArgs, ResumeArgs, RunArgs, RunSettings};
+use crate::cli::error::{
+    bad_input, run_error_code, EXIT_DONE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PAUSED,
+};
+use crate::cli::owner::OwnerServer;
+use crate::cli::progress::Progress;
+use crate::cli::store::{Status, ThreadMeta};
+use crate::cli::{check_thread_id, out, parse_json, parse_overrides, status_of, Ctx};
+use crate::registry::{AnyFactory, ErasedGraph, Registry, Resolved};
+use crate::runtime::{Event, Resume, RunError, RunOutcome, RunStatus};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// How often, at most, the index entry is rewritten while a run goes.
+const META_EVERY: Duration = Duration::from_millis(500);
+
+enum Action {
+    Run(Value),
+    Resume(Resume),
+    Rerun(String),
+}
+
+/// The `--set`, `--yes` and `--durability` of a command, as overrides kept with the thread.
+fn thread_overrides(s: &RunSettings) -> Vec<String> {
+    let mut sets = s.sets.clone();
+    if s.yes {
+        sets.push("yes=true".to_string());
+    }
+    if let Some(d) = s.durability {
+        sets.push(format!("durability={:?}", d.as_str()));
+    }
+    sets
+}
+
+fn check_nodes(graph: &dyn ErasedGraph, names: &[String], flag: &str) -> anyhow::Result<()> {
+    let known = graph.node_names();
+    for name in names {
+        if !known.contains(name) {
+            return Err(bad_input(format!(
+                "{flag}: no node named `{name}` in graph `{}`; its nodes are: {}",
+                graph.name(),
+                known.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn read_input(args: &RunArgs, factory: &dyn AnyFactory) -> anyhow::Result<Value> {
+    if let Some(text) = &args.input {
+        let field = factory.input_field().ok_or_else(|| {
+            bad_input(format!(
+                "graph `{}` takes no text input: give --input-json '{{\"field\": ...}}' instead",
+                factory.name()
+            ))
+        })?;
+        return Ok(json!({ field: text }));
+    }
+    if let Some(text) = &args.input_json {
+        return parse_json(text, "--input-json");
+    }
+    if let Some(path) = &args.input_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| bad_input(format!("cannot read --input-file {}: {e}", path.display())))?;
+        return parse_json(&text, &format!("--input-file {}", path.display()));
+    }
+    Ok(json!({}))
+}
+
+/// `graph run`.
+pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
+    let sets = thread_overrides(&args.settings);
+    let resolved = ctx
+        .registry
+        .resolve(&args.graph, &parse_overrides(&sets)?)?;
+    let input = read_input(&args, resolved.factory.as_ref())?;
+    let graph = resolved.build(Some(ctx.checkpointer()))?;
+    graph.check_input(&input)?;
+    check_nodes(
+        graph.as_ref(),
+        &args.settings.interrupt_before,
+        "--interrupt-before",
+    )?;
+    check_nodes(
+        graph.as_ref(),
+        &args.settings.interrupt_after,
+        "--interrupt-after",
+    )?;
+    let thread = match &args.thread {
+        Some(t) => {
+            check_thread_id(t)?;
+            t.clone()
+        }
+        None => uuid::Uuid::now_v7().to_string(),
+    };
+    let existing = ctx.db.read_meta(&thread).map_err(anyhow::Error::msg)?;
+    if let Some(m) = &existing {
+        if m.graph != resolved.file.graph {
+            return Err(bad_input(format!(
+                "thread `{thread}` runs graph `{}`, not `{}`: pick another --thread",
+                m.graph, resolved.file.graph
+            )));
+        }
+    }
+    eprintln!("thread {thread}");
+    let store = ctx.stores.open_for_write(&thread).await?;
+    let graph_file = if Registry::is_path(&args.graph) {
+        std::fs::canonicalize(&args.graph)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| args.graph.clone())
+    } else {
+        args.graph.clone()
+    };
+    let now = now_ms();
+    let meta = ThreadMeta {
+        thread_id: thread.clone(),
+        graph: resolved.file.graph.clone(),
+        graph_file,
+        overrides: sets,
+        status: Status::Running,
+        step: existing.as_ref().map(|m| m.step).unwrap_or(0),
+        checkpoint_id: existing.as_ref().and_then(|m| m.checkpoint_id.clone()),
+        created_at_ms: existing.as_ref().map(|m| m.created_at_ms).unwrap_or(now),
+        updated_at_ms: now,
+        pid: Some(std::process::id()),
+    };
+    execute(
+        ctx,
+        &resolved,
+        graph.as_ref(),
+        meta,
+        store,
+        Action::Run(input),
+        &args.settings,
+        &[],
+    )
+    .await
+}
+
+/// `graph resume`.
+pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
+    check_thread_id(&args.thread)?;
+    let extra = thread_overrides(&args.settings);
+    let (resolved, meta) = ctx.graph_for_thread(&args.thread, &extra).await?;
+    let graph = resolved.build(Some(ctx.checkpointer()))?;
+    check_nodes(
+        graph.as_ref(),
+        &args.settings.interrupt_before,
+        "--interrupt-before",
+    )?;
+    check_nodes(
+        graph.as_ref(),
+        &args.settings.interrupt_after,
+        "--interrupt-after",
+    )?;
+    let answer = match (&args.resume, &args.resume_json) {
+        (Some(text), _) => Some(Value::String(text.clone())),
+        (None, Some(text)) => Some(parse_json(text, "--resume-json")?),
+        (None, None) => None,
+    };
+    eprintln!("thread {}", args.thread);
+    let store = ctx.stores.open_for_write(&args.thread).await?;
+    let snapshot = graph.get_state(&args.thread, None).await?;
+    let dynamic: Vec<&str> = snapshot
+        .interrupts
+        .iter()
+        .filter(|i| i.when == InterruptWhen::Dynamic)
+        .map(|i| i.id.as_str())
+        .collect();
+    let resume = match answer {
+        None => Resume::Continue,
+        // With several questions open, an object whose keys are their ids answers each.
+        Some(Value::Object(map))
+            if dynamic.len() > 1 && map.keys().all(|k| dynamic.contains(&k.as_str())) =>
+        {
+            Resume::ById(map.into_iter().collect())
+        }
+        Some(v) => Resume::Value(v),
+    };
+    let meta = meta_for(ctx, &resolved, meta, &args.thread, extra);
+    let next = snapshot.next.clone();
+    execute(
+        ctx,
+        &resolved,
+        graph.as_ref(),
+        meta,
+        store,
+        Action::Resume(resume),
+        &args.settings,
+        &next,
+    )
+    .await
+}
+
+/// `graph rerun`.
+pub(crate) async fn rerun(ctx: &Ctx, args: RerunArgs) -> anyhow::Result<u8> {
+    check_thread_id(&args.thread)?;
+    let extra = thread_overrides(&args.settings);
+    let (resolved, meta) = ctx.graph_for_thread(&args.thread, &extra).await?;
+    let graph = resolved.build(Some(ctx.checkpointer()))?;
+    check_nodes(graph.as_ref(), std::slice::from_ref(&args.from), "--from")?;
+    check_nodes(
+        graph.as_ref(),
+        &args.settings.interrupt_before,
+        "--interrupt-before",
+    )?;
+    check_nodes(
+        graph.as_ref(),
+        &args.settings.interrupt_after,
+        "--interrupt-after",
+    )?;
+    eprintln!("thread {}", args.thread);
+    let store = ctx.stores.open_for_write(&args.thread).await?;
+    let meta = meta_for(ctx, &resolved, meta, &args.thread, extra);
+    let from = std::slice::from_ref(&args.from);
+    execute(
+        ctx,
+        &resolved,
+        graph.as_ref(),
+        meta,
+        store,
+        Action::Rerun(args.from.clone()),
+        &args.settings,
+        from,
+    )
+    .await
+}
+
+/// The index entry of an existing thread, about to run again with `extra` overrides.
+fn meta_for(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    meta: Option<ThreadMeta>,
+    thread: &str,
+    extra: Vec<String>,
+) -> ThreadMeta {
+    let now = now_ms();
+    let mut meta = meta.unwrap_or_else(|| ThreadMeta {
+        thread_id: thread.to_string(),
+        graph: resolved.file.graph.clone(),
+        graph_file: resolved.origin.clone(),
+        overrides: Vec::new(),
+        status: Status::Stopped,
+        step: 0,
+        checkpoint_id: None,
+        created_at_ms: now,
+        updated_at_ms: now,
+        pid: None,
+    });
+    let _ = ctx;
+    meta.overrides.extend(extra);
+    meta.status = Status::Running;
+    meta.pid = Some(std::process::id());
+    meta.updated_at_ms = now;
+    meta
+}
+
+/// Stops the run on the first Ctrl+C (its last checkpoint is kept); quits on the second.
+fn watch_ctrl_c(token: CancellationToken, hint: String) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        eprintln!("\nstopping: the step in flight is abandoned, the last checkpoint is kept (Ctrl+C again quits at once)");
+        token.cancel();
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("quit; continue with: {hint}");
+            std::process::exit(i32::from(EXIT_INTERRUPTED));
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn execute(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    graph: &dyn ErasedGraph,
+    mut meta: ThreadMeta,
+    store: Arc<SledCheckpointer>,
+    action: Action,
+    settings: &RunSettings,
+    first_step: &[String],
+) -> anyhow::Result<u8> {
+    let thread = meta.thread_id.clone();
+    let resume_hint = ctx.command_line(&["resume", &thread]);
+    // Other processes read this thread through the socket while the run holds its store.
+    let _server = match OwnerServer::start(ctx.db.socket_path(&thread), thread.clone(), store) {
+        Ok(server) => Some(server),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot serve reads of this thread to other processes");
+            None
+        }
+    };
+    write_meta(ctx, &meta);
+    let token = CancellationToken::new();
+    let watcher = watch_ctrl_c(token.clone(), resume_hint.clone());
+
+    let config = resolved
+        .file
+        .run_config()
+        .thread(thread.clone())
+        .cancel_on(token.clone())
+        .interrupt_before(settings.interrupt_before.iter().cloned())
+        .interrupt_after(settings.interrupt_after.iter().cloned());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    let mut progress = Progress::new(ctx.quiet, ctx.verbose > 0);
+    progress.expect(first_step);
+    let run = async {
+        match action {
+            Action::Run(input) => graph.run(input, config, Some(tx)).await,
+            Action::Resume(resume) => graph.resume(&thread, resume, config, Some(tx)).await,
+            Action::Rerun(node) => graph.rerun_from(&thread, &node, config, Some(tx)).await,
+        }
+    };
+    tokio::pin!(run);
+    let mut last_meta: Option<Instant> = None;
+    let result = loop {
+        tokio::select! {
+            biased;
+            Some(event) = rx.recv() => {
+                progress.event(&event);
+                if let Event::CheckpointSaved { step, checkpoint_id, .. } = &event {
+                    meta.step = *step;
+                    meta.checkpoint_id = Some(checkpoint_id.clone());
+                    if last_meta.map_or(true, |t| t.elapsed() >= META_EVERY) {
+                        meta.updated_at_ms = now_ms();
+                        write_meta(ctx, &meta);
+                        last_meta = Some(Instant::now());
+                    }
+                }
+            }
+            result = &mut run => break result,
+        }
+    };
+    while let Ok(event) = rx.try_recv() {
+        progress.event(&event);
+    }
+    progress.clear();
+    drop(progress);
+    watcher.abort();
+    if let Err(e) = ctx.stores.flush_all().await {
+        eprintln!("warning: could not flush the thread's store: {e}");
+    }
+    let snapshot = graph.get_state(&thread, None).await.ok();
+    if let Some(s) = &snapshot {
+        meta.status = status_of(s);
+        meta.step = s.step;
+        meta.checkpoint_id = Some(s.checkpoint_id.to_string());
+    } else {
+        meta.status = Status::Failed;
+    }
+    meta.updated_at_ms = now_ms();
+    write_meta(ctx, &meta);
+    report(ctx, resolved, &meta, result, settings.json, &resume_hint)
+}
+
+fn write_meta(ctx: &Ctx, meta: &ThreadMeta) {
+    if let Err(e) = ctx.db.write_meta(meta) {
+        eprintln!(
+            "warning: could not update {}: {e}",
+            ctx.db.meta_path(&meta.thread_id).display()
+        );
+    }
+}
+
+/// Prints how the run ended and returns the exit code.
+fn report(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    meta: &ThreadMeta,
+    result: Result<RunOutcome<Value>, RunError>,
+    json: bool,
+    resume_hint: &str,
+) -> anyhow::Result<u8> {
+    let thread = &meta.thread_id;
+    let mut doc = json!({
+        "thread_id": thread,
+        "graph": meta.graph,
+        "status": meta.status,
+        "step": meta.step,
+        "checkpoint_id": meta.checkpoint_id,
+    });
+    let code = match result {
+        Ok(outcome) => {
+            doc["state"] = outcome.state.clone();
+            match outcome.status {
+                RunStatus::Done => {
+                    if !json {
+                        if !ctx.quiet {
+                            eprintln!(
+                                "done: thread {thread} finished after {} steps",
+                                outcome.step
+                            );
+                        }
+                        let shown = resolved
+                            .factory
+                            .output_field()
+                            .and_then(|f| outcome.state.get(f))
+                            .and_then(Value::as_str)
+                            .map(str::to_string);
+                        out(&shown.unwrap_or_else(|| format!("{:#}", outcome.state)));
+                    }
+                    EXIT_DONE
+                }
+                RunStatus::Interrupted { interrupts, next } => {
+                    let dynamic: Vec<_> = interrupts
+                        .iter()
+                        .filter(|i| i.when == InterruptWhen::Dynamic)
+                        .collect();
+                    let words = ["resume", thread.as_str()];
+                    let command = match dynamic.len() {
+                        0 => resume_hint.to_string(),
+                        1 => ctx.command_line_with(&words, "--resume <ANSWER>"),
+                        _ => {
+                            let ids: Vec<String> = dynamic
+                                .iter()
+                                .map(|i| format!("\"{}\": <ANSWER>", i.id))
+                                .collect();
+                            ctx.command_line_with(
+                                &words,
+                                &format!("--resume-json '{{{}}}'", ids.join(", ")),
+                            )
+                        }
+                    };
+                    doc["interrupts"] = serde_json::to_value(&interrupts).unwrap_or(Value::Null);
+                    doc["next"] = json!(next);
+                    doc["continue_with"] = json!(command);
+                    if !json {
+                        eprintln!("paused at step {} of thread {thread}:", outcome.step);
+                        for i in &interrupts {
+                            match i.when {
+                                InterruptWhen::Before => {
+                                    eprintln!("  breakpoint before `{}`", i.node)
+                                }
+                                InterruptWhen::After => {
+                                    eprintln!("  breakpoint after `{}`", i.node)
+                                }
+                                InterruptWhen::Dynamic => {
+                                    let payload =
+                                        format!("{:#}", i.payload).replace('\n', "\n    ");
+                                    eprintln!(
+                                        "  `{}` asks (interrupt {}):\n    {payload}",
+                                        i.node, i.id
+                                    );
+                                }
+                            }
+                        }
+                        eprintln!("continue with:\n  {command}");
+                    }
+                    EXIT_PAUSED
+                }
+            }
+        }
+        Err(e) => {
+            let code = run_error_code(&e);
+            doc["error"] = json!(e.to_string());
+            if code == EXIT_INTERRUPTED {
+                // Asked for, so not reported as an error.
+                eprintln!(
+                    "stopped at step {} of thread {thread}; the last checkpoint is kept. Continue with:\n  {resume_hint}",
+                    meta.step
+                );
+                doc["continue_with"] = json!(resume_hint);
+            } else {
+                eprintln!("error: {e}");
+            }
+            if code == EXIT_FAILURE && meta.status != Status::Done {
+                eprintln!("the thread keeps its last checkpoint; after fixing the cause, continue with:\n  {resume_hint}");
+                doc["continue_with"] = json!(resume_hint);
+            }
+            code
+        }
+    };
+    if json {
+        out(&format!("{doc:#}"));
+    }
+    Ok(code)
+}

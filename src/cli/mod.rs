@@ -1,0 +1,409 @@
+//! The `graph` command as a library, so a user's own binary gets the whole CLI for its graphs.
+//!
+//! ```no_run
+//! use stategraph::cli::App;
+//! fn main() -> std::process::ExitCode {
+//!     App::new().with_builtin_graphs().run()
+//! }
+//! ```
+//!
+//! A binary with its own graphs registers their factories instead (or as well):
+//! `App::new().register(MyGraph).run()` (see `examples/custom_cli.rs`).
+//!
+//! Layout: `args.rs` is the command line; `cmd/` holds one file per group of commands; `store.rs`
+//! is the on-disk layout (one sled store per thread plus a `meta.json` index) and `owner.rs`
+//! serves reads of a running thread to other processes; `progress.rs` draws a run's events;
+//! `error.rs` maps the library's typed errors to exit codes.
+//!
+//! Exit codes: [`EXIT_DONE`] 0, [`EXIT_FAILURE`] 1 (also: the thread is busy with another run),
+//! [`EXIT_USAGE`] 2 (bad command line or input; nothing changed), [`EXIT_PAUSED`] 3 (waiting for a
+//! person), [`EXIT_INTERRUPTED`] 130 (stopped by Ctrl+C). With `--json`, stdout holds exactly one
+//! JSON document, also when the command fails.
+//!
+//! Invariant: the CLI reaches graphs only through the [`registry`](crate::registry); agents never
+//! depend on it.
+
+mod args;
+mod cmd;
+mod error;
+mod owner;
+mod progress;
+mod store;
+
+pub use error::{EXIT_DONE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PAUSED, EXIT_USAGE};
+
+use crate::checkpoint::{validate_thread_id, Checkpointer};
+use crate::registry::{GraphFactory, Override, Registry, Resolved};
+use crate::runtime::{RunError, StateSnapshot};
+use anyhow::Context as _;
+use args::Cli;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches};
+use error::bad_input;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use store::{Db, Status, ThreadMeta, ThreadStores};
+
+/// The `graph` command line, with the graphs registered into it.
+///
+/// ```no_run
+/// # use stategraph::cli::App;
+/// let code = App::new()
+///     .with_builtin_graphs()
+///     .run_from(["graph", "graphs"]);
+/// # let _ = code;
+/// ```
+#[derive(Clone, Default)]
+pub struct App {
+    registry: Registry,
+}
+
+impl App {
+    /// An app with no graphs yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds the built-in example graphs ([`agents::builtin_factories`](crate::agents::builtin_factories)).
+    pub fn with_builtin_graphs(mut self) -> Self {
+        self.registry.extend(crate::agents::builtin_factories());
+        self
+    }
+
+    /// Adds a graph; one registered later under the same name replaces it.
+    pub fn register(mut self, factory: impl GraphFactory) -> Self {
+        self.registry.register(factory);
+        self
+    }
+
+    /// The registered graphs.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Runs the command given on this process's command line.
+    pub fn run(self) -> ExitCode {
+        self.run_from(std::env::args_os())
+    }
+
+    /// Runs the command in `args` (the first item is the program's name).
+    pub fn run_from<I, T>(self, args: I) -> ExitCode
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        ExitCode::from(self.run_code(args.into_iter().map(Into::into).collect()))
+    }
+
+    fn run_code(self, args: Vec<OsString>) -> u8 {
+        let bin = args
+            .first()
+            .and_then(|a| {
+                PathBuf::from(a)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+            })
+            .unwrap_or_else(|| "graph".to_string());
+        // clap keeps the command's name as a &'static str; one small string per process.
+        let name: &'static str = Box::leak(bin.clone().into_boxed_str());
+        let matches = match Cli::command()
+            .name(name)
+            .bin_name(bin.clone())
+            .try_get_matches_from(args)
+        {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = e.print();
+                return e.exit_code().clamp(0, 255) as u8;
+            }
+        };
+        let cli = match Cli::from_arg_matches(&matches) {
+            Ok(cli) => cli,
+            Err(e) => {
+                let _ = e.print();
+                return error::EXIT_USAGE;
+            }
+        };
+        init_tracing(cli.quiet, cli.verbose);
+        let json = cli.command.json();
+        let explicit_db = matches.value_source("db") == Some(ValueSource::CommandLine);
+        let runtime = match tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("error: cannot start the async runtime: {e}");
+                return error::EXIT_FAILURE;
+            }
+        };
+        let result = runtime.block_on(async {
+            let ctx = Ctx::new(self.registry, bin, &cli, explicit_db)?;
+            cmd::dispatch(&ctx, cli.command).await
+        });
+        // A task still waiting (the Ctrl+C watcher) must not keep the process alive.
+        runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+        match result {
+            Ok(code) => code,
+            Err(err) => {
+                let code = error::exit_code(&err);
+                eprintln!("error: {err:#}");
+                if json {
+                    let doc = serde_json::json!({"error": {"message": format!("{err:#}"), "exit_code": code}});
+                    out(&format!("{doc:#}"));
+                }
+                code
+            }
+        }
+    }
+}
+
+fn init_tracing(quiet: bool, verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match (quiet, verbose) {
+        (true, _) | (false, 0) => "error",
+        (false, 1) => "warn,stategraph=info",
+        (false, 2) => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    // Fails only if a subscriber is already set (a host binary set its own): keep that one.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+/// Writes to stdout; a closed pipe (`graph history | head`) is not an error.
+pub(crate) fn out(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{text}");
+    let _ = stdout.flush();
+}
+
+/// What every command needs: the graphs, the store, how to phrase follow-up commands.
+pub(crate) struct Ctx {
+    pub registry: Registry,
+    pub db: Db,
+    pub stores: Arc<ThreadStores>,
+    pub bin: String,
+    /// The database path, when it must be repeated in follow-up commands.
+    pub db_flag: Option<PathBuf>,
+    pub quiet: bool,
+    pub verbose: u8,
+}
+
+impl Ctx {
+    fn new(registry: Registry, bin: String, cli: &Cli, explicit_db: bool) -> anyhow::Result<Ctx> {
+        let root = match &cli.db {
+            Some(p) => p.clone(),
+            None => dirs::data_dir()
+                .map(|d| d.join("stategraph"))
+                .ok_or_else(|| {
+                    bad_input(
+                        "this system has no user data directory: pass --db PATH or set GRAPH_DB",
+                    )
+                })?,
+        };
+        if root.exists() && !root.is_dir() {
+            return Err(anyhow::anyhow!(
+                "cannot open the store at {}: it is a file, not a directory (pass --db DIR)",
+                root.display()
+            ));
+        }
+        let db = Db::new(root);
+        Ok(Ctx {
+            registry,
+            stores: Arc::new(ThreadStores::new(db.clone())),
+            db,
+            bin,
+            db_flag: if explicit_db { cli.db.clone() } else { None },
+            quiet: cli.quiet,
+            verbose: cli.verbose,
+        })
+    }
+
+    pub(crate) fn checkpointer(&self) -> Arc<dyn Checkpointer> {
+        self.stores.clone()
+    }
+
+    /// A follow-up command, ready to paste: `graph <words> [--db PATH]`.
+    pub(crate) fn command_line(&self, words: &[&str]) -> String {
+        self.command_line_with(words, "")
+    }
+
+    /// Like [`Ctx::command_line`], with `tail` (already quoted, may hold placeholders) after
+    /// the words.
+    pub(crate) fn command_line_with(&self, words: &[&str], tail: &str) -> String {
+        let mut parts = vec![shell_quote(&self.bin)];
+        parts.extend(words.iter().map(|w| shell_quote(w)));
+        if !tail.is_empty() {
+            parts.push(tail.to_string());
+        }
+        if let Some(db) = &self.db_flag {
+            parts.push("--db".to_string());
+            parts.push(shell_quote(&db.to_string_lossy()));
+        }
+        parts.join(" ")
+    }
+
+    /// The graph a thread was run with, its `--set` overrides plus `extra` applied, and its
+    /// index entry.
+    pub(crate) async fn graph_for_thread(
+        &self,
+        thread: &str,
+        extra: &[String],
+    ) -> anyhow::Result<(Resolved, Option<ThreadMeta>)> {
+        if !self.db.exists(thread) {
+            return Err(RunError::ThreadNotFound {
+                thread_id: thread.to_string(),
+            }
+            .into());
+        }
+        let meta = self.db.read_meta(thread).map_err(anyhow::Error::msg)?;
+        let (graph_ref, mut sets) = match &meta {
+            Some(m) => (m.graph_file.clone(), m.overrides.clone()),
+            None => {
+                // No index entry (written by another tool): the checkpoint names its graph.
+                let record = self.stores.get_checkpoint(thread, None).await?;
+                let graph = record.and_then(|r| r.metadata.graph).ok_or_else(|| {
+                    anyhow::anyhow!("thread `{thread}` has neither a meta.json nor a graph name in its checkpoints; cannot tell which graph runs it")
+                })?;
+                (graph, Vec::new())
+            }
+        };
+        sets.extend(extra.iter().cloned());
+        let overrides = parse_overrides(&sets)?;
+        let resolved = self
+            .registry
+            .resolve(&graph_ref, &overrides)
+            .with_context(|| format!("thread `{thread}` was run with graph `{graph_ref}`"))?;
+        Ok((resolved, meta))
+    }
+}
+
+/// Parses `--set` items.
+pub(crate) fn parse_overrides(sets: &[String]) -> anyhow::Result<Vec<Override>> {
+    sets.iter()
+        .map(|s| s.parse::<Override>().map_err(anyhow::Error::from))
+        .collect()
+}
+
+/// Refuses thread ids that would not name a directory of their own.
+pub(crate) fn check_thread_id(thread: &str) -> anyhow::Result<()> {
+    validate_thread_id(thread)?;
+    if thread.starts_with('.') {
+        return Err(bad_input(format!(
+            "invalid thread id `{thread}`: it starts with a dot (reserved for the store's own files)"
+        )));
+    }
+    Ok(())
+}
+
+/// Where a thread stands at a checkpoint, from what the checkpoint says comes next.
+pub(crate) fn status_of<S>(snapshot: &StateSnapshot<S>) -> Status {
+    if !snapshot.errors.is_empty() {
+        Status::Failed
+    } else if !snapshot.interrupts.is_empty() {
+        Status::Paused
+    } else if snapshot.next.is_empty() {
+        Status::Done
+    } else {
+        Status::Stopped
+    }
+}
+
+/// Quotes a word for a POSIX shell when it needs it.
+pub(crate) fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word.chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, '-' | '_' | '.' | '/' | ':' | '=' | ',' | '@' | '+')
+        });
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// Reads JSON given on the command line, reporting a syntax error with its line and column.
+pub(crate) fn parse_json(text: &str, what: &str) -> anyhow::Result<serde_json::Value> {
+    serde_json::from_str(text).map_err(|e| {
+        bad_input(format!(
+            "{what} is not valid JSON: {} at line {} column {}",
+            strip_position(&e.to_string()),
+            e.line(),
+            e.column()
+        ))
+    })
+}
+
+fn strip_position(message: &str) -> &str {
+    message.split(" at line ").next().unwrap_or(message)
+}
+
+/// A time in milliseconds since the epoch as `YYYY-MM-DD HH:MM:SS` UTC.
+pub(crate) fn format_time(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's days-to-civil, for dates after 1970.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// How long ago a time was, briefly.
+pub(crate) fn format_ago(ms: u64) -> String {
+    let secs = crate::checkpoint::now_ms().saturating_sub(ms) / 1000;
+    match secs {
+        0..=59 => format!("{secs}s ago"),
+        60..=3599 => format!("{}m ago", secs / 60),
+        3600..=86_399 => format!("{}h ago", secs / 3600),
+        _ => format!("{}d ago", secs / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_format_as_utc() {
+        assert_eq!(format_time(0), "1970-01-01 00:00:00");
+        // 2026-11-22 12:34:56 UTC
+        assert_eq!(format_time(1_795_350_896_000), "2026-11-22 12:34:56");
+    }
+
+    #[test]
+    fn words_are_quoted_only_when_needed() {
+        assert_eq!(shell_quote("0193-ab"), "0193-ab");
+        assert_eq!(shell_quote("my thread"), "'my thread'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
+
+    #[test]
+    fn malformed_json_reports_line_and_column() {
+        let err = parse_json("{\n  \"a\": 1,,\n}", "--input-json")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 2 column"), "{err}");
+    }
+}

@@ -1,0 +1,234 @@
+//! Showing a run as it goes, from its event stream: a live line per running node on a
+//! terminal, plain log lines otherwise.
+
+use crate::runtime::Event;
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+enum Mode {
+    Quiet,
+    Plain,
+    Live(MultiProgress),
+}
+
+/// Renders a run's events on stderr.
+pub(crate) struct Progress {
+    mode: Mode,
+    verbose: bool,
+    started: Instant,
+    steps_done: u64,
+    /// How many tasks of each node the next step holds, to number parallel tasks.
+    next: HashMap<String, usize>,
+    bars: HashMap<(u64, usize), (String, ProgressBar)>,
+}
+
+impl Progress {
+    /// `quiet` shows nothing; otherwise live lines when stderr is a terminal.
+    pub(crate) fn new(quiet: bool, verbose: bool) -> Self {
+        let mode = if quiet {
+            Mode::Quiet
+        } else if std::io::stderr().is_terminal() {
+            Mode::Live(MultiProgress::with_draw_target(ProgressDrawTarget::stderr()))
+        } else {
+            Mode::Plain
+        };
+        Progress {
+            mode,
+            verbose,
+            started: Instant::now(),
+            steps_done: 0,
+            next: HashMap::new(),
+            bars: HashMap::new(),
+        }
+    }
+
+    /// Tells how many tasks of each node the first step runs (known from the checkpoint a
+    /// resume starts from).
+    pub(crate) fn expect(&mut self, next: &[String]) {
+        self.next.clear();
+        for n in next {
+            *self.next.entry(n.clone()).or_default() += 1;
+        }
+    }
+
+    /// Prints a line above the live lines (or plainly).
+    pub(crate) fn line(&self, text: &str) {
+        match &self.mode {
+            Mode::Quiet => {}
+            Mode::Plain => eprintln!("{text}"),
+            Mode::Live(multi) => {
+                // Fails only when the terminal went away; nothing useful to do then.
+                let _ = multi.println(text);
+            }
+        }
+    }
+
+    fn label(&self, node: &str, task: usize) -> String {
+        if self.next.get(node).copied().unwrap_or(0) > 1 {
+            format!("{node} #{task}")
+        } else {
+            node.to_string()
+        }
+    }
+
+    fn stamp(&self) -> String {
+        format!("[{:>6.2}s]", self.started.elapsed().as_secs_f64())
+    }
+
+    fn steps_text(&self) -> String {
+        match self.steps_done {
+            1 => "1 step done".to_string(),
+            n => format!("{n} steps done"),
+        }
+    }
+
+    /// Shows one event.
+    pub(crate) fn event(&mut self, event: &Event) {
+        match event {
+            Event::RunStarted { step, .. } => {
+                self.steps_done = *step;
+            }
+            Event::NodeStarted {
+                step,
+                node,
+                task,
+                attempt,
+            } => {
+                let label = self.label(node, *task);
+                let retry = if *attempt > 1 {
+                    format!(" (attempt {attempt})")
+                } else {
+                    String::new()
+                };
+                match &self.mode {
+                    Mode::Quiet => {}
+                    Mode::Plain => {
+                        eprintln!("{} step {step}: {label} started{retry}", self.stamp())
+                    }
+                    Mode::Live(multi) => {
+                        let bar = ProgressBar::new_spinner();
+                        bar.set_style(
+                            ProgressStyle::with_template(
+                                "{spinner:.cyan} step {prefix} {msg} {elapsed:.dim}",
+                            )
+                            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                        );
+                        bar.set_prefix(step.to_string());
+                        bar.set_message(format!("{label}{retry} · {} ·", self.steps_text()));
+                        // Added once its text is set, so no blank line flashes first.
+                        let bar = multi.add(bar);
+                        bar.enable_steady_tick(Duration::from_millis(100));
+                        self.bars.insert((*step, *task), (node.clone(), bar));
+                    }
+                }
+            }
+            Event::NodeFinished {
+                step,
+                node,
+                task,
+                duration_ms,
+                update,
+            } => {
+                if let Some((_, bar)) = self.bars.remove(&(*step, *task)) {
+                    bar.finish_and_clear();
+                }
+                let label = self.label(node, *task);
+                let secs = duration_ms / 1000.0;
+                let text = match &self.mode {
+                    Mode::Live(_) => format!("✓ step {step} {label} ({secs:.2}s)"),
+                    _ => format!("{} step {step}: {label} done in {secs:.2}s", self.stamp()),
+                };
+                self.line(&text);
+                if self.verbose {
+                    self.line(&format!("    update: {update}"));
+                }
+            }
+            Event::NodeFailed {
+                step,
+                node,
+                attempt,
+                error,
+                will_retry,
+            } => {
+                let then = if *will_retry { "; retrying" } else { "" };
+                let text = match &self.mode {
+                    Mode::Live(_) => {
+                        format!("✗ step {step} {node} attempt {attempt} failed: {error}{then}")
+                    }
+                    _ => format!(
+                        "{} step {step}: {node} attempt {attempt} failed: {error}{then}",
+                        self.stamp()
+                    ),
+                };
+                if !will_retry {
+                    self.clear_step(*step, node);
+                }
+                self.line(&text);
+            }
+            Event::Custom {
+                step,
+                node,
+                kind,
+                payload,
+            } => {
+                if self.verbose {
+                    self.line(&format!(
+                        "{} step {step}: {node} {kind}: {payload}",
+                        self.stamp()
+                    ));
+                }
+            }
+            Event::CheckpointSaved { step, next, .. } => {
+                self.steps_done = *step;
+                self.expect(next);
+                if let Mode::Live(_) = self.mode {
+                    let steps = self.steps_text();
+                    for (_, bar) in self.bars.values() {
+                        let msg = bar.message();
+                        let head = msg.split(" · ").next().unwrap_or_default().to_string();
+                        bar.set_message(format!("{head} · {steps} ·"));
+                    }
+                } else if self.verbose || matches!(self.mode, Mode::Plain) {
+                    let next = if next.is_empty() {
+                        "nothing (done)".to_string()
+                    } else {
+                        next.join(", ")
+                    };
+                    self.line(&format!(
+                        "{} step {step}: checkpoint saved; next: {next}",
+                        self.stamp()
+                    ));
+                }
+            }
+            Event::Interrupted { .. } | Event::RunFinished { .. } => self.clear(),
+        }
+    }
+
+    /// Removes the line of a task that failed for good. The event does not say which of the
+    /// node's parallel tasks it was, so this takes the first of them still shown.
+    fn clear_step(&mut self, step: u64, node: &str) {
+        let key = self
+            .bars
+            .iter()
+            .find(|((s, _), (n, _))| *s == step && n == node)
+            .map(|(k, _)| *k);
+        if let Some((_, bar)) = key.and_then(|k| self.bars.remove(&k)) {
+            bar.finish_and_clear();
+        }
+    }
+
+    /// Removes every live line.
+    pub(crate) fn clear(&mut self) {
+        for (_, (_, bar)) in self.bars.drain() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}

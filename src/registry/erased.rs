@@ -1,0 +1,322 @@
+//! A compiled graph behind JSON: the state type erased, so a registry (and the CLI) can hold
+//! graphs of different state types side by side.
+
+use crate::checkpoint::{CheckpointId, Checkpointer};
+use crate::graph::{CompiledGraph, GraphError};
+use crate::runtime::{
+    Event, HistoryEntry, HistoryQuery, Resume, RunConfig, RunError, RunOutcome, RunStream,
+    StateSnapshot,
+};
+use crate::state::State;
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::sync::Arc;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// Which drawing [`ErasedGraph::draw`] makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DrawFormat {
+    /// A Mermaid flowchart.
+    Mermaid,
+    /// Graphviz DOT.
+    Dot,
+}
+
+/// Where a run's events go, if anyone listens.
+pub type EventSender = Option<UnboundedSender<Event>>;
+
+/// A [`CompiledGraph`] of any state type, with JSON in and out.
+///
+/// Implemented for every `CompiledGraph<S>`; a [`GraphFactory`](super::GraphFactory) hands one
+/// out already configured by its graph file. Input and edits are decoded into the state's update
+/// type, and a value that does not fit is an [`RunError::InvalidInput`] naming the field.
+///
+/// ```no_run
+/// # async fn demo(graph: Box<dyn stategraph::registry::ErasedGraph>) -> Result<(), stategraph::RunError> {
+/// use stategraph::runtime::RunConfig;
+/// let outcome = graph.run(serde_json::json!({"topic": "sled"}), RunConfig::new(), None).await?;
+/// println!("{}", outcome.state);
+/// # Ok(()) }
+/// ```
+// RunError's size is the runtime's choice; these methods pass it through unchanged.
+#[allow(clippy::result_large_err)]
+#[async_trait]
+pub trait ErasedGraph: Send + Sync {
+    /// The graph's name (`graph` when it has none).
+    fn name(&self) -> &str;
+
+    /// The nodes, in declaration order.
+    fn node_names(&self) -> Vec<String>;
+
+    /// Draws the graph.
+    fn draw(&self, format: DrawFormat) -> String;
+
+    /// Checks that `input` fits the state's update type, without running anything.
+    fn check_input(&self, input: &Value) -> Result<(), RunError>;
+
+    /// Starts a run on `input` (a thread is created unless `config.thread_id` names one).
+    async fn run(
+        &self,
+        input: Value,
+        config: RunConfig,
+        events: EventSender,
+    ) -> Result<RunOutcome<Value>, RunError>;
+
+    /// Continues a thread from its newest checkpoint.
+    async fn resume(
+        &self,
+        thread: &str,
+        resume: Resume,
+        config: RunConfig,
+        events: EventSender,
+    ) -> Result<RunOutcome<Value>, RunError>;
+
+    /// Replays a thread from the newest checkpoint where `node` was about to run, on a new
+    /// branch (see [`CompiledGraph::rerun_from`]).
+    async fn rerun_from(
+        &self,
+        thread: &str,
+        node: &str,
+        config: RunConfig,
+        events: EventSender,
+    ) -> Result<RunOutcome<Value>, RunError>;
+
+    /// The thread's state at its newest checkpoint, or at `checkpoint`.
+    async fn get_state(
+        &self,
+        thread: &str,
+        checkpoint: Option<CheckpointId>,
+    ) -> Result<StateSnapshot<Value>, RunError>;
+
+    /// The thread's checkpoints, newest first.
+    async fn history(
+        &self,
+        thread: &str,
+        query: HistoryQuery,
+    ) -> Result<Vec<HistoryEntry>, RunError>;
+
+    /// Edits the thread's state (see [`CompiledGraph::update_state`]).
+    async fn update_state(
+        &self,
+        thread: &str,
+        update: Value,
+        as_node: Option<&str>,
+    ) -> Result<CheckpointId, RunError>;
+
+    /// Copies a checkpoint into a new thread; returns its id.
+    async fn fork(
+        &self,
+        thread: &str,
+        checkpoint: CheckpointId,
+        new_thread: Option<String>,
+    ) -> Result<String, RunError>;
+
+    /// Deletes a thread.
+    async fn delete(&self, thread: &str) -> Result<(), RunError>;
+
+    /// Deletes all but the newest `keep` checkpoints of a thread; returns how many went.
+    async fn prune(&self, thread: &str, keep: usize) -> Result<usize, RunError>;
+}
+
+/// Decodes JSON into `T`, naming the path of the field that does not fit.
+#[allow(clippy::result_large_err)]
+pub(crate) fn decode<T: DeserializeOwned>(value: Value, what: &str) -> Result<T, RunError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let reason = e.inner().to_string();
+        RunError::InvalidInput(if path == "." {
+            format!("{what} does not fit the state: {reason}")
+        } else {
+            format!("{what} does not fit the state: field `{path}`: {reason}")
+        })
+    })
+}
+
+#[allow(clippy::result_large_err)]
+fn to_json<T: serde::Serialize>(value: &T) -> Result<Value, RunError> {
+    serde_json::to_value(value)
+        .map_err(|e| RunError::InvalidInput(format!("the state cannot be shown as JSON: {e}")))
+}
+
+#[allow(clippy::result_large_err)]
+fn erase_outcome<S: State>(outcome: RunOutcome<S>) -> Result<RunOutcome<Value>, RunError> {
+    Ok(RunOutcome {
+        state: to_json(&outcome.state)?,
+        thread_id: outcome.thread_id,
+        run_id: outcome.run_id,
+        status: outcome.status,
+        checkpoint_id: outcome.checkpoint_id,
+        step: outcome.step,
+    })
+}
+
+/// Forwards a run's events, then returns its outcome.
+async fn drive<S: State>(
+    mut stream: RunStream<S>,
+    events: EventSender,
+) -> Result<RunOutcome<Value>, RunError> {
+    while let Some(event) = stream.next().await {
+        if let Some(tx) = &events {
+            // A listener that went away does not stop the run.
+            let _ = tx.send(event);
+        }
+    }
+    erase_outcome(stream.outcome().await?)
+}
+
+impl<S: State> CompiledGraph<S> {
+    #[allow(clippy::result_large_err)]
+    fn unknown_node(&self, name: &str, context: &'static str) -> RunError {
+        GraphError::UnknownNode {
+            name: name.to_string(),
+            context,
+            known: self.node_names().join(", "),
+        }
+        .into()
+    }
+}
+
+#[async_trait]
+impl<S: State> ErasedGraph for CompiledGraph<S> {
+    fn name(&self) -> &str {
+        CompiledGraph::name(self).unwrap_or("graph")
+    }
+
+    fn node_names(&self) -> Vec<String> {
+        CompiledGraph::node_names(self)
+            .into_iter()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn draw(&self, format: DrawFormat) -> String {
+        match format {
+            DrawFormat::Mermaid => self.to_mermaid(),
+            DrawFormat::Dot => self.to_dot(),
+        }
+    }
+
+    fn check_input(&self, input: &Value) -> Result<(), RunError> {
+        decode::<S::Update>(input.clone(), "the input").map(drop)
+    }
+
+    async fn run(
+        &self,
+        input: Value,
+        config: RunConfig,
+        events: EventSender,
+    ) -> Result<RunOutcome<Value>, RunError> {
+        let input = decode::<S::Update>(input, "the input")?;
+        drive(self.stream(input, config), events).await
+    }
+
+    async fn resume(
+        &self,
+        thread: &str,
+        resume: Resume,
+        config: RunConfig,
+        events: EventSender,
+    ) -> Result<RunOutcome<Value>, RunError> {
+        drive(self.stream_resume(thread, resume, config), events).await
+    }
+
+    async fn rerun_from(
+        &self,
+        thread: &str,
+        node: &str,
+        config: RunConfig,
+        events: EventSender,
+    ) -> Result<RunOutcome<Value>, RunError> {
+        if !CompiledGraph::node_names(self).contains(&node) {
+            return Err(self.unknown_node(node, "rerun --from"));
+        }
+        let store: Arc<dyn Checkpointer> = self
+            .checkpointer()
+            .cloned()
+            .ok_or(RunError::NoCheckpointer { operation: "rerun" })?;
+        crate::checkpoint::validate_thread_id(thread)?;
+        // The same search as CompiledGraph::rerun_from, which runs without an event stream.
+        let mut before = None;
+        loop {
+            let page = store.list_checkpoints(thread, before, 200).await?;
+            let Some(last) = page.last() else { break };
+            before = Some(last.id);
+            if let Some(found) = page
+                .iter()
+                .find(|r| r.frontier.tasks.iter().any(|t| t.node == node))
+            {
+                let config = config.from_checkpoint(found.id);
+                return drive(self.stream_resume(thread, Resume::Continue, config), events).await;
+            }
+        }
+        if store.get_checkpoint(thread, None).await?.is_none() {
+            return Err(RunError::ThreadNotFound {
+                thread_id: thread.to_string(),
+            });
+        }
+        Err(RunError::InvalidInput(format!(
+            "node `{node}` never ran on thread `{thread}`: nothing to rerun from"
+        )))
+    }
+
+    async fn get_state(
+        &self,
+        thread: &str,
+        checkpoint: Option<CheckpointId>,
+    ) -> Result<StateSnapshot<Value>, RunError> {
+        let s = CompiledGraph::get_state(self, thread, checkpoint).await?;
+        Ok(StateSnapshot {
+            values: to_json(&s.values)?,
+            next: s.next,
+            interrupts: s.interrupts,
+            errors: s.errors,
+            completed: s.completed,
+            checkpoint_id: s.checkpoint_id,
+            parent_id: s.parent_id,
+            step: s.step,
+            metadata: s.metadata,
+        })
+    }
+
+    async fn history(
+        &self,
+        thread: &str,
+        query: HistoryQuery,
+    ) -> Result<Vec<HistoryEntry>, RunError> {
+        CompiledGraph::history(self, thread, query).await
+    }
+
+    async fn update_state(
+        &self,
+        thread: &str,
+        update: Value,
+        as_node: Option<&str>,
+    ) -> Result<CheckpointId, RunError> {
+        if let Some(node) = as_node {
+            if !CompiledGraph::node_names(self).contains(&node) {
+                return Err(self.unknown_node(node, "update --as-node"));
+            }
+        }
+        let update = decode::<S::Update>(update, "the update")?;
+        CompiledGraph::update_state(self, thread, update, as_node).await
+    }
+
+    async fn fork(
+        &self,
+        thread: &str,
+        checkpoint: CheckpointId,
+        new_thread: Option<String>,
+    ) -> Result<String, RunError> {
+        CompiledGraph::fork(self, thread, checkpoint, new_thread).await
+    }
+
+    async fn delete(&self, thread: &str) -> Result<(), RunError> {
+        self.delete_thread(thread).await
+    }
+
+    async fn prune(&self, thread: &str, keep: usize) -> Result<usize, RunError> {
+        CompiledGraph::prune(self, thread, keep).await
+    }
+}

@@ -1,0 +1,328 @@
+//! The graph registry: named Rust graphs, the graph files that configure them, and a
+//! state-erased view of a compiled graph with JSON in and out.
+//!
+//! - [`GraphFactory`] is what an agent implements to be runnable by name: it builds its
+//!   [`CompiledGraph`] and may ship a default graph file.
+//! - [`GraphFile`] is that TOML file (`graphs/<name>.toml`), plus [`Override`]s (`--set KEY=VALUE`).
+//! - [`ErasedGraph`] is a compiled graph of any state type behind JSON; [`AnyFactory`] is a
+//!   factory behind the same erasure.
+//! - [`Registry`] maps names to factories and resolves a name or a file path to a ready graph.
+//!
+//! Invariant: the registry knows graphs and the runtime, never a command line or a storage
+//! backend. The CLI sits above it; agents implement its traits without knowing the CLI.
+
+mod erased;
+mod file;
+
+pub use erased::{DrawFormat, ErasedGraph, EventSender};
+pub use file::{GraphFile, GraphFileError, Override};
+
+use crate::checkpoint::Checkpointer;
+use crate::graph::{CompiledGraph, GraphError};
+use crate::state::State;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A named Rust graph that a graph file can configure and a registry can build.
+///
+/// ```
+/// use std::sync::Arc;
+/// use serde::{Deserialize, Serialize};
+/// use stategraph::registry::{BuildError, GraphFactory, GraphFile};
+/// use stategraph::{runtime::Context, CompiledGraph, State, StateGraph, END, START};
+///
+/// #[derive(State, Clone, Default, Serialize, Deserialize)]
+/// struct Greeting { name: String, #[state(append)] text: String }
+///
+/// struct Hello;
+///
+/// impl GraphFactory for Hello {
+///     type State = Greeting;
+///     fn name(&self) -> &str { "hello" }
+///     fn description(&self) -> &str { "Says hello" }
+///     fn input_field(&self) -> Option<&str> { Some("name") }
+///     fn build(&self, _file: &GraphFile) -> Result<CompiledGraph<Greeting>, BuildError> {
+///         let mut g = StateGraph::<Greeting>::named("hello");
+///         g.add_node("greet", |s: Arc<Greeting>, _c: Context| async move {
+///             Ok(GreetingUpdate::default().text(format!("hello, {}", s.name)))
+///         });
+///         g.add_edge(START, "greet").add_edge("greet", END);
+///         Ok(g.compile()?)
+///     }
+/// }
+/// ```
+pub trait GraphFactory: Send + Sync + 'static {
+    /// The graph's state.
+    type State: State;
+
+    /// The name graph files and the command line use.
+    fn name(&self) -> &str;
+
+    /// One line saying what the graph does.
+    fn description(&self) -> &str;
+
+    /// The graph's default graph file (usually `include_str!` of `graphs/<name>.toml`), so a
+    /// binary runs it from any directory. Without one, the graph runs with no settings.
+    fn graph_file(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// The state field a plain-text input fills (`graph run NAME --input TEXT`).
+    fn input_field(&self) -> Option<&str> {
+        None
+    }
+
+    /// The state field that holds the run's result, shown instead of the whole state when the
+    /// run is done.
+    fn output_field(&self) -> Option<&str> {
+        None
+    }
+
+    /// Builds the graph. Static breakpoints, limits and settings of `file` are applied by the
+    /// registry afterwards; read `file` only for what changes the graph's shape.
+    fn build(&self, file: &GraphFile) -> Result<CompiledGraph<Self::State>, BuildError>;
+}
+
+/// A graph that could not be built from its file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    /// The graph itself is invalid, or names a node it does not have.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    /// A setting has a value the graph cannot use.
+    #[error("setting `{key}`: {message}")]
+    Setting {
+        /// The setting.
+        key: String,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+/// A [`GraphFactory`] with its state type erased, as a registry holds it.
+pub trait AnyFactory: Send + Sync {
+    /// See [`GraphFactory::name`].
+    fn name(&self) -> &str;
+    /// See [`GraphFactory::description`].
+    fn description(&self) -> &str;
+    /// See [`GraphFactory::graph_file`].
+    fn graph_file(&self) -> Option<&'static str>;
+    /// See [`GraphFactory::input_field`].
+    fn input_field(&self) -> Option<&str>;
+    /// See [`GraphFactory::output_field`].
+    fn output_field(&self) -> Option<&str>;
+    /// Builds the graph, applies the file's static breakpoints and attaches `checkpointer`.
+    fn build(
+        &self,
+        file: &GraphFile,
+        checkpointer: Option<Arc<dyn Checkpointer>>,
+    ) -> Result<Box<dyn ErasedGraph>, BuildError>;
+}
+
+impl<F: GraphFactory> AnyFactory for F {
+    fn name(&self) -> &str {
+        GraphFactory::name(self)
+    }
+    fn description(&self) -> &str {
+        GraphFactory::description(self)
+    }
+    fn graph_file(&self) -> Option<&'static str> {
+        GraphFactory::graph_file(self)
+    }
+    fn input_field(&self) -> Option<&str> {
+        GraphFactory::input_field(self)
+    }
+    fn output_field(&self) -> Option<&str> {
+        GraphFactory::output_field(self)
+    }
+    fn build(
+        &self,
+        file: &GraphFile,
+        checkpointer: Option<Arc<dyn Checkpointer>>,
+    ) -> Result<Box<dyn ErasedGraph>, BuildError> {
+        let mut graph = GraphFactory::build(self, file)?
+            .interrupt_before(file.interrupt_before.iter().cloned())?
+            .interrupt_after(file.interrupt_after.iter().cloned())?;
+        if let Some(store) = checkpointer {
+            graph = graph.with_checkpointer(store);
+        }
+        Ok(Box::new(graph))
+    }
+}
+
+/// Why a graph name or file could not be turned into a graph.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// No graph of that name, and not a file path.
+    #[error("no graph named `{name}`; registered graphs: {known} (or give the path of a .toml graph file)")]
+    UnknownGraph {
+        /// The name given.
+        name: String,
+        /// The registered names.
+        known: String,
+    },
+    /// A graph file names a graph that is not registered.
+    #[error("graph file {origin} configures graph `{graph}`, which is not registered; registered graphs: {known}")]
+    UnregisteredGraph {
+        /// The file.
+        origin: String,
+        /// The graph it names.
+        graph: String,
+        /// The registered names.
+        known: String,
+    },
+    /// The graph file cannot be read.
+    #[error("cannot read graph file {path}: {source}")]
+    Read {
+        /// The path.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The graph file is invalid.
+    #[error(transparent)]
+    File(#[from] GraphFileError),
+    /// The graph cannot be built from the file.
+    #[error("graph `{graph}` ({origin}): {source}")]
+    Build {
+        /// The graph.
+        graph: String,
+        /// The file.
+        origin: String,
+        /// Why.
+        #[source]
+        source: BuildError,
+    },
+}
+
+/// A graph resolved from a name or a file: the file as configured and the factory to build it.
+#[derive(Clone)]
+pub struct Resolved {
+    /// The graph file after overrides.
+    pub file: GraphFile,
+    /// How it was named: a registered name or the path given.
+    pub origin: String,
+    /// The factory of the graph the file names.
+    pub factory: Arc<dyn AnyFactory>,
+}
+
+impl Resolved {
+    /// Builds the graph, attached to `checkpointer`.
+    pub fn build(
+        &self,
+        checkpointer: Option<Arc<dyn Checkpointer>>,
+    ) -> Result<Box<dyn ErasedGraph>, RegistryError> {
+        self.factory
+            .build(&self.file, checkpointer)
+            .map_err(|source| RegistryError::Build {
+                graph: self.file.graph.clone(),
+                origin: self.origin.clone(),
+                source,
+            })
+    }
+}
+
+/// Named graph factories.
+///
+/// ```
+/// use stategraph::registry::Registry;
+/// let mut registry = Registry::new();
+/// registry.extend(stategraph::agents::builtin_factories());
+/// let pipeline = registry.resolve("pipeline", &[]).unwrap();
+/// assert_eq!(pipeline.file.graph, "pipeline");
+/// ```
+#[derive(Clone, Default)]
+pub struct Registry {
+    factories: BTreeMap<String, Arc<dyn AnyFactory>>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a factory; one registered later under the same name replaces it.
+    pub fn register(&mut self, factory: impl GraphFactory) {
+        self.insert(Arc::new(factory));
+    }
+
+    /// Adds an already erased factory.
+    pub fn insert(&mut self, factory: Arc<dyn AnyFactory>) {
+        self.factories.insert(factory.name().to_string(), factory);
+    }
+
+    /// Adds several erased factories.
+    pub fn extend(&mut self, factories: impl IntoIterator<Item = Arc<dyn AnyFactory>>) {
+        for f in factories {
+            self.insert(f);
+        }
+    }
+
+    /// The factory registered under `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn AnyFactory>> {
+        self.factories.get(name)
+    }
+
+    /// Every factory, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn AnyFactory>> {
+        self.factories.values()
+    }
+
+    fn known(&self) -> String {
+        if self.factories.is_empty() {
+            "none".to_string()
+        } else {
+            self.factories
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    }
+
+    /// True when `graph` reads as a file path rather than a registered name.
+    pub fn is_path(graph: &str) -> bool {
+        graph.ends_with(".toml") || graph.contains('/') || graph.contains(std::path::MAIN_SEPARATOR)
+    }
+
+    /// Turns a registered name (with its built-in graph file) or the path of a graph file into
+    /// a configured graph, applying `overrides`.
+    pub fn resolve(&self, graph: &str, overrides: &[Override]) -> Result<Resolved, RegistryError> {
+        let (text, origin) = if Self::is_path(graph) {
+            let text = std::fs::read_to_string(Path::new(graph)).map_err(|source| {
+                RegistryError::Read {
+                    path: graph.to_string(),
+                    source,
+                }
+            })?;
+            (text, graph.to_string())
+        } else {
+            let factory = self.get(graph).ok_or_else(|| RegistryError::UnknownGraph {
+                name: graph.to_string(),
+                known: self.known(),
+            })?;
+            let text = match factory.graph_file() {
+                Some(text) => text.to_string(),
+                None => format!("graph = {}", toml::Value::String(graph.to_string())),
+            };
+            (text, graph.to_string())
+        };
+        let file = GraphFile::parse(&text, &origin, overrides)?;
+        let factory =
+            self.get(&file.graph)
+                .cloned()
+                .ok_or_else(|| RegistryError::UnregisteredGraph {
+                    origin: origin.clone(),
+                    graph: file.graph.clone(),
+                    known: self.known(),
+                })?;
+        Ok(Resolved {
+            file,
+            origin,
+            factory,
+        })
+    }
+}

@@ -1,0 +1,190 @@
+//! Real processes: Ctrl+C and kill -9 in the middle of a run, then resume; a second terminal
+//! reading and running while a run goes; two runs of one thread.
+
+#[path = "support/cli.rs"]
+mod harness;
+
+use harness::{Db, Output};
+use serde_json::{json, Value};
+
+/// Each node waits this long, so there is time to act mid-run even on a loaded machine.
+const SLOW: &str = "step_ms=1000";
+
+/// How many times each node completed on the thread, from the state's log.
+fn log_of(db: &Db, thread: &str) -> Vec<String> {
+    let state = db.graph(&["state", thread, "--json"]).expect(0).json();
+    serde_json::from_value(state["values"]["log"].clone()).unwrap()
+}
+
+fn assert_each_node_once(db: &Db, thread: &str) {
+    assert_eq!(
+        log_of(db, thread),
+        ["outline", "draft 0", "draft 1", "draft 2", "review", "publish"]
+    );
+}
+
+fn started(out: &Output, node: &str) -> bool {
+    out.stderr.contains(&format!(": {node} started"))
+        || out.stderr.contains(&format!(": {node} #0 started"))
+}
+
+#[test]
+fn ctrl_c_stops_with_130_and_resume_finishes_without_rerunning_finished_nodes() {
+    let db = Db::new();
+    let mut run = db
+        .graph(&["run", "pipeline", "--input", "sled", "--yes", "--set", SLOW])
+        .spawn();
+    let thread = run.thread();
+    run.wait_for("step 2: draft #0 started");
+    run.signal(libc::SIGINT);
+    let stopped = run.finish();
+    assert_eq!(stopped.code, Some(130), "{stopped}");
+    stopped.stderr_has(&["stopping", &format!("graph resume {thread}")]);
+
+    let listed = db.graph(&["threads", "--json"]).expect(0).json();
+    assert_eq!(listed[0]["status"], "stopped");
+    let state = db.graph(&["state", &thread, "--json"]).expect(0).json();
+    assert_eq!(state["next"], json!(["draft", "draft", "draft"]));
+
+    let resumed = db.graph(&["resume", &thread]).expect(0);
+    assert!(
+        !started(&resumed, "outline"),
+        "outline had finished and must not run again\n{resumed}"
+    );
+    assert!(started(&resumed, "draft"), "{resumed}");
+    assert_each_node_once(&db, &thread);
+}
+
+#[test]
+fn a_second_ctrl_c_quits_at_once() {
+    let db = Db::new();
+    let mut run = db
+        .graph(&[
+            "run",
+            "pipeline",
+            "--input",
+            "sled",
+            "--yes",
+            "--set",
+            "step_ms=5000",
+        ])
+        .spawn();
+    let thread = run.thread();
+    run.wait_for("outline started");
+    run.signal(libc::SIGINT);
+    run.wait_for("stopping");
+    run.signal(libc::SIGINT);
+    let out = run.finish();
+    assert_eq!(out.code, Some(130), "{out}");
+    // Nothing saved is lost: the input checkpoint is there and the thread resumes.
+    let state = db.graph(&["state", &thread, "--json"]).expect(0).json();
+    assert_eq!(state["next"], json!(["outline"]));
+}
+
+#[test]
+fn kill_9_then_resume_finishes_without_rerunning_checkpointed_nodes() {
+    let db = Db::new();
+    let mut run = db
+        .graph(&["run", "pipeline", "--input", "sled", "--yes", "--set", SLOW])
+        .spawn();
+    let thread = run.thread();
+    run.wait_for("publish started");
+    run.signal(libc::SIGKILL);
+    let killed = run.finish();
+    assert_eq!(killed.code, None, "killed by a signal\n{killed}");
+
+    // The index still says running; the lister sees nobody holds it.
+    let listed = db.graph(&["threads", "--json"]).expect(0).json();
+    assert_eq!(listed[0]["status"], "stopped");
+    let resumed = db.graph(&["resume", &thread]).expect(0);
+    for node in ["outline", "draft", "review"] {
+        assert!(
+            !started(&resumed, node),
+            "{node} had a checkpoint and must not run again\n{resumed}"
+        );
+    }
+    assert!(started(&resumed, "publish"), "{resumed}");
+    assert!(
+        resumed.stdout.starts_with("# A short guide to sled"),
+        "{resumed}"
+    );
+    assert_each_node_once(&db, &thread);
+}
+
+#[test]
+fn a_second_terminal_lists_reads_and_runs_other_threads_during_a_run() {
+    let db = Db::new();
+    let mut run = db
+        .graph(&["run", "pipeline", "--input", "long", "--yes", "--set", SLOW])
+        .spawn();
+    let thread = run.thread();
+    run.wait_for("step 2: draft #0 started");
+
+    let listed = db.graph(&["threads", "--json"]).expect(0).json();
+    assert_eq!(listed[0]["thread_id"], thread.as_str());
+    assert_eq!(listed[0]["status"], "running");
+    let table = db.graph(&["threads"]).expect(0);
+    assert!(table.stdout.contains("running"), "{table}");
+
+    // Served by the process that holds the thread's store.
+    let state = db.graph(&["state", &thread, "--json"]).expect(0).json();
+    assert_eq!(state["status"], "running");
+    assert_eq!(state["values"]["topic"], "long");
+    assert_eq!(state["next"], json!(["draft", "draft", "draft"]));
+    let history = db.graph(&["history", &thread, "--json"]).expect(0).json();
+    assert!(history.as_array().unwrap().len() >= 2);
+
+    // Another thread runs to the end meanwhile.
+    let other = db
+        .graph(&[
+            "run",
+            "pipeline",
+            "--input",
+            "short",
+            "--yes",
+            "--set",
+            "step_ms=1",
+        ])
+        .expect(0);
+    assert!(other.stdout.contains("guide to short"));
+    assert!(run.is_running(), "the first run is still going");
+
+    let done = run.finish();
+    assert_eq!(done.code, Some(0), "{done}");
+    let listed = db.graph(&["threads", "--json"]).expect(0).json();
+    let statuses: Vec<&Value> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["status"])
+        .collect();
+    assert_eq!(statuses, [&json!("done"), &json!("done")]);
+}
+
+#[test]
+fn a_running_thread_is_busy_for_other_writers() {
+    let db = Db::new();
+    let mut run = db
+        .graph(&["run", "pipeline", "--input", "sled", "--yes", "--set", SLOW])
+        .spawn();
+    let thread = run.thread();
+    run.wait_for("outline started");
+    let busy = |args: &[&str]| {
+        db.graph(args)
+            .expect(1)
+            .stderr_has(&["is busy"])
+            .stderr
+            .clone()
+    };
+    busy(&["run", "pipeline", "--thread", &thread, "--input", "again"]);
+    busy(&["resume", &thread]);
+    busy(&["rerun", &thread, "--from", "outline"]);
+    busy(&["update", &thread, "--set-json", r#"{"title": "x"}"#]);
+    busy(&["delete", &thread]);
+    let pruned = db.graph(&["prune", "--json"]).expect(0).json();
+    assert_eq!(pruned["threads"][0]["skipped"], "running");
+
+    let done = run.finish();
+    assert_eq!(done.code, Some(0), "{done}");
+    assert_each_node_once(&db, &thread);
+}

@@ -1,0 +1,275 @@
+//! A small harness for driving the real `graph` binary: each test gets its own store, and a
+//! command reads like what a user types.
+//!
+//! ```ignore
+//! let db = Db::new();
+//! let out = db.graph(&["run", "pipeline", "--input", "sled"]).expect(3);
+//! db.graph(&["resume", &out.thread(), "--resume", "yes"]).expect(0);
+//! ```
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long any one command may take before the test gives up on it.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A fresh store (`--db`) in a temporary directory.
+pub struct Db {
+    dir: tempfile::TempDir,
+}
+
+impl Db {
+    pub fn new() -> Db {
+        Db {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `graph --db <this store> <args>`.
+    pub fn graph(&self, args: &[&str]) -> TestCommand {
+        let mut cmd = TestCommand::bare(args);
+        cmd.cmd.arg("--db").arg(self.dir.path());
+        cmd
+    }
+
+    /// A thread's store directory.
+    pub fn store_dir(&self, thread: &str) -> PathBuf {
+        self.dir.path().join("threads").join(thread).join("store")
+    }
+
+    /// Runs the pipeline to its end (fast, no pause) and returns the thread id.
+    pub fn finished_thread(&self) -> String {
+        self.graph(&[
+            "run",
+            "pipeline",
+            "--input",
+            "sled",
+            "--yes",
+            "--set",
+            "step_ms=1",
+        ])
+        .expect(0)
+        .thread()
+    }
+
+    /// Runs the pipeline until it pauses for review and returns the thread id.
+    pub fn paused_thread(&self) -> String {
+        self.graph(&["run", "pipeline", "--input", "sled", "--set", "step_ms=1"])
+            .expect(3)
+            .thread()
+    }
+}
+
+/// One invocation of the binary.
+pub struct TestCommand {
+    cmd: Command,
+    text: String,
+}
+
+impl TestCommand {
+    /// `graph <args>` with no `--db` and a clean environment.
+    pub fn bare(args: &[&str]) -> TestCommand {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_graph"));
+        cmd.args(args).env_remove("GRAPH_DB").env_remove("RUST_LOG");
+        TestCommand {
+            cmd,
+            text: format!("graph {}", args.join(" ")),
+        }
+    }
+
+    pub fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.cmd.env(key, value);
+        self
+    }
+
+    /// Runs it to the end.
+    pub fn output(mut self) -> Output {
+        let out = self.cmd.output().expect("run the graph binary");
+        Output {
+            command: self.text,
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Runs it and checks its exit code, showing everything it printed when the code differs.
+    pub fn expect(self, code: i32) -> Output {
+        let out = self.output();
+        assert_eq!(out.code, Some(code), "unexpected exit code\n{out}");
+        out
+    }
+
+    /// Starts it in the background, collecting stderr line by line.
+    pub fn spawn(mut self) -> Running {
+        let mut child = self
+            .cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the graph binary");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let lines = Arc::new(Mutex::new(String::new()));
+        let sink = lines.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut all = sink.lock().unwrap();
+                all.push_str(&line);
+                all.push('\n');
+            }
+        });
+        Running {
+            child,
+            stderr: lines,
+            reader: Some(reader),
+            command: self.text,
+        }
+    }
+}
+
+/// What a finished command printed.
+pub struct Output {
+    pub command: String,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    /// Stdout as one JSON document (fails the test if it is anything else).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e})\n{self}"))
+    }
+
+    /// The thread id the command announced on stderr.
+    pub fn thread(&self) -> String {
+        thread_in(&self.stderr).unwrap_or_else(|| panic!("no `thread ID` line\n{self}"))
+    }
+
+    /// Fails the test unless stderr contains every one of `needles`.
+    pub fn stderr_has(&self, needles: &[&str]) -> &Self {
+        for n in needles {
+            assert!(self.stderr.contains(n), "stderr lacks {n:?}\n{self}");
+        }
+        self
+    }
+}
+
+impl std::fmt::Display for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "$ {}\nexit: {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.command, self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+fn thread_in(stderr: &str) -> Option<String> {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("thread "))
+        .map(|t| t.trim().to_string())
+}
+
+/// A command running in the background.
+pub struct Running {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    command: String,
+}
+
+impl Running {
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits until stderr contains `needle`; fails the test after a while.
+    pub fn wait_for(&mut self, needle: &str) {
+        let start = Instant::now();
+        while !self.stderr().contains(needle) {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                std::thread::sleep(Duration::from_millis(50));
+                panic!(
+                    "`{}` ended ({status}) before printing {needle:?}\n{}",
+                    self.command,
+                    self.stderr()
+                );
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "`{}` never printed {needle:?}\n{}",
+                self.command,
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The thread id it announced.
+    pub fn thread(&mut self) -> String {
+        self.wait_for("thread ");
+        std::thread::sleep(Duration::from_millis(20));
+        thread_in(&self.stderr()).expect("thread line")
+    }
+
+    /// Sends a signal (`libc::SIGINT`, `libc::SIGKILL`...).
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
+        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+        assert_eq!(rc, 0, "kill({}, {signal}) failed", self.child.id());
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits for it to end.
+    pub fn finish(mut self) -> Output {
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                break status;
+            }
+            if start.elapsed() > PATIENCE {
+                let _ = self.child.kill();
+                panic!("`{}` did not finish\n{}", self.command, self.stderr());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        let mut stdout = String::new();
+        if let Some(mut s) = self.child.stdout.take() {
+            use std::io::Read;
+            let _ = s.read_to_string(&mut stdout);
+        }
+        Output {
+            command: self.command.clone(),
+            code: status.code(),
+            stdout,
+            stderr: self.stderr(),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
