@@ -197,7 +197,7 @@ impl Context {
             payload,
         };
         Err(NodeError::with_kind(
-            NodeErrorKind::Interrupted(record),
+            NodeErrorKind::Interrupted(Box::new(record)),
             format!("node `{}` is waiting for input", i.node),
         ))
     }

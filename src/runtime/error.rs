@@ -19,7 +19,7 @@ pub enum NodeErrorKind {
     /// The node's code panicked.
     Panicked,
     /// The node asked a person for input; the run pauses (see [`Context::interrupt`](super::Context::interrupt)).
-    Interrupted(InterruptRecord),
+    Interrupted(Box<InterruptRecord>),
 }
 
 /// The error a node returns.

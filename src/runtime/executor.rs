@@ -6,6 +6,7 @@ use super::context::{interrupt_id, Context, TaskContext};
 use super::error::{NodeError, NodeErrorKind, ResumeError, RunError};
 use super::events::{Event, EventSink};
 use super::persist::{self, CheckpointWriter, LeaseGuard, SnapshotTracker};
+use super::threads::pending_interrupts;
 use super::triggers::{self, Finished};
 use super::{Resume, RunOutcome, RunStatus};
 use crate::checkpoint::{
@@ -14,6 +15,7 @@ use crate::checkpoint::{
 };
 use crate::graph::{Command, CompiledGraph, GraphError, Goto, NodeOptions};
 use crate::state::{State, TaggedUpdate};
+use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use serde_json::value::RawValue;
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,7 +23,6 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::task::JoinSet;
 use tracing::Instrument;
 
 /// The node name input updates are attributed to.
@@ -42,6 +43,9 @@ enum Outcome<S: State> {
     Failed { error: NodeError, attempts: u32 },
     Interrupted(InterruptRecord),
 }
+
+/// One slot per frontier task, in task order.
+type OutcomeSlots<S> = Vec<Option<Outcome<S>>>;
 
 struct PreparedTask<S: State> {
     index: usize,
@@ -418,7 +422,8 @@ impl<S: State> Run<S> {
         })
     }
 
-    fn prepare(&self, step: u64) -> Result<(Vec<PreparedTask<S>>, Vec<Option<Outcome<S>>>), RunError> {
+    /// The tasks to run, and a slot per frontier task (already filled for reused results).
+    fn prepare(&self, step: u64) -> Result<(Vec<PreparedTask<S>>, OutcomeSlots<S>), RunError> {
         let topology = &self.graph.topology;
         let mut prepared = Vec::new();
         let mut outcomes: Vec<Option<Outcome<S>>> = Vec::with_capacity(self.frontier.tasks.len());
@@ -670,35 +675,25 @@ impl<S: State> Run<S> {
             return Ok(());
         }
         let save_each = self.writer.as_ref().is_some_and(|w| w.mode() != Durability::Exit);
-        let mut set = JoinSet::new();
-        for task in prepared {
-            let (state, events) = (self.state.clone(), self.events.clone());
-            set.spawn(async move {
+        // The step's tasks run concurrently inside this task rather than spawned: node work is
+        // mostly waiting on I/O, and spawning costs more than the nodes of a fast graph. A node
+        // with heavy CPU work can move it to `tokio::task::spawn_blocking` itself.
+        let mut running: FuturesUnordered<_> = prepared
+            .into_iter()
+            .map(|task| {
                 let index = task.index;
-                (index, run_task(task, state, events, step).await)
-            });
-        }
+                run_task(task, self.state.clone(), self.events.clone(), step).map(move |o| (index, o))
+            })
+            .collect();
         loop {
             let joined = match &cancel {
                 Some(token) => tokio::select! {
-                    j = set.join_next() => j,
-                    _ = token.cancelled() => {
-                        set.abort_all();
-                        return Err(cancelled());
-                    }
+                    j = running.next() => j,
+                    _ = token.cancelled() => return Err(cancelled()),
                 },
-                None => set.join_next().await,
+                None => running.next().await,
             };
-            let Some(joined) = joined else { break };
-            let (index, mut outcome) = match joined {
-                Ok(pair) => pair,
-                Err(e) => {
-                    // Panics are caught inside run_task; this is a task aborted from outside.
-                    return Err(RunError::Checkpoint(crate::checkpoint::CheckpointError::Storage(format!(
-                        "a task of step {step} was aborted: {e}"
-                    ))));
-                }
-            };
+            let Some((index, mut outcome)) = joined else { break };
             if save_each {
                 if let Outcome::Done { command, raw } = &mut outcome {
                     let update = persist::to_raw(&command.update)?;
@@ -770,7 +765,7 @@ async fn run_task<S: State>(task: PreparedTask<S>, state: Arc<S>, events: EventS
                 }
             };
             if let NodeErrorKind::Interrupted(record) = error.kind() {
-                return Outcome::Interrupted(record.clone());
+                return Outcome::Interrupted((**record).clone());
             }
             let retry = task
                 .options
@@ -812,19 +807,9 @@ fn fmt_duration(d: Duration) -> String {
 
 /// Turns a resume value into answers addressed to the pending dynamic interrupts.
 fn answer_interrupts(thread: &str, pending: &[PendingWrite], resume: Resume) -> Result<Vec<PendingWrite>, RunError> {
-    let answered: BTreeSet<&str> = pending
-        .iter()
-        .filter_map(|w| match &w.kind {
-            PendingKind::Resume { interrupt_id, .. } => Some(interrupt_id.as_str()),
-            _ => None,
-        })
-        .collect();
-    let waiting: Vec<&InterruptRecord> = pending
-        .iter()
-        .filter_map(|w| match &w.kind {
-            PendingKind::Interrupt(r) if r.when == InterruptWhen::Dynamic && !answered.contains(r.id.as_str()) => Some(r),
-            _ => None,
-        })
+    let waiting: Vec<InterruptRecord> = pending_interrupts(pending)
+        .into_iter()
+        .filter(|r| r.when == InterruptWhen::Dynamic)
         .collect();
     let ids = || waiting.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
     let answer = |r: &InterruptRecord, value: serde_json::Value| PendingWrite {
@@ -848,7 +833,7 @@ fn answer_interrupts(thread: &str, pending: &[PendingWrite], resume: Resume) -> 
             .into()),
         },
         Resume::ById(map) => {
-            let by_id: BTreeMap<&str, &InterruptRecord> = waiting.iter().map(|r| (r.id.as_str(), *r)).collect();
+            let by_id: BTreeMap<&str, &InterruptRecord> = waiting.iter().map(|r| (r.id.as_str(), r)).collect();
             map.into_iter()
                 .map(|(id, value)| match by_id.get(id.as_str()) {
                     Some(r) => Ok(answer(r, value)),

@@ -164,8 +164,11 @@ impl SnapshotTracker {
 pub(crate) struct CheckpointWriter {
     store: Arc<dyn Checkpointer>,
     mode: Durability,
-    background: Option<(mpsc::UnboundedSender<CheckpointRecord>, JoinHandle<Result<(), CheckpointError>>)>,
+    background: Option<(mpsc::UnboundedSender<CheckpointRecord>, BackgroundWriter)>,
 }
+
+/// The task that writes queued checkpoints in async mode.
+type BackgroundWriter = JoinHandle<Result<(), CheckpointError>>;
 
 impl CheckpointWriter {
     pub(crate) fn new(store: Arc<dyn Checkpointer>, mode: Durability) -> Self {

@@ -6,7 +6,7 @@ use super::persist::{self, LeaseGuard, SnapshotTracker};
 use super::triggers::{self, Finished};
 use super::{Resume, RunOutcome};
 use crate::checkpoint::{
-    now_ms, validate_thread_id, CheckpointId, CheckpointMetadata, CheckpointRecord, Checkpointer, Frontier,
+    now_ms, validate_thread_id, CheckpointError, CheckpointId, CheckpointMetadata, CheckpointRecord, Checkpointer, Frontier,
     InterruptRecord, InterruptWhen, NodeWrite, PendingKind, PendingWrite, Source, StateData,
 };
 use crate::graph::{CompiledGraph, GraphError};
@@ -139,6 +139,9 @@ impl Default for HistoryQuery {
     }
 }
 
+/// The interrupts still waiting at a checkpoint, oldest first. A task that asks again after a
+/// partial resume (another task's interrupt was answered) saves the same interrupt again; it is
+/// listed once, as last saved.
 pub(crate) fn pending_interrupts(pending: &[PendingWrite]) -> Vec<InterruptRecord> {
     let answered: HashSet<&str> = pending
         .iter()
@@ -147,13 +150,40 @@ pub(crate) fn pending_interrupts(pending: &[PendingWrite]) -> Vec<InterruptRecor
             _ => None,
         })
         .collect();
-    pending
-        .iter()
-        .filter_map(|w| match &w.kind {
-            PendingKind::Interrupt(r) if r.when != InterruptWhen::Dynamic || !answered.contains(r.id.as_str()) => Some(r.clone()),
-            _ => None,
-        })
-        .collect()
+    let mut waiting: Vec<InterruptRecord> = Vec::new();
+    for w in pending {
+        let PendingKind::Interrupt(r) = &w.kind else { continue };
+        if r.when == InterruptWhen::Dynamic && answered.contains(r.id.as_str()) {
+            continue;
+        }
+        match waiting.iter_mut().find(|seen| seen.id == r.id) {
+            Some(seen) => *seen = r.clone(),
+            None => waiting.push(r.clone()),
+        }
+    }
+    waiting
+}
+
+/// The tasks whose latest attempt at a checkpoint failed, in task order. A task that failed on
+/// several resumes shows its latest error; one that has since finished shows none.
+pub(crate) fn task_errors(pending: &[PendingWrite]) -> Vec<TaskError> {
+    let mut errors: Vec<TaskError> = Vec::new();
+    for w in pending {
+        match &w.kind {
+            PendingKind::Error { message } => {
+                errors.retain(|e| e.task != w.task);
+                errors.push(TaskError {
+                    node: w.node.clone(),
+                    task: w.task,
+                    message: message.clone(),
+                });
+            }
+            PendingKind::Update { .. } => errors.retain(|e| e.task != w.task),
+            PendingKind::Interrupt(_) | PendingKind::Resume { .. } => {}
+        }
+    }
+    errors.sort_by_key(|e| e.task);
+    errors
 }
 
 impl<S: State> CompiledGraph<S> {
@@ -181,22 +211,16 @@ impl<S: State> CompiledGraph<S> {
         let store = self.store("get_state")?;
         let (values, _) = persist::load_state::<S>(store.as_ref(), &record).await?;
         let pending = store.get_writes(thread_id, record.id).await?;
-        let errors = pending
-            .iter()
-            .filter_map(|w| match &w.kind {
-                PendingKind::Error { message } => Some(TaskError {
-                    node: w.node.clone(),
-                    task: w.task,
-                    message: message.clone(),
-                }),
-                _ => None,
-            })
-            .collect();
-        let completed = pending
+        let errors = task_errors(&pending);
+        // In task order, like everything about a step: results are saved in finish order.
+        let mut completed: Vec<(usize, String)> = pending
             .iter()
             .filter(|w| matches!(w.kind, PendingKind::Update { .. }))
-            .map(|w| w.node.clone())
+            .map(|w| (w.task, w.node.clone()))
             .collect();
+        completed.sort();
+        completed.dedup();
+        let completed = completed.into_iter().map(|(_, node)| node).collect();
         Ok(StateSnapshot {
             values,
             next: record.frontier.next_nodes(),
@@ -211,6 +235,9 @@ impl<S: State> CompiledGraph<S> {
     }
 
     /// The thread's checkpoints, newest first, filtered and paged by `query`.
+    ///
+    /// A damaged checkpoint is left out (and logged), so the good ones around it can still be
+    /// found and forked from; reading the damaged one with `get_state` reports it.
     pub async fn history(&self, thread_id: &str, query: HistoryQuery) -> Result<Vec<HistoryEntry>, RunError> {
         validate_thread_id(thread_id)?;
         let store = self.store("history")?;
@@ -218,7 +245,23 @@ impl<S: State> CompiledGraph<S> {
         let mut before = query.before;
         let page = query.limit.clamp(1, 500);
         loop {
-            let batch = store.list_checkpoints(thread_id, before, page).await?;
+            let batch = match store.list_checkpoints(thread_id, before, page).await {
+                Ok(batch) => batch,
+                // One damaged record fails the page it is on. Read on one record at a time and
+                // step over the damaged ones, so the good checkpoints stay listed (to fork from).
+                Err(CheckpointError::Corrupt { checkpoint: Some(_), .. }) => {
+                    match store.list_checkpoints(thread_id, before, 1).await {
+                        Ok(one) => one,
+                        Err(CheckpointError::Corrupt { checkpoint: Some(bad), source, .. }) => {
+                            tracing::warn!(thread = thread_id, checkpoint = %bad, error = %source, "history skips a damaged checkpoint");
+                            before = Some(bad);
+                            continue;
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            };
             if batch.is_empty() {
                 break;
             }
@@ -261,7 +304,7 @@ impl<S: State> CompiledGraph<S> {
             let lease = store.get_lease(&thread_id).await?;
             let status = if lease.as_ref().is_some_and(persist::lease_is_live) {
                 ThreadStatus::Running
-            } else if pending.iter().any(|w| matches!(w.kind, PendingKind::Error { .. })) {
+            } else if !task_errors(&pending).is_empty() {
                 ThreadStatus::Failed
             } else if !pending_interrupts(&pending).is_empty() {
                 ThreadStatus::Paused
@@ -279,7 +322,7 @@ impl<S: State> CompiledGraph<S> {
                 checkpoint_id: record.id,
             });
         }
-        out.sort_by(|a, b| b.updated_at_ms.cmp(&a.updated_at_ms));
+        out.sort_by_key(|t| std::cmp::Reverse(t.updated_at_ms));
         Ok(out)
     }
 

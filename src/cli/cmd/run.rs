@@ -327,7 +327,7 @@ async fn execute(
                 if let Event::CheckpointSaved { step, checkpoint_id, .. } = &event {
                     meta.step = *step;
                     meta.checkpoint_id = Some(checkpoint_id.clone());
-                    if last_meta.map_or(true, |t| t.elapsed() >= META_EVERY) {
+                    if last_meta.is_none_or(|t| t.elapsed() >= META_EVERY) {
                         meta.updated_at_ms = now_ms();
                         write_meta(ctx, &meta);
                         last_meta = Some(Instant::now());
