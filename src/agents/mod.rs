@@ -3,6 +3,7 @@
 //! can run it by name with its `graphs/<name>.toml`.
 //!
 //! - [`pipeline`]: the keyless demo: outline, parallel drafts, a review pause, publish.
+//! - [`research`]: the plan-execute-reflect research agent over a reviewable plan of todos.
 //!
 //! Invariant: agents build graphs with the public API and know nothing of the command line.
 

@@ -1,0 +1,161 @@
+//! `escalate`: a todo reached its attempt cap. Zoom in (split it into sub-todos it then waits
+//! for) when it can; otherwise zoom out (block it and let the rest of the plan go on).
+
+use super::{ledger, model_error, options, settings, system};
+use crate::agents::research::plan::one_line;
+use crate::agents::research::state::{Kind, PlanState, PlanStateUpdate, Status, Todo};
+use crate::agents::research::{prompts, ResearchAgent};
+use crate::llm::{structured_validated, Message, Usage};
+use crate::runtime::{Context, NodeError};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// The structured reply when splitting a todo (schema name `Split`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Split {
+    /// Smaller todos that together cover the failed one.
+    pub sub_tasks: Vec<SubTask>,
+}
+
+/// One sub-todo.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SubTask {
+    /// One sentence.
+    pub task: String,
+    /// Research or tool.
+    pub kind: Kind,
+}
+
+pub(crate) async fn run(
+    agent: &ResearchAgent,
+    s: Arc<PlanState>,
+    ctx: Context,
+) -> Result<PlanStateUpdate, NodeError> {
+    let settings = settings(&ctx)?;
+    let limits = &settings.limits;
+    let Some(current) = s.current().cloned() else {
+        return Err(NodeError::new(
+            "escalate found no current todo; was it removed from the plan?",
+        ));
+    };
+    let last = current.failure_reason.clone().unwrap_or_default();
+    let room = limits
+        .max_todos
+        .saturating_sub(s.plan.len())
+        .min(limits.max_subtasks);
+    let why_not = if current.parent.is_some() {
+        Some("it is a sub-todo already".to_string())
+    } else if current.escalated {
+        Some("it was split once already".to_string())
+    } else if room < 2 {
+        Some(format!(
+            "no room for sub-todos (limits: {} todos, {} per split)",
+            limits.max_todos, limits.max_subtasks
+        ))
+    } else {
+        None
+    };
+    let mut update = PlanStateUpdate::default().escalations(1);
+    let split = match why_not {
+        Some(why) => Err(why),
+        None => {
+            let messages = vec![
+                system(&settings.prompts.split, prompts::SPLIT),
+                Message::user(format!(
+                    "Research question: {}\nFailed todo: {}\nWhy it failed: {last}\nSplit it into 2 to {room} sub-tasks.",
+                    s.question.trim(),
+                    current.task
+                )),
+            ];
+            let model = agent.model().clone();
+            let opts = options("Split", &settings);
+            let result: Result<(Split, Usage), String> = ctx
+                .record("split", || async move {
+                    let reply =
+                        structured_validated(model.as_ref(), messages, opts, move |sp: &Split| {
+                            let n = sp
+                                .sub_tasks
+                                .iter()
+                                .filter(|t| !t.task.trim().is_empty())
+                                .count();
+                            if (2..=room).contains(&n) {
+                                Ok(())
+                            } else {
+                                Err(format!(
+                                    "give between 2 and {room} non-empty sub_tasks, not {n}"
+                                ))
+                            }
+                        })
+                        .await;
+                    match reply {
+                        Ok(ok) => Ok(Ok(ok)),
+                        Err(e) if e.is_transient() => {
+                            Err(model_error("splitting the todo failed", e))
+                        }
+                        // Splitting is the escalation; its failure leads to zooming out, not to
+                        // a failed run.
+                        Err(e) => Ok(Err(format!("splitting failed: {e}"))),
+                    }
+                })
+                .await?;
+            match result {
+                Ok((sp, usage)) => {
+                    update = update.usage(ledger("escalate", usage, &settings));
+                    Ok(sp)
+                }
+                Err(why) => Err(why),
+            }
+        }
+    };
+    let mut todo = current.clone();
+    todo.escalated = true;
+    todo.error = None;
+    let mut changed = Vec::new();
+    let log;
+    match split {
+        Ok(split) => {
+            let mut ids = Vec::new();
+            for (k, sub) in split
+                .sub_tasks
+                .iter()
+                .filter(|t| !t.task.trim().is_empty())
+                .enumerate()
+            {
+                let mut n = k + 1;
+                let mut id = format!("{}.{n}", todo.id);
+                while s.plan.iter().any(|t| t.id == id) || ids.contains(&id) {
+                    n += 1;
+                    id = format!("{}.{n}", todo.id);
+                }
+                let mut child = Todo::new(id.clone(), one_line(&sub.task), sub.kind)
+                    .depends_on(todo.dependencies.clone());
+                child.parent = Some(todo.id.clone());
+                changed.push(child);
+                ids.push(id);
+            }
+            todo.status = Status::Pending;
+            todo.attempts = 0;
+            todo.result = None;
+            todo.dependencies.extend(ids.iter().cloned());
+            todo.failure_reason = Some(format!(
+                "escalated (zoom in): split into {} after: {last}",
+                ids.join(", ")
+            ));
+            log = format!("{} zoomed in: split into {}", todo.id, ids.join(", "));
+        }
+        Err(why) => {
+            todo.status = Status::Blocked;
+            todo.failure_reason = Some(format!(
+                "escalated (zoom out): blocked, the rest of the plan goes on without it ({why}); {last}"
+            ));
+            log = format!("{} zoomed out: {why}", todo.id);
+        }
+    }
+    ctx.emit(
+        "todo",
+        serde_json::json!({"id": todo.id, "status": todo.status, "reason": todo.failure_reason}),
+    );
+    changed.insert(0, todo);
+    Ok(update.plan(changed).log(vec![log]))
+}

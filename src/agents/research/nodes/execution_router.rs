@@ -1,0 +1,129 @@
+//! `execution_router`: blocks what can no longer run and picks the next todo.
+//!
+//! The next todo is the first, in plan order, that is pending (or left in progress) and whose
+//! dependencies are all done. A todo with a failed or blocked (or missing) dependency is blocked
+//! with the reason; a split todo whose sub-todo failed is given up (`failed`), keeping its
+//! earlier reason too. The router after this node only reads `current_task_id`.
+
+use crate::agents::research::state::{PlanState, PlanStateUpdate, Status, Todo};
+use crate::agents::research::ResearchAgent;
+use crate::runtime::{Context, NodeError};
+use std::sync::Arc;
+
+fn runnable(status: Status) -> bool {
+    matches!(status, Status::Pending | Status::InProgress)
+}
+
+/// Why `todo` can never run, judging by its dependencies in `plan`.
+fn blocker(plan: &[Todo], todo: &Todo) -> Option<(Status, String)> {
+    for dep in &todo.dependencies {
+        let Some(d) = plan.iter().find(|t| &t.id == dep) else {
+            return Some((
+                Status::Blocked,
+                format!("blocked: dependency `{dep}` is not in the plan"),
+            ));
+        };
+        if matches!(d.status, Status::Blocked | Status::Failed) {
+            let why = d
+                .failure_reason
+                .clone()
+                .unwrap_or_else(|| "no reason given".into());
+            if d.parent.as_deref() == Some(todo.id.as_str()) {
+                let before = todo.failure_reason.clone().unwrap_or_default();
+                return Some((
+                    Status::Failed,
+                    format!(
+                        "gave up: escalation failed, sub-todo `{}` is {} ({why}); before that: {before}",
+                        d.id,
+                        d.status.as_str()
+                    ),
+                ));
+            }
+            return Some((
+                Status::Blocked,
+                format!(
+                    "blocked: dependency `{}` is {} ({why})",
+                    d.id,
+                    d.status.as_str()
+                ),
+            ));
+        }
+    }
+    None
+}
+
+/// The todos that change status, and the next todo to run.
+pub(crate) fn decide(plan: &[Todo]) -> (Vec<Todo>, Option<String>) {
+    let mut plan = plan.to_vec();
+    let mut changed: Vec<usize> = Vec::new();
+    // Blocks propagate along chains; each pass settles at least one todo or stops, so this
+    // runs at most plan.len() + 1 times.
+    loop {
+        let mut any = false;
+        for i in 0..plan.len() {
+            if !runnable(plan[i].status) {
+                continue;
+            }
+            if let Some((status, reason)) = blocker(&plan, &plan[i]) {
+                plan[i].status = status;
+                plan[i].failure_reason = Some(reason);
+                changed.push(i);
+                any = true;
+            }
+        }
+        if !any {
+            break;
+        }
+    }
+    let done = |id: &String| plan.iter().any(|t| &t.id == id && t.status == Status::Done);
+    let next = plan
+        .iter()
+        .find(|t| runnable(t.status) && t.dependencies.iter().all(done))
+        .map(|t| t.id.clone());
+    if next.is_none() {
+        // Whatever is still pending waits on something that will never finish (only possible
+        // after a hand edit); settle it so the run ends with a reason on every todo.
+        for (i, todo) in plan.iter_mut().enumerate() {
+            if runnable(todo.status) {
+                todo.status = Status::Blocked;
+                todo.failure_reason =
+                    Some("blocked: its dependencies can never all be done".into());
+                changed.push(i);
+            }
+        }
+    }
+    changed.sort_unstable();
+    changed.dedup();
+    (changed.into_iter().map(|i| plan[i].clone()).collect(), next)
+}
+
+pub(crate) async fn run(
+    _agent: &ResearchAgent,
+    s: Arc<PlanState>,
+    ctx: Context,
+) -> Result<PlanStateUpdate, NodeError> {
+    let (changed, next) = decide(&s.plan);
+    let mut log: Vec<String> = changed
+        .iter()
+        .map(|t| {
+            format!(
+                "{} {}: {}",
+                t.id,
+                t.status.as_str(),
+                t.failure_reason.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    match &next {
+        Some(id) => log.push(format!("next: {id}")),
+        None => log.push("nothing left to run: finalize".to_string()),
+    }
+    for todo in &changed {
+        ctx.emit("todo", serde_json::json!({"id": todo.id, "status": todo.status, "reason": todo.failure_reason}));
+    }
+    let mut update = PlanStateUpdate::default().current_task_id(next).log(log);
+    if !changed.is_empty() {
+        update = update.plan(changed);
+    }
+    Ok(update)
+}

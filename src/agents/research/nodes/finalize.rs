@@ -1,0 +1,113 @@
+//! `finalize`: the answer, citing sources `[n]`, with the numbered source list appended.
+
+use super::{chat_text, ledger, model_error, settings, system};
+use crate::agents::research::state::{PlanState, PlanStateUpdate, Status};
+use crate::agents::research::{prompts, ResearchAgent};
+use crate::llm::{Message, Usage};
+use crate::runtime::{Context, NodeError};
+use std::sync::Arc;
+
+/// The `[n]` numbers cited in `text`.
+pub(crate) fn citations(text: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        rest = &rest[open + 1..];
+        if let Some(close) = rest.find(']') {
+            if let Ok(n) = rest[..close].trim().parse::<usize>() {
+                out.push(n);
+            }
+        }
+    }
+    out
+}
+
+pub(crate) async fn run(
+    agent: &ResearchAgent,
+    s: Arc<PlanState>,
+    ctx: Context,
+) -> Result<PlanStateUpdate, NodeError> {
+    let settings = settings(&ctx)?;
+    let done: Vec<_> = s
+        .plan
+        .iter()
+        .filter(|t| t.status == Status::Done && t.result.is_some())
+        .collect();
+    let open: Vec<String> = s
+        .plan
+        .iter()
+        .filter(|t| t.status != Status::Done)
+        .map(|t| {
+            format!(
+                "- {} ({}): {}",
+                t.task,
+                t.status.as_str(),
+                t.failure_reason.as_deref().unwrap_or("not run")
+            )
+        })
+        .collect();
+    let mut update = PlanStateUpdate::default().current_task_id(None);
+    let mut answer = if done.is_empty() {
+        // Nothing to write from: say so without paying for a model call.
+        format!(
+            "The research could not answer \"{}\": no todo of the plan succeeded.\n\n{}",
+            s.question.trim(),
+            open.join("\n")
+        )
+    } else {
+        let findings: Vec<String> = done
+            .iter()
+            .map(|t| format!("- {}: {}", t.task, t.result.as_deref().unwrap_or("")))
+            .collect();
+        let sources: Vec<String> = s
+            .sources
+            .iter()
+            .enumerate()
+            .map(|(i, src)| format!("[{}] {} ({})", i + 1, src.title, src.url))
+            .collect();
+        let user = format!(
+            "Research question: {}\n\nFindings:\n{}\n\nNot found:\n{}\n\nSources:\n{}",
+            s.question.trim(),
+            findings.join("\n"),
+            if open.is_empty() {
+                "(nothing)".to_string()
+            } else {
+                open.join("\n")
+            },
+            sources.join("\n")
+        );
+        let messages = vec![
+            system(&settings.prompts.finalize, prompts::FINALIZE),
+            Message::user(user),
+        ];
+        let model = agent.model().clone();
+        let call_settings = settings.clone();
+        let (text, usage): (String, Usage) = ctx
+            .record("answer", || async move {
+                chat_text(model.as_ref(), messages, &call_settings)
+                    .await
+                    .map_err(|e| model_error("writing the answer failed", e))
+            })
+            .await?;
+        update = update.usage(ledger("finalize", usage, &settings));
+        text.trim().to_string()
+    };
+    let mut log = Vec::new();
+    let unknown: Vec<usize> = citations(&answer)
+        .into_iter()
+        .filter(|&n| n == 0 || n > s.sources.len())
+        .collect();
+    if !unknown.is_empty() {
+        log.push(format!(
+            "the answer cites sources that do not exist: {unknown:?}"
+        ));
+    }
+    if !s.sources.is_empty() {
+        answer.push_str("\n\nSources:\n");
+        for (i, src) in s.sources.iter().enumerate() {
+            answer.push_str(&format!("[{}] {} — {}\n", i + 1, src.title, src.url));
+        }
+    }
+    log.push("answer written".to_string());
+    Ok(update.answer(Some(answer)).log(log))
+}

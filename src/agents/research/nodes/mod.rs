@@ -1,0 +1,63 @@
+//! The research graph's nodes, one file each, plus what they share.
+
+pub(crate) mod escalate;
+pub(crate) mod execute;
+pub(crate) mod execution_router;
+pub(crate) mod finalize;
+pub(crate) mod generate_plan;
+pub(crate) mod planning_mode;
+pub(crate) mod reflect;
+
+use super::settings::ResearchSettings;
+use crate::llm::{
+    ChatModel, ChatRequest, LlmError, Message, StructuredOptions, Usage, UsageLedger,
+};
+use crate::runtime::{Context, NodeError};
+
+/// The run's research settings, or a clear error.
+pub(crate) fn settings(ctx: &Context) -> Result<ResearchSettings, NodeError> {
+    ResearchSettings::from_map(ctx.settings()).map_err(|e| NodeError::new(e.to_string()))
+}
+
+/// The system message: the settings' override, else the built-in prompt.
+pub(crate) fn system(custom: &Option<String>, builtin: &str) -> Message {
+    Message::system(custom.clone().unwrap_or_else(|| builtin.to_string()))
+}
+
+/// A ledger holding one node's calls (the state's reducer adds it to the run's).
+pub(crate) fn ledger(node: &str, usage: Usage, settings: &ResearchSettings) -> UsageLedger {
+    let mut ledger = UsageLedger::default();
+    ledger.record(node, usage, settings.pricing.as_ref());
+    ledger
+}
+
+/// Structured-output options with the settings' temperature.
+pub(crate) fn options(name: &str, settings: &ResearchSettings) -> StructuredOptions {
+    let mut opts = StructuredOptions::default().with_name(name);
+    opts.temperature = settings.temperature;
+    opts
+}
+
+/// A model error as a node error: transient ones stay retryable; a refused structured reply
+/// says what was asked for.
+pub(crate) fn model_error(what: &str, e: LlmError) -> NodeError {
+    let transient = e.is_transient();
+    let message = format!("{what}: {e}");
+    if transient {
+        NodeError::transient(message)
+    } else {
+        NodeError::new(message)
+    }
+}
+
+/// One plain-text model call, returning the reply's text and usage.
+pub(crate) async fn chat_text(
+    model: &dyn ChatModel,
+    messages: Vec<Message>,
+    settings: &ResearchSettings,
+) -> Result<(String, Usage), LlmError> {
+    let mut request = ChatRequest::new(messages);
+    request.temperature = settings.temperature;
+    let reply = model.chat(request).await?;
+    Ok((reply.message.content, reply.usage))
+}

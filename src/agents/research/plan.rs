@@ -1,0 +1,294 @@
+//! Plan validation (unique ids, known dependencies, no cycles) and one-todo edits
+//! (add, remove, move, status, dependencies), as the `graph plan` command applies them.
+//!
+//! Every edit returns a new plan or a [`PlanEditError`] naming the line, in the plan's Markdown
+//! form ([`render`](super::plan_markdown::render)), of the todo at fault; the stored plan never
+//! changes on error.
+
+use super::plan_markdown::{line_of_todo, PlanEditError};
+use super::state::{Kind, Status, Todo};
+use petgraph::graph::DiGraph;
+use std::collections::{HashMap, HashSet};
+
+/// What is wrong with a plan, and which todo (by position) shows it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct PlanProblem {
+    /// The position (0-based) of the todo at fault.
+    pub index: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// True for a usable todo id: non-empty, at most 40 of letters, digits, `.`, `_`, `-`.
+pub fn is_valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 40
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// Checks a plan: ids valid and unique, tasks not empty, every dependency an existing other
+/// todo, and no cycle among dependencies (found with petgraph, reported with its members).
+///
+/// ```
+/// use stategraph::agents::research::{validate_plan, Kind, Todo};
+/// let plan = vec![
+///     Todo::new("a", "first", Kind::Research).depends_on(["b"]),
+///     Todo::new("b", "second", Kind::Research).depends_on(["a"]),
+/// ];
+/// let problem = validate_plan(&plan).unwrap_err();
+/// assert!(problem.message.contains("cycle"), "{problem}");
+/// ```
+pub fn validate_plan(plan: &[Todo]) -> Result<(), PlanProblem> {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (index, todo) in plan.iter().enumerate() {
+        if !is_valid_id(&todo.id) {
+            return Err(PlanProblem {
+                index,
+                message: format!(
+                    "invalid id `{}`: use 1 to 40 letters, digits, `.`, `_` or `-`",
+                    todo.id
+                ),
+            });
+        }
+        if let Some(first) = seen.insert(&todo.id, index) {
+            return Err(PlanProblem {
+                index,
+                message: format!(
+                    "duplicate id `{}` (also todo #{} of the plan)",
+                    todo.id,
+                    first + 1
+                ),
+            });
+        }
+        if todo.task.trim().is_empty() {
+            return Err(PlanProblem {
+                index,
+                message: format!("todo `{}` has no task", todo.id),
+            });
+        }
+    }
+    let mut graph = DiGraph::<usize, ()>::new();
+    let nodes: Vec<_> = (0..plan.len()).map(|i| graph.add_node(i)).collect();
+    for (index, todo) in plan.iter().enumerate() {
+        let mut deps = HashSet::new();
+        for dep in &todo.dependencies {
+            if dep == &todo.id {
+                return Err(PlanProblem {
+                    index,
+                    message: format!("todo `{}` depends on itself", todo.id),
+                });
+            }
+            let Some(&target) = seen.get(dep.as_str()) else {
+                return Err(PlanProblem {
+                    index,
+                    message: format!(
+                        "unknown dependency `{dep}` of todo `{}`: no todo has that id",
+                        todo.id
+                    ),
+                });
+            };
+            if deps.insert(dep) {
+                graph.add_edge(nodes[target], nodes[index], ());
+            }
+        }
+    }
+    // A strongly connected component of more than one todo is a cycle (self-loops are
+    // refused above).
+    let mut cycles: Vec<Vec<usize>> = petgraph::algo::tarjan_scc(&graph)
+        .into_iter()
+        .filter(|scc| scc.len() > 1)
+        .map(|scc| {
+            let mut members: Vec<usize> = scc.into_iter().map(|n| graph[n]).collect();
+            members.sort_unstable();
+            members
+        })
+        .collect();
+    cycles.sort();
+    if let Some(cycle) = cycles.first() {
+        let names: Vec<&str> = cycle.iter().map(|&i| plan[i].id.as_str()).collect();
+        return Err(PlanProblem {
+            index: cycle[0],
+            message: format!(
+                "dependency cycle among {}: none of them could ever start",
+                names.join(", ")
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Where [`PlanEdit::Move`] puts a todo.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MoveTo {
+    /// At this 1-based position (past the end means last).
+    Position(usize),
+    /// Just before the todo with this id.
+    Before(String),
+    /// Just after the todo with this id.
+    After(String),
+}
+
+/// One change to a plan, as `graph plan THREAD add|rm|move|status|deps` gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlanEdit {
+    /// Appends a pending todo; without an id, the next free `tN` is used.
+    Add {
+        /// Its id, or `None` for a generated one.
+        id: Option<String>,
+        /// What to do.
+        task: String,
+        /// Research or tool.
+        kind: Kind,
+        /// Ids it waits for.
+        dependencies: Vec<String>,
+    },
+    /// Removes a todo. Refused while another todo depends on it.
+    Remove {
+        /// The todo.
+        id: String,
+    },
+    /// Moves a todo (plan order decides which ready todo runs first).
+    Move {
+        /// The todo.
+        id: String,
+        /// Where to.
+        to: MoveTo,
+    },
+    /// Sets a todo's status. Back to `pending` also clears its attempts and failure, so it is
+    /// tried afresh; `blocked` and `failed` keep `reason`.
+    Status {
+        /// The todo.
+        id: String,
+        /// The new status.
+        status: Status,
+        /// Why (kept as the failure reason).
+        reason: Option<String>,
+    },
+    /// Replaces a todo's dependencies.
+    Dependencies {
+        /// The todo.
+        id: String,
+        /// The ids it waits for now.
+        dependencies: Vec<String>,
+    },
+}
+
+/// The next free id of the form `t<N>` (one more than the largest `N` in use).
+///
+/// ```
+/// use stategraph::agents::research::{next_id, Kind, Todo};
+/// let plan = vec![Todo::new("t1", "a", Kind::Research), Todo::new("t7", "b", Kind::Tool)];
+/// assert_eq!(next_id(&plan), "t8");
+/// ```
+pub fn next_id(plan: &[Todo]) -> String {
+    let top = plan
+        .iter()
+        .filter_map(|t| t.id.strip_prefix('t').and_then(|n| n.parse::<u64>().ok()))
+        .max()
+        .unwrap_or(0);
+    let mut n = top + 1;
+    // Ids like `t3` are unique by construction; the loop only guards hand-made oddities.
+    while plan.iter().any(|t| t.id == format!("t{n}")) {
+        n += 1;
+    }
+    format!("t{n}")
+}
+
+fn position(plan: &[Todo], id: &str) -> Result<usize, PlanEditError> {
+    plan.iter().position(|t| t.id == id).ok_or_else(|| {
+        PlanEditError::general(format!(
+            "no todo `{id}` in the plan (ids: {})",
+            plan.iter()
+                .map(|t| t.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    })
+}
+
+/// Applies one edit, returning the new plan, or the problem with the line (in the new plan's
+/// Markdown) of the todo at fault. The new plan is validated as a whole.
+///
+/// ```
+/// use stategraph::agents::research::{apply_edit, Kind, PlanEdit, Todo};
+/// let plan = vec![Todo::new("t1", "a", Kind::Research), Todo::new("t2", "b", Kind::Research).depends_on(["t1"])];
+/// let refused = apply_edit(&plan, PlanEdit::Remove { id: "t1".into() }).unwrap_err();
+/// assert!(refused.message.contains("`t2` depends on it"), "{refused}");
+/// let plan = apply_edit(&plan, PlanEdit::Remove { id: "t2".into() }).unwrap();
+/// assert_eq!(plan.len(), 1);
+/// ```
+pub fn apply_edit(plan: &[Todo], edit: PlanEdit) -> Result<Vec<Todo>, PlanEditError> {
+    let mut next: Vec<Todo> = plan.to_vec();
+    match edit {
+        PlanEdit::Add {
+            id,
+            task,
+            kind,
+            dependencies,
+        } => {
+            let id = id.unwrap_or_else(|| next_id(plan));
+            let task = one_line(&task);
+            next.push(Todo::new(id, task, kind).depends_on(dependencies));
+        }
+        PlanEdit::Remove { id } => {
+            let at = position(&next, &id)?;
+            if let Some(user) = next.iter().find(|t| t.dependencies.contains(&id)) {
+                return Err(PlanEditError::new(
+                    line_of_todo(&next, at),
+                    format!(
+                        "cannot remove `{id}`: `{}` depends on it (remove that dependency first)",
+                        user.id
+                    ),
+                ));
+            }
+            next.remove(at);
+        }
+        PlanEdit::Move { id, to } => {
+            let at = position(&next, &id)?;
+            let todo = next.remove(at);
+            let dest = match to {
+                MoveTo::Position(p) => p.saturating_sub(1).min(next.len()),
+                MoveTo::Before(other) => position(&next, &other)?,
+                MoveTo::After(other) => position(&next, &other)? + 1,
+            };
+            next.insert(dest, todo);
+        }
+        PlanEdit::Status { id, status, reason } => {
+            let at = position(&next, &id)?;
+            let todo = &mut next[at];
+            todo.status = status;
+            match status {
+                Status::Pending => {
+                    todo.attempts = 0;
+                    todo.failure_reason = None;
+                    todo.error = None;
+                }
+                Status::Blocked | Status::Failed => {
+                    todo.failure_reason = Some(
+                        reason.unwrap_or_else(|| format!("marked {} by hand", status.as_str())),
+                    );
+                }
+                Status::Done | Status::InProgress => {
+                    if reason.is_some() {
+                        todo.failure_reason = reason;
+                    }
+                }
+            }
+        }
+        PlanEdit::Dependencies { id, dependencies } => {
+            let at = position(&next, &id)?;
+            next[at].dependencies = dependencies;
+        }
+    }
+    validate_plan(&next)
+        .map_err(|p| PlanEditError::new(line_of_todo(&next, p.index), p.message))?;
+    Ok(next)
+}
+
+/// Collapses whitespace (newlines included) so a task fits on one Markdown line.
+pub(crate) fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
