@@ -4,9 +4,9 @@
 //! Run it with `cargo run --example conditional_loop`.
 
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 use stategraph::runtime::{Context, NodeError, RunConfig};
 use stategraph::{State, StateGraph, END, START};
+use std::sync::Arc;
 
 #[derive(State, Clone, Debug, Default, Serialize, Deserialize)]
 struct Essay {
@@ -21,7 +21,11 @@ struct Essay {
 }
 
 async fn draft(state: Arc<Essay>, _ctx: Context) -> Result<EssayUpdate, NodeError> {
-    let text = format!("draft #{}: {}", state.revisions + 1, "words ".repeat(state.revisions as usize + 1));
+    let text = format!(
+        "draft #{}: {}",
+        state.revisions + 1,
+        "words ".repeat(state.revisions as usize + 1)
+    );
     Ok(EssayUpdate::default().drafts(vec![text]).revisions(1u32))
 }
 
@@ -50,7 +54,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let graph = graph.compile()?;
 
     println!("{}", graph.to_mermaid());
-    let outcome = graph.invoke(EssayUpdate::default(), RunConfig::new()).await?;
+    let outcome = graph
+        .invoke(EssayUpdate::default(), RunConfig::new())
+        .await?;
     for d in &outcome.state.drafts {
         println!("{d}");
     }

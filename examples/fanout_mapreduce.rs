@@ -8,10 +8,10 @@
 //! Run it with `cargo run --example fanout_mapreduce`.
 
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
-use std::time::Duration;
 use stategraph::runtime::{Context, NodeError, RunConfig};
 use stategraph::{Send, State, StateGraph, END, START};
+use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(State, Clone, Debug, Default, Serialize, Deserialize)]
 struct Report {
@@ -25,13 +25,19 @@ struct Report {
 }
 
 fn paragraphs(text: &str) -> Vec<String> {
-    text.split("\n\n").map(str::trim).filter(|p| !p.is_empty()).map(String::from).collect()
+    text.split("\n\n")
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(String::from)
+        .collect()
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut g = StateGraph::<Report>::named("report");
-    g.add_node("split", |_s: Arc<Report>, _c: Context| async { Ok(ReportUpdate::default()) });
+    g.add_node("split", |_s: Arc<Report>, _c: Context| async {
+        Ok(ReportUpdate::default())
+    });
     g.add_node("count_words", |s: Arc<Report>, _c: Context| async move {
         Ok(ReportUpdate::default().words(s.text.split_whitespace().count()))
     });
@@ -47,15 +53,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Later paragraphs finish first: the merge order still follows Send order.
         let delay = 40u64.saturating_sub(paragraph.len() as u64);
         tokio::time::sleep(Duration::from_millis(delay)).await;
-        let first = paragraph.split_whitespace().next().unwrap_or("").to_string();
-        Ok::<_, NodeError>(ReportUpdate::default().summaries(vec![format!("starts with '{first}'")]))
+        let first = paragraph
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_string();
+        Ok::<_, NodeError>(
+            ReportUpdate::default().summaries(vec![format!("starts with '{first}'")]),
+        )
     });
     g.add_edge(START, "split");
-    g.add_edge("split", "count_words").add_edge("split", "count_lines");
+    g.add_edge("split", "count_words")
+        .add_edge("split", "count_lines");
     g.add_join(["count_words", "count_lines"], "merge");
     g.add_conditional_edges(
         "merge",
-        |s: &Report| paragraphs(&s.text).into_iter().map(|p| Send::new("summarise", p)).collect::<Vec<_>>(),
+        |s: &Report| {
+            paragraphs(&s.text)
+                .into_iter()
+                .map(|p| Send::new("summarise", p))
+                .collect::<Vec<_>>()
+        },
         ["summarise"],
     )
     .label("one per paragraph");

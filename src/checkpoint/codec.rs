@@ -24,7 +24,9 @@ pub enum FrameError {
     #[error("record does not start with the stategraph tag")]
     BadMagic,
     /// Written by a newer stategraph.
-    #[error("record format {0} is newer than this build understands ({FORMAT}); upgrade stategraph")]
+    #[error(
+        "record format {0} is newer than this build understands ({FORMAT}); upgrade stategraph"
+    )]
     UnknownFormat(u8),
     /// The bytes changed since they were written.
     #[error("checksum mismatch (stored {stored:08x}, computed {computed:08x})")]
@@ -74,7 +76,8 @@ pub fn payload(bytes: &[u8]) -> Result<&[u8], FrameError> {
     if bytes[2] != FORMAT {
         return Err(FrameError::UnknownFormat(bytes[2]));
     }
-    let word = |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    let word =
+        |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
     let stored = word(3);
     let len = word(7) as usize;
     if bytes.len() - HEADER < len {
@@ -101,15 +104,30 @@ mod tests {
         assert_eq!(decode::<Vec<u32>>(&bytes).unwrap(), vec![1, 2, 3]);
 
         let truncated = &bytes[..bytes.len() - 1];
-        assert!(matches!(decode::<Vec<u32>>(truncated), Err(FrameError::Truncated { .. })));
+        assert!(matches!(
+            decode::<Vec<u32>>(truncated),
+            Err(FrameError::Truncated { .. })
+        ));
 
         let mut flipped = bytes.clone();
         let last = flipped.len() - 2;
         flipped[last] ^= 0x01;
-        assert!(matches!(decode::<Vec<u32>>(&flipped), Err(FrameError::Checksum { .. })));
+        assert!(matches!(
+            decode::<Vec<u32>>(&flipped),
+            Err(FrameError::Checksum { .. })
+        ));
 
-        assert!(matches!(decode::<Vec<u32>>(b"{}"), Err(FrameError::Truncated { .. })));
-        assert!(matches!(decode::<Vec<u32>>(b"XXxxxxxxxxx[]"), Err(FrameError::BadMagic)));
-        assert!(matches!(decode::<String>(&bytes), Err(FrameError::Decode(_))));
+        assert!(matches!(
+            decode::<Vec<u32>>(b"{}"),
+            Err(FrameError::Truncated { .. })
+        ));
+        assert!(matches!(
+            decode::<Vec<u32>>(b"XXxxxxxxxxx[]"),
+            Err(FrameError::BadMagic)
+        ));
+        assert!(matches!(
+            decode::<String>(&bytes),
+            Err(FrameError::Decode(_))
+        ));
     }
 }

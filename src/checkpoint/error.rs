@@ -71,7 +71,10 @@ pub fn validate_thread_id(thread: &str) -> Result<(), CheckpointError> {
         Some("it is empty")
     } else if thread.len() > 200 {
         Some("it is longer than 200 bytes")
-    } else if thread.chars().any(|c| c.is_control() || c == '/' || c == '\\') {
+    } else if thread
+        .chars()
+        .any(|c| c.is_control() || c == '/' || c == '\\')
+    {
         Some("it contains a control character or a path separator")
     } else {
         None

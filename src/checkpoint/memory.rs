@@ -41,13 +41,22 @@ impl MemoryCheckpointer {
     /// Overwrites the stored bytes of a checkpoint. For tests of corruption handling.
     #[doc(hidden)]
     pub fn tamper(&self, thread: &str, id: CheckpointId, f: impl FnOnce(&mut Vec<u8>)) {
-        if let Some(bytes) = self.lock().get_mut(thread).and_then(|t| t.checkpoints.get_mut(&id)) {
+        if let Some(bytes) = self
+            .lock()
+            .get_mut(thread)
+            .and_then(|t| t.checkpoints.get_mut(&id))
+        {
             f(bytes);
         }
     }
 }
 
-fn corrupt(thread: &str, checkpoint: Option<CheckpointId>, what: &'static str, source: codec::FrameError) -> CheckpointError {
+fn corrupt(
+    thread: &str,
+    checkpoint: Option<CheckpointId>,
+    what: &'static str,
+    source: codec::FrameError,
+) -> CheckpointError {
     CheckpointError::Corrupt {
         thread: thread.to_string(),
         checkpoint,
@@ -62,7 +71,11 @@ fn encode<T: serde::Serialize>(thread: &str, v: &T) -> Result<Vec<u8>, Checkpoin
 
 #[async_trait]
 impl Checkpointer for MemoryCheckpointer {
-    async fn put_checkpoint(&self, record: &CheckpointRecord, _flush: bool) -> Result<(), CheckpointError> {
+    async fn put_checkpoint(
+        &self,
+        record: &CheckpointRecord,
+        _flush: bool,
+    ) -> Result<(), CheckpointError> {
         let bytes = encode(&record.thread_id, record)?;
         self.lock()
             .entry(record.thread_id.clone())
@@ -72,21 +85,36 @@ impl Checkpointer for MemoryCheckpointer {
         Ok(())
     }
 
-    async fn get_checkpoint(&self, thread: &str, id: Option<CheckpointId>) -> Result<Option<CheckpointRecord>, CheckpointError> {
+    async fn get_checkpoint(
+        &self,
+        thread: &str,
+        id: Option<CheckpointId>,
+    ) -> Result<Option<CheckpointRecord>, CheckpointError> {
         let threads = self.lock();
-        let Some(t) = threads.get(thread) else { return Ok(None) };
+        let Some(t) = threads.get(thread) else {
+            return Ok(None);
+        };
         let found = match id {
             Some(id) => t.checkpoints.get_key_value(&id),
             None => t.checkpoints.iter().next_back(),
         };
         found
-            .map(|(id, bytes)| codec::decode(bytes).map_err(|e| corrupt(thread, Some(*id), "checkpoint", e)))
+            .map(|(id, bytes)| {
+                codec::decode(bytes).map_err(|e| corrupt(thread, Some(*id), "checkpoint", e))
+            })
             .transpose()
     }
 
-    async fn list_checkpoints(&self, thread: &str, before: Option<CheckpointId>, limit: usize) -> Result<Vec<CheckpointRecord>, CheckpointError> {
+    async fn list_checkpoints(
+        &self,
+        thread: &str,
+        before: Option<CheckpointId>,
+        limit: usize,
+    ) -> Result<Vec<CheckpointRecord>, CheckpointError> {
         let threads = self.lock();
-        let Some(t) = threads.get(thread) else { return Ok(Vec::new()) };
+        let Some(t) = threads.get(thread) else {
+            return Ok(Vec::new());
+        };
         let upper = match before {
             Some(b) => t.checkpoints.range(..b),
             None => t.checkpoints.range(..),
@@ -94,12 +122,23 @@ impl Checkpointer for MemoryCheckpointer {
         upper
             .rev()
             .take(limit)
-            .map(|(id, bytes)| codec::decode(bytes).map_err(|e| corrupt(thread, Some(*id), "checkpoint", e)))
+            .map(|(id, bytes)| {
+                codec::decode(bytes).map_err(|e| corrupt(thread, Some(*id), "checkpoint", e))
+            })
             .collect()
     }
 
-    async fn put_writes(&self, thread: &str, checkpoint: CheckpointId, writes: &[PendingWrite], _flush: bool) -> Result<(), CheckpointError> {
-        let encoded = writes.iter().map(|w| encode(thread, w)).collect::<Result<Vec<_>, _>>()?;
+    async fn put_writes(
+        &self,
+        thread: &str,
+        checkpoint: CheckpointId,
+        writes: &[PendingWrite],
+        _flush: bool,
+    ) -> Result<(), CheckpointError> {
+        let encoded = writes
+            .iter()
+            .map(|w| encode(thread, w))
+            .collect::<Result<Vec<_>, _>>()?;
         self.lock()
             .entry(thread.to_string())
             .or_default()
@@ -110,17 +149,27 @@ impl Checkpointer for MemoryCheckpointer {
         Ok(())
     }
 
-    async fn get_writes(&self, thread: &str, checkpoint: CheckpointId) -> Result<Vec<PendingWrite>, CheckpointError> {
+    async fn get_writes(
+        &self,
+        thread: &str,
+        checkpoint: CheckpointId,
+    ) -> Result<Vec<PendingWrite>, CheckpointError> {
         let threads = self.lock();
         let Some(list) = threads.get(thread).and_then(|t| t.writes.get(&checkpoint)) else {
             return Ok(Vec::new());
         };
         list.iter()
-            .map(|b| codec::decode(b).map_err(|e| corrupt(thread, Some(checkpoint), "pending writes", e)))
+            .map(|b| {
+                codec::decode(b).map_err(|e| corrupt(thread, Some(checkpoint), "pending writes", e))
+            })
             .collect()
     }
 
-    async fn get_journal(&self, thread: &str, key: &str) -> Result<Option<serde_json::Value>, CheckpointError> {
+    async fn get_journal(
+        &self,
+        thread: &str,
+        key: &str,
+    ) -> Result<Option<serde_json::Value>, CheckpointError> {
         let threads = self.lock();
         threads
             .get(thread)
@@ -129,9 +178,18 @@ impl Checkpointer for MemoryCheckpointer {
             .transpose()
     }
 
-    async fn put_journal(&self, thread: &str, key: &str, value: &serde_json::Value) -> Result<(), CheckpointError> {
+    async fn put_journal(
+        &self,
+        thread: &str,
+        key: &str,
+        value: &serde_json::Value,
+    ) -> Result<(), CheckpointError> {
         let bytes = encode(thread, value)?;
-        self.lock().entry(thread.to_string()).or_default().journal.insert(key.to_string(), bytes);
+        self.lock()
+            .entry(thread.to_string())
+            .or_default()
+            .journal
+            .insert(key.to_string(), bytes);
         Ok(())
     }
 
@@ -149,7 +207,11 @@ impl Checkpointer for MemoryCheckpointer {
         Ok(())
     }
 
-    async fn delete_checkpoints(&self, thread: &str, ids: &[CheckpointId]) -> Result<(), CheckpointError> {
+    async fn delete_checkpoints(
+        &self,
+        thread: &str,
+        ids: &[CheckpointId],
+    ) -> Result<(), CheckpointError> {
         if let Some(t) = self.lock().get_mut(thread) {
             for id in ids {
                 t.checkpoints.remove(id);
@@ -165,7 +227,12 @@ impl Checkpointer for MemoryCheckpointer {
         Ok(self.lock().get(thread).and_then(|t| t.lease.clone()))
     }
 
-    async fn swap_lease(&self, thread: &str, expected: Option<&Lease>, new: Option<&Lease>) -> Result<Result<(), Option<Lease>>, CheckpointError> {
+    async fn swap_lease(
+        &self,
+        thread: &str,
+        expected: Option<&Lease>,
+        new: Option<&Lease>,
+    ) -> Result<Result<(), Option<Lease>>, CheckpointError> {
         let mut threads = self.lock();
         let t = threads.entry(thread.to_string()).or_default();
         if t.lease.as_ref() != expected {

@@ -33,7 +33,11 @@ use async_trait::async_trait;
 #[async_trait]
 pub trait Checkpointer: Send + Sync + 'static {
     /// Saves a checkpoint.
-    async fn put_checkpoint(&self, record: &CheckpointRecord, flush: bool) -> Result<(), CheckpointError>;
+    async fn put_checkpoint(
+        &self,
+        record: &CheckpointRecord,
+        flush: bool,
+    ) -> Result<(), CheckpointError>;
 
     /// Loads a checkpoint by id, or the thread's newest one when `id` is `None`.
     async fn get_checkpoint(
@@ -61,13 +65,26 @@ pub trait Checkpointer: Send + Sync + 'static {
     ) -> Result<(), CheckpointError>;
 
     /// The task results saved against a checkpoint, in the order they were saved.
-    async fn get_writes(&self, thread: &str, checkpoint: CheckpointId) -> Result<Vec<PendingWrite>, CheckpointError>;
+    async fn get_writes(
+        &self,
+        thread: &str,
+        checkpoint: CheckpointId,
+    ) -> Result<Vec<PendingWrite>, CheckpointError>;
 
     /// A recorded call result (see `Context::record`), if one was saved under `key`.
-    async fn get_journal(&self, thread: &str, key: &str) -> Result<Option<serde_json::Value>, CheckpointError>;
+    async fn get_journal(
+        &self,
+        thread: &str,
+        key: &str,
+    ) -> Result<Option<serde_json::Value>, CheckpointError>;
 
     /// Records a call result under `key`. Always flushed: the caller paid for it.
-    async fn put_journal(&self, thread: &str, key: &str, value: &serde_json::Value) -> Result<(), CheckpointError>;
+    async fn put_journal(
+        &self,
+        thread: &str,
+        key: &str,
+        value: &serde_json::Value,
+    ) -> Result<(), CheckpointError>;
 
     /// The ids of every thread with at least one checkpoint.
     async fn list_threads(&self) -> Result<Vec<String>, CheckpointError>;
@@ -76,7 +93,11 @@ pub trait Checkpointer: Send + Sync + 'static {
     async fn delete_thread(&self, thread: &str) -> Result<(), CheckpointError>;
 
     /// Removes some checkpoints of a thread, with their writes and journal entries.
-    async fn delete_checkpoints(&self, thread: &str, ids: &[CheckpointId]) -> Result<(), CheckpointError>;
+    async fn delete_checkpoints(
+        &self,
+        thread: &str,
+        ids: &[CheckpointId],
+    ) -> Result<(), CheckpointError>;
 
     /// The thread's current lease, if any (expired or not).
     async fn get_lease(&self, thread: &str) -> Result<Option<Lease>, CheckpointError>;

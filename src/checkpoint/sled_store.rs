@@ -88,7 +88,10 @@ impl SledCheckpointer {
     /// Fails with [`CheckpointError::Locked`] when another process has it open, and with
     /// [`CheckpointError::Storage`] when the options are out of range or differ from those the
     /// store was created with.
-    pub fn open_with(path: impl AsRef<Path>, options: SledOptions) -> Result<Self, CheckpointError> {
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        options: SledOptions,
+    ) -> Result<Self, CheckpointError> {
         let path = path.as_ref().to_path_buf();
         let size = options.segment_size;
         if !size.is_power_of_two() || !(256..=1 << 24).contains(&size) {
@@ -127,12 +130,23 @@ impl SledCheckpointer {
 
     /// Overwrites the stored bytes of a checkpoint. For tests of corruption handling.
     #[doc(hidden)]
-    pub fn tamper(&self, thread: &str, id: CheckpointId, f: impl FnOnce(&mut Vec<u8>)) -> Result<(), CheckpointError> {
+    pub fn tamper(
+        &self,
+        thread: &str,
+        id: CheckpointId,
+        f: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<(), CheckpointError> {
         let key = checkpoint_key(thread, id);
-        if let Some(v) = self.checkpoints.get(&key).map_err(CheckpointError::storage)? {
+        if let Some(v) = self
+            .checkpoints
+            .get(&key)
+            .map_err(CheckpointError::storage)?
+        {
             let mut bytes = v.to_vec();
             f(&mut bytes);
-            self.checkpoints.insert(key, bytes).map_err(CheckpointError::storage)?;
+            self.checkpoints
+                .insert(key, bytes)
+                .map_err(CheckpointError::storage)?;
         }
         Ok(())
     }
@@ -148,7 +162,9 @@ impl SledCheckpointer {
     fn remember_thread(&self, thread: &str) -> Result<(), CheckpointError> {
         let mut known = self.known_threads.lock().unwrap_or_else(|p| p.into_inner());
         if !known.contains(thread) {
-            self.threads.insert(thread.as_bytes(), &[] as &[u8]).map_err(CheckpointError::storage)?;
+            self.threads
+                .insert(thread.as_bytes(), &[] as &[u8])
+                .map_err(CheckpointError::storage)?;
             known.insert(thread.to_string());
         }
         Ok(())
@@ -189,7 +205,12 @@ fn id_from_key(thread: &str, key: &[u8]) -> Option<CheckpointId> {
     Some(CheckpointId::from_bytes(bytes))
 }
 
-fn corrupt(thread: &str, checkpoint: Option<CheckpointId>, what: &'static str, source: codec::FrameError) -> CheckpointError {
+fn corrupt(
+    thread: &str,
+    checkpoint: Option<CheckpointId>,
+    what: &'static str,
+    source: codec::FrameError,
+) -> CheckpointError {
     CheckpointError::Corrupt {
         thread: thread.to_string(),
         checkpoint,
@@ -202,7 +223,11 @@ fn encode<T: serde::Serialize>(thread: &str, v: &T) -> Result<Vec<u8>, Checkpoin
     codec::encode(v).map_err(|e| corrupt(thread, None, "record", e))
 }
 
-fn decode_checkpoint(thread: &str, key: &[u8], bytes: &[u8]) -> Result<CheckpointRecord, CheckpointError> {
+fn decode_checkpoint(
+    thread: &str,
+    key: &[u8],
+    bytes: &[u8],
+) -> Result<CheckpointRecord, CheckpointError> {
     codec::decode(bytes).map_err(|e| corrupt(thread, id_from_key(thread, key), "checkpoint", e))
 }
 
@@ -216,7 +241,11 @@ fn remove_prefix(tree: &sled::Tree, prefix: &[u8]) -> Result<(), CheckpointError
 
 #[async_trait]
 impl Checkpointer for SledCheckpointer {
-    async fn put_checkpoint(&self, record: &CheckpointRecord, flush: bool) -> Result<(), CheckpointError> {
+    async fn put_checkpoint(
+        &self,
+        record: &CheckpointRecord,
+        flush: bool,
+    ) -> Result<(), CheckpointError> {
         let thread = &record.thread_id;
         self.remember_thread(thread)?;
         let bytes = encode(thread, record)?;
@@ -226,7 +255,11 @@ impl Checkpointer for SledCheckpointer {
         self.sync(flush)
     }
 
-    async fn get_checkpoint(&self, thread: &str, id: Option<CheckpointId>) -> Result<Option<CheckpointRecord>, CheckpointError> {
+    async fn get_checkpoint(
+        &self,
+        thread: &str,
+        id: Option<CheckpointId>,
+    ) -> Result<Option<CheckpointRecord>, CheckpointError> {
         let found = match id {
             Some(id) => {
                 let key = checkpoint_key(thread, id);
@@ -242,13 +275,22 @@ impl Checkpointer for SledCheckpointer {
                 .transpose()
                 .map_err(CheckpointError::storage)?,
         };
-        found.map(|(k, v)| decode_checkpoint(thread, &k, &v)).transpose()
+        found
+            .map(|(k, v)| decode_checkpoint(thread, &k, &v))
+            .transpose()
     }
 
-    async fn list_checkpoints(&self, thread: &str, before: Option<CheckpointId>, limit: usize) -> Result<Vec<CheckpointRecord>, CheckpointError> {
+    async fn list_checkpoints(
+        &self,
+        thread: &str,
+        before: Option<CheckpointId>,
+        limit: usize,
+    ) -> Result<Vec<CheckpointRecord>, CheckpointError> {
         let prefix = thread_prefix(thread);
         let range = match before {
-            Some(b) => self.checkpoints.range(prefix.clone()..checkpoint_key(thread, b)),
+            Some(b) => self
+                .checkpoints
+                .range(prefix.clone()..checkpoint_key(thread, b)),
             None => {
                 let mut end = prefix.clone();
                 // The byte after the separator: everything of this thread sorts below it.
@@ -268,7 +310,13 @@ impl Checkpointer for SledCheckpointer {
             .collect()
     }
 
-    async fn put_writes(&self, thread: &str, checkpoint: CheckpointId, writes: &[PendingWrite], flush: bool) -> Result<(), CheckpointError> {
+    async fn put_writes(
+        &self,
+        thread: &str,
+        checkpoint: CheckpointId,
+        writes: &[PendingWrite],
+        flush: bool,
+    ) -> Result<(), CheckpointError> {
         let mut batch = sled::Batch::default();
         for w in writes {
             let mut key = checkpoint_key(thread, checkpoint);
@@ -276,22 +324,33 @@ impl Checkpointer for SledCheckpointer {
             key.extend_from_slice(&seq.to_be_bytes());
             batch.insert(key, encode(thread, w)?);
         }
-        self.writes.apply_batch(batch).map_err(CheckpointError::storage)?;
+        self.writes
+            .apply_batch(batch)
+            .map_err(CheckpointError::storage)?;
         self.sync(flush)
     }
 
-    async fn get_writes(&self, thread: &str, checkpoint: CheckpointId) -> Result<Vec<PendingWrite>, CheckpointError> {
+    async fn get_writes(
+        &self,
+        thread: &str,
+        checkpoint: CheckpointId,
+    ) -> Result<Vec<PendingWrite>, CheckpointError> {
         self.writes
             .scan_prefix(checkpoint_key(thread, checkpoint))
             .values()
             .map(|v| {
                 let v = v.map_err(CheckpointError::storage)?;
-                codec::decode(&v).map_err(|e| corrupt(thread, Some(checkpoint), "pending writes", e))
+                codec::decode(&v)
+                    .map_err(|e| corrupt(thread, Some(checkpoint), "pending writes", e))
             })
             .collect()
     }
 
-    async fn get_journal(&self, thread: &str, key: &str) -> Result<Option<serde_json::Value>, CheckpointError> {
+    async fn get_journal(
+        &self,
+        thread: &str,
+        key: &str,
+    ) -> Result<Option<serde_json::Value>, CheckpointError> {
         let mut k = thread_prefix(thread);
         k.extend_from_slice(key.as_bytes());
         self.journal
@@ -301,10 +360,17 @@ impl Checkpointer for SledCheckpointer {
             .transpose()
     }
 
-    async fn put_journal(&self, thread: &str, key: &str, value: &serde_json::Value) -> Result<(), CheckpointError> {
+    async fn put_journal(
+        &self,
+        thread: &str,
+        key: &str,
+        value: &serde_json::Value,
+    ) -> Result<(), CheckpointError> {
         let mut k = thread_prefix(thread);
         k.extend_from_slice(key.as_bytes());
-        self.journal.insert(k, encode(thread, value)?).map_err(CheckpointError::storage)?;
+        self.journal
+            .insert(k, encode(thread, value)?)
+            .map_err(CheckpointError::storage)?;
         self.sync(true)
     }
 
@@ -324,16 +390,29 @@ impl Checkpointer for SledCheckpointer {
         remove_prefix(&self.checkpoints, &prefix)?;
         remove_prefix(&self.writes, &prefix)?;
         remove_prefix(&self.journal, &prefix)?;
-        self.leases.remove(thread.as_bytes()).map_err(CheckpointError::storage)?;
-        self.threads.remove(thread.as_bytes()).map_err(CheckpointError::storage)?;
-        self.known_threads.lock().unwrap_or_else(|p| p.into_inner()).remove(thread);
+        self.leases
+            .remove(thread.as_bytes())
+            .map_err(CheckpointError::storage)?;
+        self.threads
+            .remove(thread.as_bytes())
+            .map_err(CheckpointError::storage)?;
+        self.known_threads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(thread);
         self.sync(true)
     }
 
-    async fn delete_checkpoints(&self, thread: &str, ids: &[CheckpointId]) -> Result<(), CheckpointError> {
+    async fn delete_checkpoints(
+        &self,
+        thread: &str,
+        ids: &[CheckpointId],
+    ) -> Result<(), CheckpointError> {
         for id in ids {
             let key = checkpoint_key(thread, *id);
-            self.checkpoints.remove(&key).map_err(CheckpointError::storage)?;
+            self.checkpoints
+                .remove(&key)
+                .map_err(CheckpointError::storage)?;
             remove_prefix(&self.writes, &key)?;
             let mut journal_prefix = thread_prefix(thread);
             journal_prefix.extend_from_slice(format!("{id}/").as_bytes());
@@ -350,10 +429,18 @@ impl Checkpointer for SledCheckpointer {
             .transpose()
     }
 
-    async fn swap_lease(&self, thread: &str, expected: Option<&Lease>, new: Option<&Lease>) -> Result<Result<(), Option<Lease>>, CheckpointError> {
+    async fn swap_lease(
+        &self,
+        thread: &str,
+        expected: Option<&Lease>,
+        new: Option<&Lease>,
+    ) -> Result<Result<(), Option<Lease>>, CheckpointError> {
         // Compare decoded leases, then swap on the exact bytes read, so a concurrent change
         // between the two makes the swap fail instead of overwriting it.
-        let old_bytes = self.leases.get(thread.as_bytes()).map_err(CheckpointError::storage)?;
+        let old_bytes = self
+            .leases
+            .get(thread.as_bytes())
+            .map_err(CheckpointError::storage)?;
         let current: Option<Lease> = old_bytes
             .as_ref()
             .map(|v| codec::decode(v).map_err(|e| corrupt(thread, None, "lease", e)))

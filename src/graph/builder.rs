@@ -147,7 +147,12 @@ impl<S: State> StateGraph<S> {
     /// Adds a router after `from`: it sees the state once the superstep's updates are merged and
     /// returns one or more of `targets` (node names or [`END`]), or [`Send`](crate::Send)
     /// invocations of them. Returning a target not declared here is a run-time error.
-    pub fn add_conditional_edges<F, R, I, T>(&mut self, from: impl Into<String>, router: F, targets: I) -> RouterSpec<'_>
+    pub fn add_conditional_edges<F, R, I, T>(
+        &mut self,
+        from: impl Into<String>,
+        router: F,
+        targets: I,
+    ) -> RouterSpec<'_>
     where
         F: Fn(&S) -> R + Send + Sync + 'static,
         R: Into<Route>,

@@ -38,7 +38,10 @@ impl Send {
     }
 
     /// Invokes `node` with `arg`, failing if `arg` cannot be turned into JSON.
-    pub fn try_new(node: impl Into<String>, arg: impl Serialize) -> Result<Self, serde_json::Error> {
+    pub fn try_new(
+        node: impl Into<String>,
+        arg: impl Serialize,
+    ) -> Result<Self, serde_json::Error> {
         Ok(Send {
             node: node.into(),
             arg: serde_json::to_value(arg)?,

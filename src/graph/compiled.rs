@@ -96,9 +96,16 @@ impl<S: State> CompiledGraph<S> {
             .enumerate()
             .map(|(i, n)| (n.name.to_string(), i))
             .collect();
-        let target = |name: &str| if name == END { Some(Target::End) } else { index.get(name).map(|&i| Target::Node(i)) };
+        let target = |name: &str| {
+            if name == END {
+                Some(Target::End)
+            } else {
+                index.get(name).map(|&i| Target::Node(i))
+            }
+        };
         let mut start = Outgoing::default();
-        let mut outgoing: Vec<Outgoing> = builder.nodes.iter().map(|_| Outgoing::default()).collect();
+        let mut outgoing: Vec<Outgoing> =
+            builder.nodes.iter().map(|_| Outgoing::default()).collect();
         for (from, to) in &builder.edges {
             if let Some(t) = target(to) {
                 if from == START {
@@ -119,7 +126,10 @@ impl<S: State> CompiledGraph<S> {
         for j in &builder.joins {
             let (Some(&target), Some(sources)) = (
                 index.get(j.target.as_str()),
-                j.sources.iter().map(|s| index.get(s.as_str()).copied()).collect::<Option<Vec<usize>>>(),
+                j.sources
+                    .iter()
+                    .map(|s| index.get(s.as_str()).copied())
+                    .collect::<Option<Vec<usize>>>(),
             ) else {
                 continue;
             };
@@ -181,7 +191,11 @@ impl<S: State> CompiledGraph<S> {
         Ok(self)
     }
 
-    pub(crate) fn check_names<I, T>(&self, nodes: I, context: &'static str) -> Result<BTreeSet<String>, GraphError>
+    pub(crate) fn check_names<I, T>(
+        &self,
+        nodes: I,
+        context: &'static str,
+    ) -> Result<BTreeSet<String>, GraphError>
     where
         I: IntoIterator<Item = T>,
         T: Into<String>,
@@ -210,7 +224,12 @@ impl<S: State> CompiledGraph<S> {
 
     /// The nodes, in declaration order.
     pub fn node_names(&self) -> Vec<&str> {
-        self.topology.builder.nodes.iter().map(|n| &*n.name).collect()
+        self.topology
+            .builder
+            .nodes
+            .iter()
+            .map(|n| &*n.name)
+            .collect()
     }
 
     /// The graph as a Mermaid flowchart.

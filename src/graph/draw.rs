@@ -25,28 +25,56 @@ fn edges<S: State>(g: &CompiledGraph<S>) -> Vec<Edge<'_>> {
     let b = &g.topology.builder;
     let mut out = Vec::new();
     for (from, to) in &b.edges {
-        out.push(Edge { from, to, kind: EdgeKind::Static, label: None });
+        out.push(Edge {
+            from,
+            to,
+            kind: EdgeKind::Static,
+            label: None,
+        });
     }
     for j in &b.joins {
         for s in &j.sources {
-            out.push(Edge { from: s, to: &j.target, kind: EdgeKind::Join, label: Some("join") });
+            out.push(Edge {
+                from: s,
+                to: &j.target,
+                kind: EdgeKind::Join,
+                label: Some("join"),
+            });
         }
     }
     for r in &b.routers {
         for t in &r.targets {
-            out.push(Edge { from: &r.from, to: t, kind: EdgeKind::Conditional, label: Some(&r.label) });
+            out.push(Edge {
+                from: &r.from,
+                to: t,
+                kind: EdgeKind::Conditional,
+                label: Some(&r.label),
+            });
         }
     }
     for n in &b.nodes {
         for t in &n.options.destinations {
-            out.push(Edge { from: &n.name, to: t, kind: EdgeKind::Command, label: Some("command") });
+            out.push(Edge {
+                from: &n.name,
+                to: t,
+                kind: EdgeKind::Command,
+                label: Some("command"),
+            });
         }
     }
     out
 }
 
 fn mermaid_id(name: &str) -> String {
-    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect()
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 fn escape(label: &str) -> String {
@@ -58,8 +86,19 @@ pub(crate) fn mermaid<S: State>(g: &CompiledGraph<S>) -> String {
     let mut s = String::from("graph TD;\n");
     let _ = writeln!(s, "\t{}([\"START\"]):::first", mermaid_id(START));
     for n in &g.topology.builder.nodes {
-        let shape = if n.options.deferred { ("[[\"", "\"]]") } else { ("(\"", "\")") };
-        let _ = writeln!(s, "\t{}{}{}{}", mermaid_id(&n.name), shape.0, escape(&n.name), shape.1);
+        let shape = if n.options.deferred {
+            ("[[\"", "\"]]")
+        } else {
+            ("(\"", "\")")
+        };
+        let _ = writeln!(
+            s,
+            "\t{}{}{}{}",
+            mermaid_id(&n.name),
+            shape.0,
+            escape(&n.name),
+            shape.1
+        );
     }
     let _ = writeln!(s, "\t{}([\"END\"]):::last", mermaid_id(END));
     for e in edges(g) {
@@ -69,10 +108,23 @@ pub(crate) fn mermaid<S: State>(g: &CompiledGraph<S>) -> String {
         };
         match e.label {
             Some(l) => {
-                let _ = writeln!(s, "\t{} {}|\"{}\"| {};", mermaid_id(e.from), arrow, escape(l), mermaid_id(e.to));
+                let _ = writeln!(
+                    s,
+                    "\t{} {}|\"{}\"| {};",
+                    mermaid_id(e.from),
+                    arrow,
+                    escape(l),
+                    mermaid_id(e.to)
+                );
             }
             None => {
-                let _ = writeln!(s, "\t{} {} {};", mermaid_id(e.from), arrow, mermaid_id(e.to));
+                let _ = writeln!(
+                    s,
+                    "\t{} {} {};",
+                    mermaid_id(e.from),
+                    arrow,
+                    mermaid_id(e.to)
+                );
             }
         }
     }
@@ -91,7 +143,11 @@ pub(crate) fn dot<S: State>(g: &CompiledGraph<S>) -> String {
     let _ = writeln!(s, "\t{} [label=\"START\", shape=oval];", dot_quote(START));
     let _ = writeln!(s, "\t{} [label=\"END\", shape=oval];", dot_quote(END));
     for n in &g.topology.builder.nodes {
-        let extra = if n.options.deferred { ", peripheries=2" } else { "" };
+        let extra = if n.options.deferred {
+            ", peripheries=2"
+        } else {
+            ""
+        };
         let _ = writeln!(s, "\t{} [shape=box{}];", dot_quote(&n.name), extra);
     }
     for e in edges(g) {
@@ -102,8 +158,18 @@ pub(crate) fn dot<S: State>(g: &CompiledGraph<S>) -> String {
         if let Some(l) = e.label {
             attrs.push(format!("label={}", dot_quote(l)));
         }
-        let attrs = if attrs.is_empty() { String::new() } else { format!(" [{}]", attrs.join(", ")) };
-        let _ = writeln!(s, "\t{} -> {}{};", dot_quote(e.from), dot_quote(e.to), attrs);
+        let attrs = if attrs.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", attrs.join(", "))
+        };
+        let _ = writeln!(
+            s,
+            "\t{} -> {}{};",
+            dot_quote(e.from),
+            dot_quote(e.to),
+            attrs
+        );
     }
     s.push_str("}\n");
     s

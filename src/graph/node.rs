@@ -154,14 +154,20 @@ impl RetryPolicy {
     }
 
     /// Chooses which errors are retried.
-    pub fn retry_on(mut self, predicate: impl Fn(&NodeError) -> bool + Send + Sync + 'static) -> Self {
+    pub fn retry_on(
+        mut self,
+        predicate: impl Fn(&NodeError) -> bool + Send + Sync + 'static,
+    ) -> Self {
         self.retry_on = Arc::new(predicate);
         self
     }
 
     /// The wait before attempt `attempt + 1`, after `attempt` failed attempts (1-based).
     pub fn backoff(&self, attempt: u32) -> Duration {
-        let exp = self.backoff_factor.max(1.0).powi(attempt.saturating_sub(1) as i32);
+        let exp = self
+            .backoff_factor
+            .max(1.0)
+            .powi(attempt.saturating_sub(1) as i32);
         let base = self.initial_interval.as_secs_f64() * exp;
         let scaled = if self.jitter {
             base * (0.5 + rand::random::<f64>())
@@ -227,7 +233,9 @@ impl NodeSpec<'_> {
         I: IntoIterator<Item = T>,
         T: Into<String>,
     {
-        self.options.destinations.extend(targets.into_iter().map(Into::into));
+        self.options
+            .destinations
+            .extend(targets.into_iter().map(Into::into));
         self
     }
 }

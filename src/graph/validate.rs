@@ -24,7 +24,9 @@ pub(crate) fn check<S: State>(g: &StateGraph<S>) -> Vec<String> {
         } else if name == START || name == END {
             problems.push(format!("a node is named `{name}`, which is reserved for the graph's start and end: rename it"));
         } else if ids.contains_key(&name) {
-            problems.push(format!("two nodes are named `{name}`: node names must be unique, rename one"));
+            problems.push(format!(
+                "two nodes are named `{name}`: node names must be unique, rename one"
+            ));
         } else {
             ids.insert(name.clone(), pg.add_node(name));
         }
@@ -40,10 +42,14 @@ pub(crate) fn check<S: State>(g: &StateGraph<S>) -> Vec<String> {
             problems.push(format!("{what} from `{from}` goes to `{to}`, which is not a node: add_node(\"{to}\", ..) or fix the name"));
         }
         if from == END {
-            problems.push(format!("{what} leaves END: nothing runs after END, remove it"));
+            problems.push(format!(
+                "{what} leaves END: nothing runs after END, remove it"
+            ));
         }
         if to == START {
-            problems.push(format!("{what} from `{from}` goes to START: route to a node instead"));
+            problems.push(format!(
+                "{what} from `{from}` goes to START: route to a node instead"
+            ));
         }
         if let (Some(&a), Some(&b)) = (a, b) {
             pg.add_edge(a, b, ());
@@ -55,7 +61,10 @@ pub(crate) fn check<S: State>(g: &StateGraph<S>) -> Vec<String> {
     }
     for j in &g.joins {
         if j.sources.is_empty() {
-            problems.push(format!("the join into `{}` has no sources: name the nodes it waits for", j.target));
+            problems.push(format!(
+                "the join into `{}` has no sources: name the nodes it waits for",
+                j.target
+            ));
         }
         for s in &j.sources {
             link(&mut problems, s, &j.target, "a join");
@@ -63,7 +72,10 @@ pub(crate) fn check<S: State>(g: &StateGraph<S>) -> Vec<String> {
     }
     for r in &g.routers {
         if r.targets.is_empty() {
-            problems.push(format!("the router after `{}` declares no targets: list every node (or END) it may return", r.from));
+            problems.push(format!(
+                "the router after `{}` declares no targets: list every node (or END) it may return",
+                r.from
+            ));
         }
         for t in &r.targets {
             link(&mut problems, &r.from, t, "a conditional edge");
@@ -79,7 +91,9 @@ pub(crate) fn check<S: State>(g: &StateGraph<S>) -> Vec<String> {
     }
 
     if pg.neighbors(start).next().is_none() {
-        problems.push("the graph has no entry point: add an edge from START to the first node".to_string());
+        problems.push(
+            "the graph has no entry point: add an edge from START to the first node".to_string(),
+        );
         return problems;
     }
     let mut reachable = vec![false; pg.node_count()];

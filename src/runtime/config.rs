@@ -30,7 +30,9 @@ impl std::str::FromStr for Durability {
             "sync" => Ok(Durability::Sync),
             "async" => Ok(Durability::Async),
             "exit" => Ok(Durability::Exit),
-            other => Err(format!("unknown durability `{other}`: use sync, async or exit")),
+            other => Err(format!(
+                "unknown durability `{other}`: use sync, async or exit"
+            )),
         }
     }
 }
@@ -135,14 +137,19 @@ impl RunConfig {
     }
 
     /// Pauses before these nodes too.
-    pub fn interrupt_before<I: IntoIterator<Item = T>, T: Into<String>>(mut self, nodes: I) -> Self {
-        self.interrupt_before.extend(nodes.into_iter().map(Into::into));
+    pub fn interrupt_before<I: IntoIterator<Item = T>, T: Into<String>>(
+        mut self,
+        nodes: I,
+    ) -> Self {
+        self.interrupt_before
+            .extend(nodes.into_iter().map(Into::into));
         self
     }
 
     /// Pauses after these nodes too.
     pub fn interrupt_after<I: IntoIterator<Item = T>, T: Into<String>>(mut self, nodes: I) -> Self {
-        self.interrupt_after.extend(nodes.into_iter().map(Into::into));
+        self.interrupt_after
+            .extend(nodes.into_iter().map(Into::into));
         self
     }
 

@@ -2,7 +2,7 @@
 
 use super::error::{NodeError, NodeErrorKind};
 use super::events::{Event, EventSink};
-use crate::checkpoint::{Checkpointer, CheckpointId, InterruptRecord, InterruptWhen};
+use crate::checkpoint::{CheckpointId, Checkpointer, InterruptRecord, InterruptWhen};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::future::Future;
@@ -35,7 +35,9 @@ pub(crate) struct TaskContext {
 
 impl Context {
     pub(crate) fn new(inner: TaskContext) -> Self {
-        Context { inner: Arc::new(inner) }
+        Context {
+            inner: Arc::new(inner),
+        }
     }
 
     /// A context outside any run, for unit-testing a node on its own.
@@ -134,7 +136,9 @@ impl Context {
             ))
         })?;
         serde_json::from_value(arg.clone()).map_err(|e| {
-            NodeError::new(format!("node `{node}` got a Send argument it cannot read: {e}"))
+            NodeError::new(format!(
+                "node `{node}` got a Send argument it cannot read: {e}"
+            ))
         })
     }
 
@@ -175,7 +179,10 @@ impl Context {
     /// let approved: bool = ctx.interrupt(serde_json::json!({"question": "ship it?"})).await?;
     /// # let _ = approved; Ok(()) }
     /// ```
-    pub async fn interrupt<T: DeserializeOwned>(&self, payload: impl Serialize) -> Result<T, NodeError> {
+    pub async fn interrupt<T: DeserializeOwned>(
+        &self,
+        payload: impl Serialize,
+    ) -> Result<T, NodeError> {
         let i = &self.inner;
         let ordinal = i.interrupts_seen.fetch_add(1, Ordering::Relaxed);
         if let Some(Some(answer)) = i.answers.get(ordinal as usize) {
@@ -240,8 +247,9 @@ impl Context {
             });
         }
         let result = call().await.map_err(Into::into)?;
-        let value = serde_json::to_value(&result)
-            .map_err(|e| NodeError::new(format!("result `{key}` cannot be recorded as JSON: {e}")))?;
+        let value = serde_json::to_value(&result).map_err(|e| {
+            NodeError::new(format!("result `{key}` cannot be recorded as JSON: {e}"))
+        })?;
         store
             .put_journal(&i.thread_id, &journal_key, &value)
             .await

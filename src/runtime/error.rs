@@ -62,7 +62,11 @@ impl NodeError {
     /// Wraps an error, marking it transient or not.
     pub fn wrap(error: impl StdError + Send + Sync + 'static, transient: bool) -> Self {
         NodeError {
-            kind: if transient { NodeErrorKind::Transient } else { NodeErrorKind::Failed },
+            kind: if transient {
+                NodeErrorKind::Transient
+            } else {
+                NodeErrorKind::Failed
+            },
             message: error.to_string(),
             source: Some(Box::new(error)),
         }
@@ -93,7 +97,10 @@ impl NodeError {
 
     /// True for failures the default retry policy retries: transient errors and timeouts.
     pub fn is_transient(&self) -> bool {
-        matches!(self.kind, NodeErrorKind::Transient | NodeErrorKind::Timeout(_))
+        matches!(
+            self.kind,
+            NodeErrorKind::Transient | NodeErrorKind::Timeout(_)
+        )
     }
 
     /// True when the node paused for a person rather than failing.
@@ -124,7 +131,10 @@ pub(crate) fn transient_hint(error: &(dyn StdError + 'static)) -> bool {
     while let Some(e) = current {
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
             use std::io::ErrorKind::*;
-            if matches!(io.kind(), TimedOut | ConnectionReset | ConnectionAborted | Interrupted) {
+            if matches!(
+                io.kind(),
+                TimedOut | ConnectionReset | ConnectionAborted | Interrupted
+            ) {
                 return true;
             }
         }
@@ -237,7 +247,9 @@ pub enum RunError {
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
     /// A thread operation needs a checkpointer and the graph has none.
-    #[error("{operation} needs a checkpointer: compile the graph, then call .with_checkpointer(..)")]
+    #[error(
+        "{operation} needs a checkpointer: compile the graph, then call .with_checkpointer(..)"
+    )]
     NoCheckpointer {
         /// The operation attempted.
         operation: &'static str,
@@ -249,7 +261,9 @@ pub enum RunError {
         thread_id: String,
     },
     /// No such checkpoint.
-    #[error("thread `{thread_id}` has no checkpoint `{checkpoint}`; see its history for valid ids")]
+    #[error(
+        "thread `{thread_id}` has no checkpoint `{checkpoint}`; see its history for valid ids"
+    )]
     CheckpointNotFound {
         /// The thread.
         thread_id: String,

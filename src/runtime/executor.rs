@@ -10,10 +10,11 @@ use super::threads::pending_interrupts;
 use super::triggers::{self, Finished};
 use super::{Resume, RunOutcome, RunStatus};
 use crate::checkpoint::{
-    now_ms, validate_thread_id, CheckpointId, CheckpointMetadata, CheckpointRecord, Checkpointer, Frontier,
-    InterruptRecord, InterruptWhen, NodeWrite, PendingKind, PendingWrite, Source, StateData, TaskSpec,
+    now_ms, validate_thread_id, CheckpointId, CheckpointMetadata, CheckpointRecord, Checkpointer,
+    Frontier, InterruptRecord, InterruptWhen, NodeWrite, PendingKind, PendingWrite, Source,
+    StateData, TaskSpec,
 };
-use crate::graph::{Command, CompiledGraph, GraphError, Goto, NodeOptions};
+use crate::graph::{Command, CompiledGraph, Goto, GraphError, NodeOptions};
 use crate::state::{State, TaggedUpdate};
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
@@ -38,9 +39,19 @@ pub(crate) enum Start<S: State> {
 
 /// One task's result.
 enum Outcome<S: State> {
-    Done { command: Command<S>, raw: Option<Box<RawValue>> },
-    Reused { update: S::Update, raw: Box<RawValue>, goto: Vec<Goto> },
-    Failed { error: NodeError, attempts: u32 },
+    Done {
+        command: Command<S>,
+        raw: Option<Box<RawValue>>,
+    },
+    Reused {
+        update: S::Update,
+        raw: Box<RawValue>,
+        goto: Vec<Goto>,
+    },
+    Failed {
+        error: NodeError,
+        attempts: u32,
+    },
     Interrupted(InterruptRecord),
 }
 
@@ -103,7 +114,9 @@ impl<S: State> Run<S> {
         validate_thread_id(&thread_id)?;
         let store = graph.checkpointer.clone();
         if store.is_none() && matches!(start, Start::Resume { .. }) {
-            return Err(RunError::NoCheckpointer { operation: "resume" });
+            return Err(RunError::NoCheckpointer {
+                operation: "resume",
+            });
         }
         let lease = match &store {
             Some(s) => Some(LeaseGuard::acquire(s.clone(), &thread_id, config.lease_ttl).await?),
@@ -113,7 +126,9 @@ impl<S: State> Run<S> {
         let mut run = Run {
             before: merged_names(&graph.interrupt_before, &config.interrupt_before),
             after: merged_names(&graph.interrupt_after, &config.interrupt_after),
-            writer: store.clone().map(|s| CheckpointWriter::new(s, config.durability)),
+            writer: store
+                .clone()
+                .map(|s| CheckpointWriter::new(s, config.durability)),
             snapshots: SnapshotTracker::new(config.snapshots, Default::default()),
             settings: Arc::new(config.settings.clone()),
             graph,
@@ -176,7 +191,11 @@ impl<S: State> Run<S> {
                 self.persisted = parent;
             }
         }
-        let raw = if self.writer.is_some() { Some(persist::to_raw(&input)?) } else { None };
+        let raw = if self.writer.is_some() {
+            Some(persist::to_raw(&input)?)
+        } else {
+            None
+        };
         let mut batch = [TaggedUpdate::new(INPUT_WRITER, input)];
         Arc::make_mut(&mut self.state)
             .apply(&mut batch)
@@ -184,7 +203,10 @@ impl<S: State> Run<S> {
         self.frontier = triggers::advance(
             &self.graph.topology,
             &self.state,
-            &[Finished { node: None, goto: &[] }],
+            &[Finished {
+                node: None,
+                goto: &[],
+            }],
             &Frontier::default(),
             self.step,
         )?;
@@ -192,24 +214,39 @@ impl<S: State> Run<S> {
             self.snapshots.force();
         }
         let writes = raw
-            .map(|update| vec![NodeWrite { node: INPUT_WRITER.to_string(), update }])
+            .map(|update| {
+                vec![NodeWrite {
+                    node: INPUT_WRITER.to_string(),
+                    update,
+                }]
+            })
             .unwrap_or_default();
-        self.save_checkpoint(parent, writes, Source::Input, vec![INPUT_WRITER.to_string()])
-            .await
+        self.save_checkpoint(
+            parent,
+            writes,
+            Source::Input,
+            vec![INPUT_WRITER.to_string()],
+        )
+        .await
     }
 
     async fn begin_from_checkpoint(&mut self, resume: Resume) -> Result<(), RunError> {
-        let store = self.store().cloned().ok_or(RunError::NoCheckpointer { operation: "resume" })?;
-        let wanted = self.config.checkpoint_id;
-        let record = store.get_checkpoint(&self.thread_id, wanted).await?.ok_or_else(|| match wanted {
-            Some(id) => RunError::CheckpointNotFound {
-                thread_id: self.thread_id.to_string(),
-                checkpoint: id.to_string(),
-            },
-            None => RunError::ThreadNotFound {
-                thread_id: self.thread_id.to_string(),
-            },
+        let store = self.store().cloned().ok_or(RunError::NoCheckpointer {
+            operation: "resume",
         })?;
+        let wanted = self.config.checkpoint_id;
+        let record = store
+            .get_checkpoint(&self.thread_id, wanted)
+            .await?
+            .ok_or_else(|| match wanted {
+                Some(id) => RunError::CheckpointNotFound {
+                    thread_id: self.thread_id.to_string(),
+                    checkpoint: id.to_string(),
+                },
+                None => RunError::ThreadNotFound {
+                    thread_id: self.thread_id.to_string(),
+                },
+            })?;
         let (state, stats) = persist::load_state::<S>(store.as_ref(), &record).await?;
         self.state = Arc::new(state);
         self.step = record.step;
@@ -227,12 +264,16 @@ impl<S: State> Run<S> {
             // old branch's saved results are not reused.
             let parent = Some(record.id);
             self.checkpoint_id = persist::new_checkpoint_id();
-            return self.save_checkpoint(parent, Vec::new(), Source::Fork, Vec::new()).await;
+            return self
+                .save_checkpoint(parent, Vec::new(), Source::Fork, Vec::new())
+                .await;
         }
         self.pending = store.get_writes(&self.thread_id, record.id).await?;
         let answers = answer_interrupts(&self.thread_id, &self.pending, resume)?;
         if !answers.is_empty() {
-            store.put_writes(&self.thread_id, record.id, &answers, true).await?;
+            store
+                .put_writes(&self.thread_id, record.id, &answers, true)
+                .await?;
             self.pending.extend(answers);
         }
         Ok(())
@@ -291,12 +332,18 @@ impl<S: State> Run<S> {
     }
 
     /// Saves task results against the current checkpoint.
-    async fn save_pending(&mut self, writes: Vec<PendingWrite>, flush: bool) -> Result<(), RunError> {
+    async fn save_pending(
+        &mut self,
+        writes: Vec<PendingWrite>,
+        flush: bool,
+    ) -> Result<(), RunError> {
         if writes.is_empty() {
             return Ok(());
         }
         if let Some(store) = self.store() {
-            store.put_writes(&self.thread_id, self.checkpoint_id, &writes, flush).await?;
+            store
+                .put_writes(&self.thread_id, self.checkpoint_id, &writes, flush)
+                .await?;
         }
         self.pending.extend(writes);
         Ok(())
@@ -484,11 +531,14 @@ impl<S: State> Run<S> {
         for w in &self.pending {
             if let PendingKind::Update { update, goto } = &w.kind {
                 if w.task == index && w.node == spec.node {
-                    let decoded = persist::decode_named::<S::Update>(update.get()).map_err(|message| RunError::StateMismatch {
-                        thread_id: self.thread_id.to_string(),
-                        checkpoint: self.checkpoint_id,
-                        message: format!("a saved update of `{}`: {message}", w.node),
-                    })?;
+                    let decoded =
+                        persist::decode_named::<S::Update>(update.get()).map_err(|message| {
+                            RunError::StateMismatch {
+                                thread_id: self.thread_id.to_string(),
+                                checkpoint: self.checkpoint_id,
+                                message: format!("a saved update of `{}`: {message}", w.node),
+                            }
+                        })?;
                     return Ok(Some(Outcome::Reused {
                         update: decoded,
                         raw: update.clone(),
@@ -509,7 +559,10 @@ impl<S: State> Run<S> {
 
         // A failure or a pause stops the run before anything is merged; finished siblings'
         // results are saved against the current checkpoint so a resume does not redo them.
-        if outcomes.iter().any(|o| matches!(o, Outcome::Failed { .. } | Outcome::Interrupted(_))) {
+        if outcomes
+            .iter()
+            .any(|o| matches!(o, Outcome::Failed { .. } | Outcome::Interrupted(_)))
+        {
             return self.stop_on_failure(step, outcomes).await.map(Some);
         }
 
@@ -517,9 +570,15 @@ impl<S: State> Run<S> {
         let mut batch = Vec::with_capacity(outcomes.len());
         let mut gotos = Vec::with_capacity(outcomes.len());
         let mut writes = Vec::new();
-        let keep_raw = self.writer.as_ref().is_some_and(|w| w.mode() != Durability::Exit);
+        let keep_raw = self
+            .writer
+            .as_ref()
+            .is_some_and(|w| w.mode() != Durability::Exit);
         for (spec, outcome) in self.frontier.tasks.iter().zip(outcomes) {
-            let name = topology.node_index(&spec.node).map(|i| topology.node_name(i).clone()).unwrap_or_else(|| spec.node.as_str().into());
+            let name = topology
+                .node_index(&spec.node)
+                .map(|i| topology.node_name(i).clone())
+                .unwrap_or_else(|| spec.node.as_str().into());
             let (update, raw, goto) = match outcome {
                 Outcome::Done { command, raw } => (command.update, raw, command.goto),
                 Outcome::Reused { update, raw, goto } => (update, Some(raw), goto),
@@ -530,16 +589,21 @@ impl<S: State> Run<S> {
                     Some(r) => r,
                     None => persist::to_raw(&update)?,
                 };
-                writes.push(NodeWrite { node: spec.node.clone(), update: raw });
+                writes.push(NodeWrite {
+                    node: spec.node.clone(),
+                    update: raw,
+                });
             }
             batch.push(TaggedUpdate::new(name, update));
             gotos.push(goto);
         }
-        Arc::make_mut(&mut self.state).apply(&mut batch).map_err(|source| RunError::Merge {
-            step,
-            thread_id: self.thread_id.to_string(),
-            source,
-        })?;
+        Arc::make_mut(&mut self.state)
+            .apply(&mut batch)
+            .map_err(|source| RunError::Merge {
+                step,
+                thread_id: self.thread_id.to_string(),
+                source,
+            })?;
         let finished: Vec<Finished<'_>> = self
             .frontier
             .tasks
@@ -551,7 +615,13 @@ impl<S: State> Run<S> {
             })
             .collect();
         let next = triggers::advance(&topology, &self.state, &finished, &self.frontier, step)?;
-        let ran: Vec<(usize, String)> = self.frontier.tasks.iter().map(|t| t.node.clone()).enumerate().collect();
+        let ran: Vec<(usize, String)> = self
+            .frontier
+            .tasks
+            .iter()
+            .map(|t| t.node.clone())
+            .enumerate()
+            .collect();
         let writers: Vec<String> = ran.iter().map(|(_, n)| n.clone()).collect();
 
         let parent = Some(self.checkpoint_id);
@@ -559,7 +629,8 @@ impl<S: State> Run<S> {
         self.step = step;
         self.frontier = next;
         self.pending.clear();
-        self.save_checkpoint(parent, writes, Source::Loop, writers).await?;
+        self.save_checkpoint(parent, writes, Source::Loop, writers)
+            .await?;
 
         if !self.after.is_empty() {
             let records: Vec<InterruptRecord> = ran
@@ -581,8 +652,15 @@ impl<S: State> Run<S> {
         Ok(None)
     }
 
-    async fn stop_on_failure(&mut self, step: u64, outcomes: Vec<Outcome<S>>) -> Result<RunStatus, RunError> {
-        let exit_mode = self.writer.as_ref().is_some_and(|w| w.mode() == Durability::Exit);
+    async fn stop_on_failure(
+        &mut self,
+        step: u64,
+        outcomes: Vec<Outcome<S>>,
+    ) -> Result<RunStatus, RunError> {
+        let exit_mode = self
+            .writer
+            .as_ref()
+            .is_some_and(|w| w.mode() == Durability::Exit);
         let multi = outcomes.len() > 1;
         let mut writes = Vec::new();
         let mut failure: Option<RunError> = None;
@@ -598,7 +676,10 @@ impl<S: State> Run<S> {
                     writes.push(PendingWrite {
                         task: index,
                         node: spec.node.clone(),
-                        kind: PendingKind::Update { update, goto: command.goto },
+                        kind: PendingKind::Update {
+                            update,
+                            goto: command.goto,
+                        },
                     });
                 }
                 Outcome::Done { .. } | Outcome::Reused { .. } => {}
@@ -674,7 +755,10 @@ impl<S: State> Run<S> {
             outcomes[index] = Some(outcome);
             return Ok(());
         }
-        let save_each = self.writer.as_ref().is_some_and(|w| w.mode() != Durability::Exit);
+        let save_each = self
+            .writer
+            .as_ref()
+            .is_some_and(|w| w.mode() != Durability::Exit);
         // The step's tasks run concurrently inside this task rather than spawned: node work is
         // mostly waiting on I/O, and spawning costs more than the nodes of a fast graph. A node
         // with heavy CPU work can move it to `tokio::task::spawn_blocking` itself.
@@ -682,7 +766,8 @@ impl<S: State> Run<S> {
             .into_iter()
             .map(|task| {
                 let index = task.index;
-                run_task(task, self.state.clone(), self.events.clone(), step).map(move |o| (index, o))
+                run_task(task, self.state.clone(), self.events.clone(), step)
+                    .map(move |o| (index, o))
             })
             .collect();
         loop {
@@ -693,7 +778,9 @@ impl<S: State> Run<S> {
                 },
                 None => running.next().await,
             };
-            let Some((index, mut outcome)) = joined else { break };
+            let Some((index, mut outcome)) = joined else {
+                break;
+            };
             if save_each {
                 if let Outcome::Done { command, raw } = &mut outcome {
                     let update = persist::to_raw(&command.update)?;
@@ -718,7 +805,12 @@ impl<S: State> Run<S> {
 }
 
 /// Runs one task with its timeout and retry policy, catching panics.
-async fn run_task<S: State>(task: PreparedTask<S>, state: Arc<S>, events: EventSink, step: u64) -> Outcome<S> {
+async fn run_task<S: State>(
+    task: PreparedTask<S>,
+    state: Arc<S>,
+    events: EventSink,
+    step: u64,
+) -> Outcome<S> {
     let span = tracing::info_span!("node", node = %task.name, step, task = task.index);
     async move {
         let started = Instant::now();
@@ -806,7 +898,11 @@ fn fmt_duration(d: Duration) -> String {
 }
 
 /// Turns a resume value into answers addressed to the pending dynamic interrupts.
-fn answer_interrupts(thread: &str, pending: &[PendingWrite], resume: Resume) -> Result<Vec<PendingWrite>, RunError> {
+fn answer_interrupts(
+    thread: &str,
+    pending: &[PendingWrite],
+    resume: Resume,
+) -> Result<Vec<PendingWrite>, RunError> {
     let waiting: Vec<InterruptRecord> = pending_interrupts(pending)
         .into_iter()
         .filter(|r| r.when == InterruptWhen::Dynamic)
@@ -824,7 +920,10 @@ fn answer_interrupts(thread: &str, pending: &[PendingWrite], resume: Resume) -> 
     match resume {
         Resume::Continue => Ok(Vec::new()),
         Resume::Value(value) => match waiting.as_slice() {
-            [] => Err(ResumeError::NothingToAnswer { thread: thread.to_string() }.into()),
+            [] => Err(ResumeError::NothingToAnswer {
+                thread: thread.to_string(),
+            }
+            .into()),
             [one] => Ok(vec![answer(one, value)]),
             _ => Err(ResumeError::Ambiguous {
                 thread: thread.to_string(),
@@ -833,7 +932,8 @@ fn answer_interrupts(thread: &str, pending: &[PendingWrite], resume: Resume) -> 
             .into()),
         },
         Resume::ById(map) => {
-            let by_id: BTreeMap<&str, &InterruptRecord> = waiting.iter().map(|r| (r.id.as_str(), r)).collect();
+            let by_id: BTreeMap<&str, &InterruptRecord> =
+                waiting.iter().map(|r| (r.id.as_str(), r)).collect();
             map.into_iter()
                 .map(|(id, value)| match by_id.get(id.as_str()) {
                     Some(r) => Ok(answer(r, value)),

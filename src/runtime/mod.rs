@@ -24,7 +24,9 @@ pub use context::Context;
 pub use error::{NodeError, NodeErrorKind, ResumeError, RunError};
 pub use events::Event;
 pub use stream::RunStream;
-pub use threads::{HistoryEntry, HistoryQuery, StateSnapshot, TaskError, ThreadStatus, ThreadSummary};
+pub use threads::{
+    HistoryEntry, HistoryQuery, StateSnapshot, TaskError, ThreadStatus, ThreadSummary,
+};
 
 use crate::checkpoint::{CheckpointId, InterruptRecord};
 use crate::graph::CompiledGraph;
@@ -97,7 +99,12 @@ pub(crate) async fn execute<S: State>(
     config: RunConfig,
     events: EventSink,
 ) -> Result<RunOutcome<S>, RunError> {
-    let span = tracing::info_span!("run", graph = graph.name().unwrap_or("graph"), thread_id = tracing::field::Empty, run_id = tracing::field::Empty);
+    let span = tracing::info_span!(
+        "run",
+        graph = graph.name().unwrap_or("graph"),
+        thread_id = tracing::field::Empty,
+        run_id = tracing::field::Empty
+    );
     async move {
         let (mut run, lease) = Run::start(graph, start, config, events.clone()).await?;
         let span = tracing::Span::current();
@@ -149,13 +156,28 @@ impl<S: State> CompiledGraph<S> {
     /// assert_eq!(out.state.log, vec!["hi"]);
     /// # }
     /// ```
-    pub async fn invoke(&self, input: S::Update, config: RunConfig) -> Result<RunOutcome<S>, RunError> {
-        execute(self.clone(), Start::Input(input), config, EventSink::default()).await
+    pub async fn invoke(
+        &self,
+        input: S::Update,
+        config: RunConfig,
+    ) -> Result<RunOutcome<S>, RunError> {
+        execute(
+            self.clone(),
+            Start::Input(input),
+            config,
+            EventSink::default(),
+        )
+        .await
     }
 
     /// Continues a thread from its newest checkpoint (or `config.checkpoint_id`, which replays
     /// from that checkpoint on a new branch). Tasks whose results were saved are not run again.
-    pub async fn resume(&self, thread_id: &str, resume: Resume, config: RunConfig) -> Result<RunOutcome<S>, RunError> {
+    pub async fn resume(
+        &self,
+        thread_id: &str,
+        resume: Resume,
+        config: RunConfig,
+    ) -> Result<RunOutcome<S>, RunError> {
         let start = Start::Resume {
             thread_id: thread_id.to_string(),
             resume,
@@ -170,7 +192,12 @@ impl<S: State> CompiledGraph<S> {
     }
 
     /// Like [`resume`](Self::resume), as a stream of events.
-    pub fn stream_resume(&self, thread_id: &str, resume: Resume, config: RunConfig) -> RunStream<S> {
+    pub fn stream_resume(
+        &self,
+        thread_id: &str,
+        resume: Resume,
+        config: RunConfig,
+    ) -> RunStream<S> {
         let start = Start::Resume {
             thread_id: thread_id.to_string(),
             resume,

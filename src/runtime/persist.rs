@@ -6,7 +6,8 @@
 use super::config::{Durability, SnapshotPolicy};
 use super::error::RunError;
 use crate::checkpoint::{
-    now_ms, CheckpointError, CheckpointId, CheckpointRecord, Checkpointer, Lease, NodeWrite, StateData,
+    now_ms, CheckpointError, CheckpointId, CheckpointRecord, Checkpointer, Lease, NodeWrite,
+    StateData,
 };
 use crate::state::{State, TaggedUpdate};
 use serde_json::value::RawValue;
@@ -58,13 +59,17 @@ pub(crate) async fn load_state<S: State>(
                 stats.deltas += 1;
                 stats.delta_bytes += writes.iter().map(|w| w.update.get().len()).sum::<usize>();
                 deltas.push((rec.id, writes.clone()));
-                let missing = |what: String| RunError::Checkpoint(CheckpointError::Corrupt {
-                    thread: thread.clone(),
-                    checkpoint: Some(rec.id),
-                    what: "checkpoint",
-                    source: crate::checkpoint::codec::FrameError::Decode(what),
-                });
-                let parent = rec.parent_id.ok_or_else(|| missing("a delta checkpoint has no parent to apply to".into()))?;
+                let missing = |what: String| {
+                    RunError::Checkpoint(CheckpointError::Corrupt {
+                        thread: thread.clone(),
+                        checkpoint: Some(rec.id),
+                        what: "checkpoint",
+                        source: crate::checkpoint::codec::FrameError::Decode(what),
+                    })
+                };
+                let parent = rec.parent_id.ok_or_else(|| {
+                    missing("a delta checkpoint has no parent to apply to".into())
+                })?;
                 let next = store
                     .get_checkpoint(thread, Some(parent))
                     .await?
@@ -82,8 +87,8 @@ pub(crate) async fn load_state<S: State>(
     let mut state: S = if version == S::VERSION {
         decode_named::<S>(snapshot.get()).map_err(|m| mismatch(snapshot_id, m))?
     } else {
-        let value: serde_json::Value =
-            serde_json::from_str(snapshot.get()).map_err(|e| mismatch(snapshot_id, e.to_string()))?;
+        let value: serde_json::Value = serde_json::from_str(snapshot.get())
+            .map_err(|e| mismatch(snapshot_id, e.to_string()))?;
         let migrated = S::migrate(version, value).map_err(|message| RunError::SchemaVersion {
             thread_id: thread.clone(),
             found: version,
@@ -102,7 +107,9 @@ pub(crate) async fn load_state<S: State>(
                     .map_err(|m| mismatch(id, format!("an update by `{}`: {m}", w.node)))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        state.apply(&mut batch).map_err(|e| mismatch(id, e.to_string()))?;
+        state
+            .apply(&mut batch)
+            .map_err(|e| mismatch(id, e.to_string()))?;
     }
     Ok((state, stats))
 }
@@ -121,7 +128,8 @@ pub(crate) fn decode_named<T: serde::de::DeserializeOwned>(json: &str) -> Result
 }
 
 pub(crate) fn to_raw<T: serde::Serialize>(value: &T) -> Result<Box<RawValue>, RunError> {
-    serde_json::value::to_raw_value(value).map_err(|e| RunError::InvalidInput(format!("a value cannot be stored as JSON: {e}")))
+    serde_json::value::to_raw_value(value)
+        .map_err(|e| RunError::InvalidInput(format!("a value cannot be stored as JSON: {e}")))
 }
 
 /// Decides when a checkpoint stores the whole state.
@@ -183,7 +191,11 @@ impl CheckpointWriter {
             });
             (tx, handle)
         });
-        CheckpointWriter { store, mode, background }
+        CheckpointWriter {
+            store,
+            mode,
+            background,
+        }
     }
 
     pub(crate) fn mode(&self) -> Durability {
@@ -204,7 +216,10 @@ impl CheckpointWriter {
                 }
                 Ok(())
             }
-            None => Ok(self.store.put_checkpoint(&record, self.mode == Durability::Sync).await?),
+            None => Ok(self
+                .store
+                .put_checkpoint(&record, self.mode == Durability::Sync)
+                .await?),
         }
     }
 
@@ -214,7 +229,12 @@ impl CheckpointWriter {
             drop(tx);
             match handle.await {
                 Ok(result) => result?,
-                Err(e) => return Err(CheckpointError::Storage(format!("background checkpoint writer died: {e}")).into()),
+                Err(e) => {
+                    return Err(CheckpointError::Storage(format!(
+                        "background checkpoint writer died: {e}"
+                    ))
+                    .into())
+                }
             }
             self.store.flush().await?;
         }
@@ -262,7 +282,11 @@ pub(crate) fn lease_is_live(lease: &Lease) -> bool {
 
 impl LeaseGuard {
     /// Claims `thread`, failing at once with `ThreadBusy` when a live run holds it.
-    pub(crate) async fn acquire(store: Arc<dyn Checkpointer>, thread: &str, ttl: Duration) -> Result<LeaseGuard, CheckpointError> {
+    pub(crate) async fn acquire(
+        store: Arc<dyn Checkpointer>,
+        thread: &str,
+        ttl: Duration,
+    ) -> Result<LeaseGuard, CheckpointError> {
         let host = host_name();
         let ttl_ms = ttl.as_millis() as u64;
         for _ in 0..5 {
@@ -284,9 +308,14 @@ impl LeaseGuard {
                 host: host.clone(),
                 expires_at_ms: now_ms() + ttl_ms,
             };
-            if store.swap_lease(thread, current.as_ref(), Some(&lease)).await?.is_ok() {
+            if store
+                .swap_lease(thread, current.as_ref(), Some(&lease))
+                .await?
+                .is_ok()
+            {
                 let lease = Arc::new(tokio::sync::Mutex::new(lease));
-                let renewer = tokio::spawn(renew(store.clone(), thread.to_string(), lease.clone(), ttl));
+                let renewer =
+                    tokio::spawn(renew(store.clone(), thread.to_string(), lease.clone(), ttl));
                 return Ok(LeaseGuard {
                     store,
                     thread: thread.to_string(),
@@ -308,7 +337,11 @@ impl LeaseGuard {
     pub(crate) async fn release(self) {
         self.renewer.abort();
         let lease = self.lease.lock().await.clone();
-        if let Err(e) = self.store.swap_lease(&self.thread, Some(&lease), None).await {
+        if let Err(e) = self
+            .store
+            .swap_lease(&self.thread, Some(&lease), None)
+            .await
+        {
             tracing::warn!(thread = %self.thread, error = %e, "could not release the thread's lease; it will lapse");
         }
     }
@@ -320,7 +353,12 @@ impl Drop for LeaseGuard {
     }
 }
 
-async fn renew(store: Arc<dyn Checkpointer>, thread: String, lease: Arc<tokio::sync::Mutex<Lease>>, ttl: Duration) {
+async fn renew(
+    store: Arc<dyn Checkpointer>,
+    thread: String,
+    lease: Arc<tokio::sync::Mutex<Lease>>,
+    ttl: Duration,
+) {
     let period = (ttl / 3).max(Duration::from_millis(10));
     loop {
         tokio::time::sleep(period).await;
@@ -335,7 +373,9 @@ async fn renew(store: Arc<dyn Checkpointer>, thread: String, lease: Arc<tokio::s
                 tracing::warn!(thread = %thread, "lost the thread's lease to another run");
                 return;
             }
-            Err(e) => tracing::warn!(thread = %thread, error = %e, "could not renew the thread's lease"),
+            Err(e) => {
+                tracing::warn!(thread = %thread, error = %e, "could not renew the thread's lease")
+            }
         }
     }
 }

@@ -40,11 +40,15 @@ impl<S: State> RunStream<S> {
     /// Waits for the run to end and returns its result (remaining events are dropped).
     pub async fn outcome(mut self) -> Result<RunOutcome<S>, RunError> {
         let Some(handle) = self.handle.take() else {
-            return Err(RunError::InvalidInput("the run's outcome was already taken".into()));
+            return Err(RunError::InvalidInput(
+                "the run's outcome was already taken".into(),
+            ));
         };
         match handle.await {
             Ok(result) => result,
-            Err(e) => Err(RunError::InvalidInput(format!("the run stopped abnormally: {e}"))),
+            Err(e) => Err(RunError::InvalidInput(format!(
+                "the run stopped abnormally: {e}"
+            ))),
         }
     }
 }

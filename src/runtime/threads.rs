@@ -6,8 +6,9 @@ use super::persist::{self, LeaseGuard, SnapshotTracker};
 use super::triggers::{self, Finished};
 use super::{Resume, RunOutcome};
 use crate::checkpoint::{
-    now_ms, validate_thread_id, CheckpointError, CheckpointId, CheckpointMetadata, CheckpointRecord, Checkpointer, Frontier,
-    InterruptRecord, InterruptWhen, NodeWrite, PendingKind, PendingWrite, Source, StateData,
+    now_ms, validate_thread_id, CheckpointError, CheckpointId, CheckpointMetadata,
+    CheckpointRecord, Checkpointer, Frontier, InterruptRecord, InterruptWhen, NodeWrite,
+    PendingKind, PendingWrite, Source, StateData,
 };
 use crate::graph::{CompiledGraph, GraphError};
 use crate::state::{State, TaggedUpdate};
@@ -152,7 +153,9 @@ pub(crate) fn pending_interrupts(pending: &[PendingWrite]) -> Vec<InterruptRecor
         .collect();
     let mut waiting: Vec<InterruptRecord> = Vec::new();
     for w in pending {
-        let PendingKind::Interrupt(r) = &w.kind else { continue };
+        let PendingKind::Interrupt(r) = &w.kind else {
+            continue;
+        };
         if r.when == InterruptWhen::Dynamic && answered.contains(r.id.as_str()) {
             continue;
         }
@@ -188,25 +191,39 @@ pub(crate) fn task_errors(pending: &[PendingWrite]) -> Vec<TaskError> {
 
 impl<S: State> CompiledGraph<S> {
     fn store(&self, operation: &'static str) -> Result<&Arc<dyn Checkpointer>, RunError> {
-        self.checkpointer.as_ref().ok_or(RunError::NoCheckpointer { operation })
+        self.checkpointer
+            .as_ref()
+            .ok_or(RunError::NoCheckpointer { operation })
     }
 
-    async fn record(&self, thread_id: &str, checkpoint: Option<CheckpointId>, operation: &'static str) -> Result<CheckpointRecord, RunError> {
+    async fn record(
+        &self,
+        thread_id: &str,
+        checkpoint: Option<CheckpointId>,
+        operation: &'static str,
+    ) -> Result<CheckpointRecord, RunError> {
         validate_thread_id(thread_id)?;
         let store = self.store(operation)?;
-        store.get_checkpoint(thread_id, checkpoint).await?.ok_or_else(|| match checkpoint {
-            Some(id) => RunError::CheckpointNotFound {
-                thread_id: thread_id.to_string(),
-                checkpoint: id.to_string(),
-            },
-            None => RunError::ThreadNotFound {
-                thread_id: thread_id.to_string(),
-            },
-        })
+        store
+            .get_checkpoint(thread_id, checkpoint)
+            .await?
+            .ok_or_else(|| match checkpoint {
+                Some(id) => RunError::CheckpointNotFound {
+                    thread_id: thread_id.to_string(),
+                    checkpoint: id.to_string(),
+                },
+                None => RunError::ThreadNotFound {
+                    thread_id: thread_id.to_string(),
+                },
+            })
     }
 
     /// The thread's state at its newest checkpoint, or at `checkpoint`.
-    pub async fn get_state(&self, thread_id: &str, checkpoint: Option<CheckpointId>) -> Result<StateSnapshot<S>, RunError> {
+    pub async fn get_state(
+        &self,
+        thread_id: &str,
+        checkpoint: Option<CheckpointId>,
+    ) -> Result<StateSnapshot<S>, RunError> {
         let record = self.record(thread_id, checkpoint, "get_state").await?;
         let store = self.store("get_state")?;
         let (values, _) = persist::load_state::<S>(store.as_ref(), &record).await?;
@@ -238,7 +255,11 @@ impl<S: State> CompiledGraph<S> {
     ///
     /// A damaged checkpoint is left out (and logged), so the good ones around it can still be
     /// found and forked from; reading the damaged one with `get_state` reports it.
-    pub async fn history(&self, thread_id: &str, query: HistoryQuery) -> Result<Vec<HistoryEntry>, RunError> {
+    pub async fn history(
+        &self,
+        thread_id: &str,
+        query: HistoryQuery,
+    ) -> Result<Vec<HistoryEntry>, RunError> {
         validate_thread_id(thread_id)?;
         let store = self.store("history")?;
         let mut out = Vec::new();
@@ -249,17 +270,22 @@ impl<S: State> CompiledGraph<S> {
                 Ok(batch) => batch,
                 // One damaged record fails the page it is on. Read on one record at a time and
                 // step over the damaged ones, so the good checkpoints stay listed (to fork from).
-                Err(CheckpointError::Corrupt { checkpoint: Some(_), .. }) => {
-                    match store.list_checkpoints(thread_id, before, 1).await {
-                        Ok(one) => one,
-                        Err(CheckpointError::Corrupt { checkpoint: Some(bad), source, .. }) => {
-                            tracing::warn!(thread = thread_id, checkpoint = %bad, error = %source, "history skips a damaged checkpoint");
-                            before = Some(bad);
-                            continue;
-                        }
-                        Err(e) => return Err(e.into()),
+                Err(CheckpointError::Corrupt {
+                    checkpoint: Some(_),
+                    ..
+                }) => match store.list_checkpoints(thread_id, before, 1).await {
+                    Ok(one) => one,
+                    Err(CheckpointError::Corrupt {
+                        checkpoint: Some(bad),
+                        source,
+                        ..
+                    }) => {
+                        tracing::warn!(thread = thread_id, checkpoint = %bad, error = %source, "history skips a damaged checkpoint");
+                        before = Some(bad);
+                        continue;
                     }
-                }
+                    Err(e) => return Err(e.into()),
+                },
                 Err(e) => return Err(e.into()),
             };
             if batch.is_empty() {
@@ -268,7 +294,10 @@ impl<S: State> CompiledGraph<S> {
             before = batch.last().map(|r| r.id);
             for r in batch {
                 let keep = query.source.is_none_or(|s| s == r.metadata.source)
-                    && query.writer.as_ref().is_none_or(|w| r.metadata.writers.contains(w));
+                    && query
+                        .writer
+                        .as_ref()
+                        .is_none_or(|w| r.metadata.writers.contains(w));
                 if keep {
                     out.push(HistoryEntry {
                         checkpoint_id: r.id,
@@ -284,7 +313,10 @@ impl<S: State> CompiledGraph<S> {
                 }
             }
         }
-        if out.is_empty() && query.before.is_none() && store.get_checkpoint(thread_id, None).await?.is_none() {
+        if out.is_empty()
+            && query.before.is_none()
+            && store.get_checkpoint(thread_id, None).await?.is_none()
+        {
             return Err(RunError::ThreadNotFound {
                 thread_id: thread_id.to_string(),
             });
@@ -331,19 +363,32 @@ impl<S: State> CompiledGraph<S> {
     /// With `as_node`, the edit counts as that node's output: its edges and routers decide what
     /// runs next. Without it, the state changes and the thread continues where it was (its
     /// pending tasks, pauses and saved results are kept).
-    pub async fn update_state(&self, thread_id: &str, update: S::Update, as_node: Option<&str>) -> Result<CheckpointId, RunError> {
+    pub async fn update_state(
+        &self,
+        thread_id: &str,
+        update: S::Update,
+        as_node: Option<&str>,
+    ) -> Result<CheckpointId, RunError> {
         let store = self.store("update_state")?.clone();
         let node_index = match as_node {
-            Some(name) => Some(self.topology.node_index(name).ok_or_else(|| GraphError::UnknownNode {
-                name: name.to_string(),
-                context: "update_state as_node",
-                known: self.node_names().join(", "),
-            })?),
+            Some(name) => {
+                Some(
+                    self.topology
+                        .node_index(name)
+                        .ok_or_else(|| GraphError::UnknownNode {
+                            name: name.to_string(),
+                            context: "update_state as_node",
+                            known: self.node_names().join(", "),
+                        })?,
+                )
+            }
             None => None,
         };
         let latest = self.record(thread_id, None, "update_state").await?;
         let lease = LeaseGuard::acquire(store.clone(), thread_id, Duration::from_secs(15)).await?;
-        let result = self.write_update(&store, &latest, update, as_node, node_index).await;
+        let result = self
+            .write_update(&store, &latest, update, as_node, node_index)
+            .await;
         lease.release().await;
         result
     }
@@ -361,17 +406,33 @@ impl<S: State> CompiledGraph<S> {
         let writer = as_node.unwrap_or(UPDATE_WRITER).to_string();
         let raw = persist::to_raw(&update)?;
         let mut batch = [TaggedUpdate::new(writer.as_str(), update)];
-        state.apply(&mut batch).map_err(|e| RunError::InvalidInput(e.to_string()))?;
+        state
+            .apply(&mut batch)
+            .map_err(|e| RunError::InvalidInput(e.to_string()))?;
         let frontier = match node_index {
-            Some(i) => triggers::advance(&self.topology, &state, &[Finished { node: Some(i), goto: &[] }], &latest.frontier, latest.step)?,
+            Some(i) => triggers::advance(
+                &self.topology,
+                &state,
+                &[Finished {
+                    node: Some(i),
+                    goto: &[],
+                }],
+                &latest.frontier,
+                latest.step,
+            )?,
             None => latest.frontier.clone(),
         };
         let mut tracker = SnapshotTracker::new(Default::default(), stats);
-        let state_data = if latest.metadata.schema_version != S::VERSION || tracker.wants_snapshot(raw.get().len()) {
+        let state_data = if latest.metadata.schema_version != S::VERSION
+            || tracker.wants_snapshot(raw.get().len())
+        {
             StateData::Snapshot(persist::to_raw(&state)?)
         } else {
             tracker.took_delta(raw.get().len());
-            StateData::Delta(vec![NodeWrite { node: writer.clone(), update: raw }])
+            StateData::Delta(vec![NodeWrite {
+                node: writer.clone(),
+                update: raw,
+            }])
         };
         let id = persist::new_checkpoint_id();
         let record = CheckpointRecord {
@@ -387,7 +448,10 @@ impl<S: State> CompiledGraph<S> {
                 created_at_ms: now_ms(),
                 schema_version: S::VERSION,
                 run_id: uuid::Uuid::now_v7().to_string(),
-                graph: self.name().map(str::to_string).or_else(|| latest.metadata.graph.clone()),
+                graph: self
+                    .name()
+                    .map(str::to_string)
+                    .or_else(|| latest.metadata.graph.clone()),
             },
         };
         if node_index.is_none() {
@@ -403,14 +467,21 @@ impl<S: State> CompiledGraph<S> {
 
     /// Starts a new thread from a checkpoint of another; the source thread is untouched.
     /// Returns the new thread's id. Resume it to run from there.
-    pub async fn fork(&self, thread_id: &str, checkpoint: CheckpointId, new_thread: Option<String>) -> Result<String, RunError> {
+    pub async fn fork(
+        &self,
+        thread_id: &str,
+        checkpoint: CheckpointId,
+        new_thread: Option<String>,
+    ) -> Result<String, RunError> {
         let store = self.store("fork")?;
         let source = self.record(thread_id, Some(checkpoint), "fork").await?;
         let (state, _) = persist::load_state::<S>(store.as_ref(), &source).await?;
         let new_id = new_thread.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         validate_thread_id(&new_id)?;
         if store.get_checkpoint(&new_id, None).await?.is_some() {
-            return Err(RunError::InvalidInput(format!("thread `{new_id}` already exists: fork into a new thread id")));
+            return Err(RunError::InvalidInput(format!(
+                "thread `{new_id}` already exists: fork into a new thread id"
+            )));
         }
         let record = CheckpointRecord {
             thread_id: new_id.clone(),
@@ -439,7 +510,12 @@ impl<S: State> CompiledGraph<S> {
     /// Runs a stage again: finds the newest checkpoint from which `node` was about to run and
     /// replays from there on a new branch of the same thread. Everything before it is kept;
     /// everything after it is recomputed.
-    pub async fn rerun_from(&self, thread_id: &str, node: &str, config: RunConfig) -> Result<RunOutcome<S>, RunError> {
+    pub async fn rerun_from(
+        &self,
+        thread_id: &str,
+        node: &str,
+        config: RunConfig,
+    ) -> Result<RunOutcome<S>, RunError> {
         if self.topology.node_index(node).is_none() {
             return Err(GraphError::UnknownNode {
                 name: node.to_string(),
@@ -457,7 +533,10 @@ impl<S: State> CompiledGraph<S> {
                 break;
             }
             before = page.last().map(|r| r.id);
-            if let Some(found) = page.iter().find(|r| r.frontier.tasks.iter().any(|t| t.node == node)) {
+            if let Some(found) = page
+                .iter()
+                .find(|r| r.frontier.tasks.iter().any(|t| t.node == node))
+            {
                 let config = config.from_checkpoint(found.id);
                 return self.resume(thread_id, Resume::Continue, config).await;
             }
@@ -490,7 +569,12 @@ impl<S: State> CompiledGraph<S> {
         result
     }
 
-    async fn prune_held(&self, store: &Arc<dyn Checkpointer>, thread_id: &str, keep: usize) -> Result<usize, RunError> {
+    async fn prune_held(
+        &self,
+        store: &Arc<dyn Checkpointer>,
+        thread_id: &str,
+        keep: usize,
+    ) -> Result<usize, RunError> {
         let mut all = Vec::new();
         let mut before = None;
         loop {
@@ -519,14 +603,24 @@ impl<S: State> CompiledGraph<S> {
     }
 
     /// Whether reading `record` needs any checkpoint in `doomed`.
-    async fn chain_crosses(&self, store: &dyn Checkpointer, record: &CheckpointRecord, doomed: &BTreeSet<CheckpointId>) -> Result<bool, RunError> {
+    async fn chain_crosses(
+        &self,
+        store: &dyn Checkpointer,
+        record: &CheckpointRecord,
+        doomed: &BTreeSet<CheckpointId>,
+    ) -> Result<bool, RunError> {
         let mut current = record.clone();
         while let StateData::Delta(_) = current.state {
-            let Some(parent) = current.parent_id else { return Ok(false) };
+            let Some(parent) = current.parent_id else {
+                return Ok(false);
+            };
             if doomed.contains(&parent) {
                 return Ok(true);
             }
-            match store.get_checkpoint(&record.thread_id, Some(parent)).await? {
+            match store
+                .get_checkpoint(&record.thread_id, Some(parent))
+                .await?
+            {
                 Some(p) => current = p,
                 None => return Ok(false),
             }
@@ -534,4 +628,3 @@ impl<S: State> CompiledGraph<S> {
         Ok(false)
     }
 }
-

@@ -86,7 +86,10 @@ pub(crate) fn advance<S: State>(
             }
         }
         if !f.goto.is_empty() {
-            let node = f.node.map(|i| topology.node_name(i).to_string()).unwrap_or_default();
+            let node = f
+                .node
+                .map(|i| topology.node_name(i).to_string())
+                .unwrap_or_default();
             let allowed = f
                 .node
                 .map(|i| topology.builder.nodes[i].options.destinations.as_slice())
@@ -122,7 +125,11 @@ pub(crate) fn advance<S: State>(
                 if !seen.iter().any(|s| **s == **name) {
                     seen.push(name.to_string());
                 }
-                if join.sources.iter().all(|&s| seen.iter().any(|n| **n == **topology.node_name(s))) {
+                if join
+                    .sources
+                    .iter()
+                    .all(|&s| seen.iter().any(|n| **n == **topology.node_name(s)))
+                {
                     joins.remove(&join.key);
                     next.node(join.target);
                 }
@@ -131,12 +138,26 @@ pub(crate) fn advance<S: State>(
     }
 
     let name = |i: &usize| topology.node_name(*i).to_string();
-    let mut tasks: Vec<TaskSpec> = next.pull.iter().map(|i| TaskSpec { node: name(i), arg: None }).collect();
+    let mut tasks: Vec<TaskSpec> = next
+        .pull
+        .iter()
+        .map(|i| TaskSpec {
+            node: name(i),
+            arg: None,
+        })
+        .collect();
     tasks.extend(next.sends);
     let mut deferred: Vec<String> = next.deferred.iter().map(name).collect();
     if tasks.is_empty() && !deferred.is_empty() {
         // Nothing else is pending: the deferred nodes' turn.
-        tasks = deferred.drain(..).map(|node| TaskSpec { node, arg: None }).collect();
+        tasks = deferred
+            .drain(..)
+            .map(|node| TaskSpec { node, arg: None })
+            .collect();
     }
-    Ok(Frontier { tasks, deferred, joins })
+    Ok(Frontier {
+        tasks,
+        deferred,
+        joins,
+    })
 }

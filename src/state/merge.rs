@@ -194,8 +194,7 @@ mod tests {
             ("a", Some(Write::Overwrite(vec![1]))),
             ("b", Some(Write::Overwrite(vec![2]))),
         ]);
-        let err =
-            merge::<Append, _, _>("v", &mut v, &mut b, |u| u).unwrap_err();
+        let err = merge::<Append, _, _>("v", &mut v, &mut b, |u| u).unwrap_err();
         assert!(matches!(err, MergeError::ConflictingOverwrites { .. }));
     }
 }

@@ -2,15 +2,17 @@
 
 use super::{Log, LogUpdate};
 use proptest::prelude::*;
-use std::sync::Arc;
-use std::time::Duration;
 use stategraph::runtime::{Context, NodeError, RunConfig};
 use stategraph::{Send, StateGraph, END, START};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Ten parallel workers plus a Send fan-out, each sleeping a delay taken from `delays`.
 fn graph(delays: Arc<Vec<u64>>) -> stategraph::CompiledGraph<Log> {
     let mut g = StateGraph::<Log>::new();
-    g.add_node("split", |_s: Arc<Log>, _c: Context| async { Ok(LogUpdate::default()) });
+    g.add_node("split", |_s: Arc<Log>, _c: Context| async {
+        Ok(LogUpdate::default())
+    });
     g.add_edge(START, "split");
     let workers: Vec<String> = (0..10).map(|i| format!("w{i}")).collect();
     for (i, w) in workers.iter().enumerate() {
@@ -26,7 +28,9 @@ fn graph(delays: Arc<Vec<u64>>) -> stategraph::CompiledGraph<Log> {
         g.add_edge("split", w.clone());
     }
     g.add_join(workers.clone(), "fan");
-    g.add_node("fan", |_s: Arc<Log>, _c: Context| async { Ok(LogUpdate::default()) });
+    g.add_node("fan", |_s: Arc<Log>, _c: Context| async {
+        Ok(LogUpdate::default())
+    });
     let d = delays.clone();
     g.add_node("item", move |_s: Arc<Log>, ctx: Context| {
         let d = d.clone();
@@ -36,7 +40,15 @@ fn graph(delays: Arc<Vec<u64>>) -> stategraph::CompiledGraph<Log> {
             Ok::<_, NodeError>(LogUpdate::default().visits(vec![format!("item{n}")]))
         }
     });
-    g.add_conditional_edges("fan", |_s: &Log| (0..6usize).map(|n| Send::new("item", n)).collect::<Vec<_>>(), ["item"]);
+    g.add_conditional_edges(
+        "fan",
+        |_s: &Log| {
+            (0..6usize)
+                .map(|n| Send::new("item", n))
+                .collect::<Vec<_>>()
+        },
+        ["item"],
+    );
     g.add_edge("item", END);
     g.compile().unwrap()
 }

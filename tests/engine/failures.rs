@@ -2,38 +2,56 @@
 //! (or field) and the step.
 
 use super::{visit, Log, LogUpdate};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
 use stategraph::graph::RetryPolicy;
 use stategraph::runtime::{Context, NodeError, NodeErrorKind, RunConfig, RunError};
 use stategraph::state::MergeError;
 use stategraph::{StateGraph, END, START};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 #[tokio::test]
 async fn two_overwrite_writes_in_one_step_name_the_field_and_the_nodes() {
     let mut g = StateGraph::<Log>::new();
-    g.add_node("split", |_s: Arc<Log>, _c: Context| async { Ok(LogUpdate::default()) });
+    g.add_node("split", |_s: Arc<Log>, _c: Context| async {
+        Ok(LogUpdate::default())
+    });
     for name in ["left", "right"] {
-        g.add_node(name, move |_s: Arc<Log>, _c: Context| async move { Ok(LogUpdate::default().last(name)) });
+        g.add_node(name, move |_s: Arc<Log>, _c: Context| async move {
+            Ok(LogUpdate::default().last(name))
+        });
         g.add_edge("split", name).add_edge(name, END);
     }
     g.add_edge(START, "split");
-    let err = g.compile().unwrap().invoke(LogUpdate::default(), RunConfig::new()).await.unwrap_err();
+    let err = g
+        .compile()
+        .unwrap()
+        .invoke(LogUpdate::default(), RunConfig::new())
+        .await
+        .unwrap_err();
     match &err {
-        RunError::Merge { step, source: MergeError::ConcurrentWrites { field, nodes }, .. } => {
+        RunError::Merge {
+            step,
+            source: MergeError::ConcurrentWrites { field, nodes },
+            ..
+        } => {
             assert_eq!((*step, *field), (2, "last"));
             assert_eq!(nodes, &vec!["left".to_string(), "right".to_string()]);
         }
         other => panic!("expected a merge error, got {other:?}"),
     }
-    assert!(err.to_string().contains("`last`") && err.to_string().contains("left, right"), "{err}");
+    assert!(
+        err.to_string().contains("`last`") && err.to_string().contains("left, right"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
 async fn the_recursion_limit_names_the_limit_and_the_step_reached() {
     let mut g = StateGraph::<Log>::new();
-    g.add_node("spin", |_s: Arc<Log>, _c: Context| async { Ok(LogUpdate::default().total(1)) });
+    g.add_node("spin", |_s: Arc<Log>, _c: Context| async {
+        Ok(LogUpdate::default().total(1))
+    });
     g.add_edge(START, "spin");
     g.add_conditional_edges("spin", |_s: &Log| "spin", ["spin", END]);
     let err = g
@@ -42,7 +60,17 @@ async fn the_recursion_limit_names_the_limit_and_the_step_reached() {
         .invoke(LogUpdate::default(), RunConfig::new().recursion_limit(7))
         .await
         .unwrap_err();
-    assert!(matches!(err, RunError::RecursionLimit { limit: 7, step: 7, .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            RunError::RecursionLimit {
+                limit: 7,
+                step: 7,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("recursion limit of 7"), "{err}");
 }
 
@@ -55,15 +83,25 @@ async fn a_node_past_its_timeout_fails_with_a_timeout_naming_node_and_step() {
     })
     .timeout(Duration::from_secs(1));
     g.add_edge(START, "slow").add_edge("slow", END);
-    let err = g.compile().unwrap().invoke(LogUpdate::default(), RunConfig::new()).await.unwrap_err();
+    let err = g
+        .compile()
+        .unwrap()
+        .invoke(LogUpdate::default(), RunConfig::new())
+        .await
+        .unwrap_err();
     match &err {
-        RunError::NodeFailed { node, step, kind, .. } => {
+        RunError::NodeFailed {
+            node, step, kind, ..
+        } => {
             assert_eq!((node.as_str(), *step), ("slow", 1));
             assert!(matches!(kind, NodeErrorKind::Timeout(_)));
         }
         other => panic!("expected a timeout, got {other:?}"),
     }
-    assert!(err.to_string().contains("`slow`") && err.to_string().contains("timed out"), "{err}");
+    assert!(
+        err.to_string().contains("`slow`") && err.to_string().contains("timed out"),
+        "{err}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -84,7 +122,12 @@ async fn transient_errors_are_retried_with_backoff_until_success() {
     .retry(RetryPolicy::new(5).initial_interval(Duration::from_millis(100)));
     g.add_edge(START, "flaky").add_edge("flaky", END);
     let started = tokio::time::Instant::now();
-    let out = g.compile().unwrap().invoke(LogUpdate::default(), RunConfig::new()).await.unwrap();
+    let out = g
+        .compile()
+        .unwrap()
+        .invoke(LogUpdate::default(), RunConfig::new())
+        .await
+        .unwrap();
     assert_eq!(out.state.visits, vec!["flaky"]);
     assert_eq!(attempts.load(Ordering::SeqCst), 3);
     // Two backoffs of about 100 ms and 200 ms (with jitter in [0.5, 1.5)).
@@ -105,20 +148,45 @@ async fn errors_the_policy_does_not_retry_fail_at_once_with_their_attempt_count(
     })
     .retry(RetryPolicy::new(4));
     g.add_edge(START, "strict").add_edge("strict", END);
-    let err = g.compile().unwrap().invoke(LogUpdate::default(), RunConfig::new()).await.unwrap_err();
+    let err = g
+        .compile()
+        .unwrap()
+        .invoke(LogUpdate::default(), RunConfig::new())
+        .await
+        .unwrap_err();
     assert_eq!(attempts.load(Ordering::SeqCst), 1);
-    assert!(matches!(err, RunError::NodeFailed { attempts: 1, .. }), "{err:?}");
+    assert!(
+        matches!(err, RunError::NodeFailed { attempts: 1, .. }),
+        "{err:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_custom_retry_predicate_chooses_which_errors_retry_and_attempts_are_capped() {
     let mut g = StateGraph::<Log>::new();
-    g.add_node("always", |_s: Arc<Log>, _c: Context| async { Err::<LogUpdate, _>(NodeError::new("quota")) })
-        .retry(RetryPolicy::new(3).retry_on(|e| e.message().contains("quota")).jitter(false));
+    g.add_node("always", |_s: Arc<Log>, _c: Context| async {
+        Err::<LogUpdate, _>(NodeError::new("quota"))
+    })
+    .retry(
+        RetryPolicy::new(3)
+            .retry_on(|e| e.message().contains("quota"))
+            .jitter(false),
+    );
     g.add_edge(START, "always").add_edge("always", END);
-    let err = g.compile().unwrap().invoke(LogUpdate::default(), RunConfig::new()).await.unwrap_err();
-    assert!(matches!(err, RunError::NodeFailed { attempts: 3, .. }), "{err:?}");
-    assert!(err.to_string().contains("after 3 attempt(s): quota"), "{err}");
+    let err = g
+        .compile()
+        .unwrap()
+        .invoke(LogUpdate::default(), RunConfig::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, RunError::NodeFailed { attempts: 3, .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("after 3 attempt(s): quota"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -146,9 +214,19 @@ async fn a_panicking_node_is_an_error_naming_it_not_a_crash() {
         Ok(LogUpdate::default())
     });
     g.add_edge(START, "oops").add_edge("oops", END);
-    let err = g.compile().unwrap().invoke(LogUpdate::default(), RunConfig::new()).await.unwrap_err();
+    let err = g
+        .compile()
+        .unwrap()
+        .invoke(LogUpdate::default(), RunConfig::new())
+        .await
+        .unwrap_err();
     match &err {
-        RunError::NodeFailed { node, kind, message, .. } => {
+        RunError::NodeFailed {
+            node,
+            kind,
+            message,
+            ..
+        } => {
             assert_eq!(node, "oops");
             assert_eq!(kind, &NodeErrorKind::Panicked);
             assert!(message.contains("index out of bounds"), "{message}");
@@ -160,20 +238,38 @@ async fn a_panicking_node_is_an_error_naming_it_not_a_crash() {
 #[tokio::test]
 async fn a_parallel_failure_waits_for_siblings_and_reports_the_first_failed_task() {
     let mut g = StateGraph::<Log>::new();
-    g.add_node("split", |_s: Arc<Log>, _c: Context| async { Ok(LogUpdate::default()) });
+    g.add_node("split", |_s: Arc<Log>, _c: Context| async {
+        Ok(LogUpdate::default())
+    });
     g.add_node("ok", |_s: Arc<Log>, _c: Context| async { Ok(visit("ok")) });
-    g.add_node("bad", |_s: Arc<Log>, _c: Context| async { Err::<LogUpdate, _>(NodeError::new("boom")) });
-    g.add_edge(START, "split").add_edge("split", "ok").add_edge("split", "bad");
+    g.add_node("bad", |_s: Arc<Log>, _c: Context| async {
+        Err::<LogUpdate, _>(NodeError::new("boom"))
+    });
+    g.add_edge(START, "split")
+        .add_edge("split", "ok")
+        .add_edge("split", "bad");
     g.add_edge("ok", END).add_edge("bad", END);
-    let err = g.compile().unwrap().invoke(LogUpdate::default(), RunConfig::new()).await.unwrap_err();
-    assert!(matches!(&err, RunError::NodeFailed { node, step: 2, .. } if node == "bad"), "{err:?}");
+    let err = g
+        .compile()
+        .unwrap()
+        .invoke(LogUpdate::default(), RunConfig::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, RunError::NodeFailed { node, step: 2, .. } if node == "bad"),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
 async fn a_router_returning_an_undeclared_target_is_a_clear_run_time_error() {
     let mut g = StateGraph::<Log>::new();
-    g.add_node("a", |_s: Arc<Log>, _c: Context| async { Ok(LogUpdate::default()) });
-    g.add_node("b", |_s: Arc<Log>, _c: Context| async { Ok(LogUpdate::default()) });
+    g.add_node("a", |_s: Arc<Log>, _c: Context| async {
+        Ok(LogUpdate::default())
+    });
+    g.add_node("b", |_s: Arc<Log>, _c: Context| async {
+        Ok(LogUpdate::default())
+    });
     g.add_edge(START, "a").add_edge("b", END);
     g.add_conditional_edges("a", |_s: &Log| "b", ["a", END]);
     let err = g.compile().unwrap_err();
@@ -181,22 +277,51 @@ async fn a_router_returning_an_undeclared_target_is_a_clear_run_time_error() {
     assert!(err.to_string().contains("node `b` can never run"), "{err}");
 
     let mut g = StateGraph::<Log>::new();
-    g.add_node("a", |_s: Arc<Log>, _c: Context| async { Ok(LogUpdate::default()) });
-    g.add_node("b", |_s: Arc<Log>, _c: Context| async { Ok(LogUpdate::default()) });
-    g.add_edge(START, "a").add_edge(START, "b").add_edge("b", END);
+    g.add_node("a", |_s: Arc<Log>, _c: Context| async {
+        Ok(LogUpdate::default())
+    });
+    g.add_node("b", |_s: Arc<Log>, _c: Context| async {
+        Ok(LogUpdate::default())
+    });
+    g.add_edge(START, "a")
+        .add_edge(START, "b")
+        .add_edge("b", END);
     g.add_conditional_edges("a", |_s: &Log| "b", [END]);
-    let err = g.compile().unwrap().invoke(LogUpdate::default(), RunConfig::new()).await.unwrap_err();
-    assert!(matches!(&err, RunError::UndeclaredTarget { target, .. } if target == "b"), "{err:?}");
+    let err = g
+        .compile()
+        .unwrap()
+        .invoke(LogUpdate::default(), RunConfig::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, RunError::UndeclaredTarget { target, .. } if target == "b"),
+        "{err:?}"
+    );
     let text = err.to_string();
-    assert!(text.contains("the router after `a`") && text.contains("did not declare"), "{text}");
+    assert!(
+        text.contains("the router after `a`") && text.contains("did not declare"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
 async fn a_command_to_an_undeclared_destination_is_refused() {
     let mut g = StateGraph::<Log>::new();
-    g.add_node("a", |_s: Arc<Log>, _c: Context| async { Ok(stategraph::Command::<Log>::empty().goto("b")) });
-    g.add_node("b", |_s: Arc<Log>, _c: Context| async { Ok(LogUpdate::default()) });
-    g.add_edge(START, "a").add_edge("a", END).add_edge(START, "b").add_edge("b", END);
-    let err = g.compile().unwrap().invoke(LogUpdate::default(), RunConfig::new()).await.unwrap_err();
+    g.add_node("a", |_s: Arc<Log>, _c: Context| async {
+        Ok(stategraph::Command::<Log>::empty().goto("b"))
+    });
+    g.add_node("b", |_s: Arc<Log>, _c: Context| async {
+        Ok(LogUpdate::default())
+    });
+    g.add_edge(START, "a")
+        .add_edge("a", END)
+        .add_edge(START, "b")
+        .add_edge("b", END);
+    let err = g
+        .compile()
+        .unwrap()
+        .invoke(LogUpdate::default(), RunConfig::new())
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("a command of node `a`"), "{err}");
 }

@@ -2,9 +2,9 @@
 
 use super::{visit, Log, LogUpdate};
 use futures::StreamExt;
-use std::sync::Arc;
 use stategraph::runtime::{Context, Event, RunConfig};
 use stategraph::{StateGraph, END, START};
+use std::sync::Arc;
 
 #[tokio::test]
 async fn a_run_streams_node_and_custom_events_in_order_then_yields_its_state() {
@@ -15,7 +15,10 @@ async fn a_run_streams_node_and_custom_events_in_order_then_yields_its_state() {
     });
     g.add_node("b", |_s: Arc<Log>, _c: Context| async { Ok(visit("b")) });
     g.add_edge(START, "a").add_edge("a", "b").add_edge("b", END);
-    let mut run = g.compile().unwrap().stream(LogUpdate::default(), RunConfig::new().thread("s1"));
+    let mut run = g
+        .compile()
+        .unwrap()
+        .stream(LogUpdate::default(), RunConfig::new().thread("s1"));
     let mut events = Vec::new();
     while let Some(e) = run.next().await {
         events.push(e);
@@ -25,21 +28,41 @@ async fn a_run_streams_node_and_custom_events_in_order_then_yields_its_state() {
 
     let kinds: Vec<String> = events
         .iter()
-        .map(|e| serde_json::to_value(e).unwrap()["event"].as_str().unwrap().to_string())
+        .map(|e| {
+            serde_json::to_value(e).unwrap()["event"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     assert_eq!(
         kinds,
-        vec!["run_started", "node_started", "custom", "node_finished", "node_started", "node_finished", "run_finished"]
+        vec![
+            "run_started",
+            "node_started",
+            "custom",
+            "node_finished",
+            "node_started",
+            "node_finished",
+            "run_finished"
+        ]
     );
     match &events[3] {
-        Event::NodeFinished { node, update, duration_ms, .. } => {
+        Event::NodeFinished {
+            node,
+            update,
+            duration_ms,
+            ..
+        } => {
             assert_eq!(node, "a");
             assert_eq!(update, &serde_json::json!({"visits": ["a"]}));
             assert!(*duration_ms >= 0.0);
         }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(&events[2], Event::Custom { kind, payload, .. } if kind == "progress" && payload["pct"] == 50));
+    assert!(
+        matches!(&events[2], Event::Custom { kind, payload, .. } if kind == "progress" && payload["pct"] == 50)
+    );
 }
 
 #[tokio::test]

@@ -1,13 +1,15 @@
 //! Compile-time checks: every problem reported at once, each saying what to fix.
 
 use super::Log;
-use std::sync::Arc;
 use stategraph::graph::GraphError;
 use stategraph::runtime::Context;
 use stategraph::{StateGraph, END, START};
+use std::sync::Arc;
 
 fn noop(g: &mut StateGraph<Log>, name: &str) {
-    g.add_node(name, |_s: Arc<Log>, _c: Context| async { Ok(super::LogUpdate::default()) });
+    g.add_node(name, |_s: Arc<Log>, _c: Context| async {
+        Ok(super::LogUpdate::default())
+    });
 }
 
 fn problems(g: StateGraph<Log>) -> Vec<String> {
@@ -22,7 +24,9 @@ fn problems(g: StateGraph<Log>) -> Vec<String> {
 fn unknown_edge_targets_and_sources_are_named() {
     let mut g = StateGraph::<Log>::new();
     noop(&mut g, "a");
-    g.add_edge(START, "a").add_edge("a", "nowhere").add_edge("ghost", "a");
+    g.add_edge(START, "a")
+        .add_edge("a", "nowhere")
+        .add_edge("ghost", "a");
     let p = problems(g).join("\n");
     assert!(p.contains("goes to `nowhere`, which is not a node"), "{p}");
     assert!(p.contains("starts at `ghost`, which is not a node"), "{p}");
@@ -37,12 +41,17 @@ fn unreachable_nodes_dead_ends_and_traps_are_reported_together() {
     g.add_edge(START, "a").add_edge("a", END);
     g.add_edge("island", END);
     g.add_edge(START, "dead_end");
-    g.add_edge(START, "trap1").add_edge("trap1", "trap2").add_edge("trap2", "trap1");
+    g.add_edge(START, "trap1")
+        .add_edge("trap1", "trap2")
+        .add_edge("trap2", "trap1");
     let p = problems(g);
     let text = p.join("\n");
     assert!(text.contains("node `island` can never run"), "{text}");
     assert!(text.contains("node `dead_end` has no way out"), "{text}");
-    assert!(text.contains("from node `trap1` the run can never reach END"), "{text}");
+    assert!(
+        text.contains("from node `trap1` the run can never reach END"),
+        "{text}"
+    );
     assert_eq!(p.len(), 4, "{text}");
 }
 
@@ -85,7 +94,10 @@ fn interrupt_names_are_checked_against_the_graph() {
     noop(&mut g, "a");
     g.add_edge(START, "a").add_edge("a", END);
     let err = g.compile().unwrap().interrupt_before(["b"]).err().unwrap();
-    assert!(err.to_string().contains("no node named `b`") && err.to_string().contains("a"), "{err}");
+    assert!(
+        err.to_string().contains("no node named `b`") && err.to_string().contains("a"),
+        "{err}"
+    );
 }
 
 #[test]
