@@ -47,7 +47,7 @@ pub(crate) struct JoinEntry {
 /// let mut g = StateGraph::<Counter>::new();
 /// g.add_node("inc", |_s: Arc<Counter>, _ctx: Context| async { Ok(CounterUpdate::default().n(1u32)) });
 /// g.add_edge(START, "inc");
-/// g.add_conditional_edges("inc", |s: &Counter| if s.n < 3 { "inc".into() } else { END.into() }, ["inc", END]);
+/// g.add_conditional_edges("inc", |s: &Counter| if s.n < 3 { "inc" } else { END }, ["inc", END]);
 /// let graph = g.compile().unwrap();
 /// # let _ = graph;
 /// ```
