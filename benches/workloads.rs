@@ -1,1 +1,467 @@
-fn main() {}
+//! The shared workloads of `../shared/bench/WORKLOADS.md`, run on stategraph: the same work as
+//! `langgraph_peer.py`, printing the same one-line JSON, so `compare.py` can run both.
+//!
+//! ```text
+//! cargo bench --bench workloads -- WORKLOAD [--saver memory|sled] [--durability sync|async|exit]
+//!                                           [--db PATH] [--steps N] [--quick]
+//! ```
+//!
+//! - `chain`: 100 nodes in a line, 50 threads (5000 node steps).
+//! - `loop`: `agent` and `tool` appending 100-byte messages until there are 1000 (or `--steps N`),
+//!   one thread named `loop`; its `db_bytes` shows how storage grows.
+//! - `fanout`: `split`, ten parallel workers, a `join`; 200 threads (2400 node steps).
+//! - `resume`: a fresh process opens the store `loop --db PATH` wrote and reads the thread's
+//!   latest state (`--steps N` must match the loop's). `seconds` is open + read; the split goes
+//!   to stderr.
+//!
+//! `--quick` does a tenth of the work (CI checks the output's shape with it, never its speed).
+//! Only the JSON line goes to stdout. `tests/workloads_quick.rs` includes this file as a module.
+
+use serde::{Deserialize, Serialize};
+use stategraph::checkpoint::{Checkpointer, MemoryCheckpointer, SledCheckpointer};
+use stategraph::runtime::{Context, Durability, NodeError, RunConfig};
+use stategraph::{CompiledGraph, State, StateGraph, END, START};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+type Error = Box<dyn std::error::Error>;
+
+/// The 100-byte message every `loop` step appends.
+fn payload() -> String {
+    "x".repeat(100)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Workload {
+    Chain,
+    Loop,
+    Fanout,
+    Resume,
+}
+
+impl Workload {
+    fn name(self) -> &'static str {
+        match self {
+            Workload::Chain => "chain",
+            Workload::Loop => "loop",
+            Workload::Fanout => "fanout",
+            Workload::Resume => "resume",
+        }
+    }
+}
+
+/// What to run, from the command line.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub workload: Workload,
+    /// `true` for sled, `false` for memory.
+    pub sled: bool,
+    pub durability: Durability,
+    pub db: Option<PathBuf>,
+    /// Messages the `loop` thread ends with (and `resume` expects).
+    pub steps: Option<usize>,
+    pub quick: bool,
+}
+
+impl Options {
+    /// Parses `WORKLOAD [options]`; `--bench`, which cargo adds, is ignored.
+    pub fn parse(args: &[String]) -> Result<Options, String> {
+        let mut workload = None;
+        let mut options = Options {
+            workload: Workload::Chain,
+            sled: false,
+            durability: Durability::Sync,
+            db: None,
+            steps: None,
+            quick: false,
+        };
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            let mut value = |flag: &str| {
+                args.next()
+                    .cloned()
+                    .ok_or_else(|| format!("{flag} needs a value"))
+            };
+            match arg.as_str() {
+                "--bench" => {}
+                "--quick" => options.quick = true,
+                "--saver" => {
+                    options.sled = match value("--saver")?.as_str() {
+                        "sled" => true,
+                        "memory" => false,
+                        other => {
+                            return Err(format!("unknown saver `{other}`: use memory or sled"))
+                        }
+                    }
+                }
+                "--durability" => options.durability = value("--durability")?.parse()?,
+                "--db" => options.db = Some(PathBuf::from(value("--db")?)),
+                "--steps" => {
+                    let n = value("--steps")?;
+                    options.steps = Some(
+                        n.parse()
+                            .map_err(|_| format!("--steps takes a number, not `{n}`"))?,
+                    );
+                }
+                "chain" | "loop" | "fanout" | "resume" if workload.is_none() => {
+                    workload = Some(match arg.as_str() {
+                        "chain" => Workload::Chain,
+                        "loop" => Workload::Loop,
+                        "fanout" => Workload::Fanout,
+                        _ => Workload::Resume,
+                    })
+                }
+                other => return Err(format!("unexpected argument `{other}`")),
+            }
+        }
+        options.workload = workload.ok_or("name a workload: chain, loop, fanout or resume")?;
+        Ok(options)
+    }
+
+    /// `full` normally, a tenth of it with `--quick`.
+    fn scaled(&self, full: usize) -> usize {
+        if self.quick {
+            full / 10
+        } else {
+            full
+        }
+    }
+
+    fn loop_len(&self) -> usize {
+        self.steps.unwrap_or_else(|| self.scaled(1000))
+    }
+}
+
+/// The result line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    pub workload: &'static str,
+    pub saver: &'static str,
+    pub durability: &'static str,
+    pub steps: usize,
+    pub seconds: f64,
+    pub db_bytes: Option<u64>,
+}
+
+impl Report {
+    /// The line WORKLOADS.md specifies, spaced as the peer's `json.dumps` prints it.
+    pub fn to_json_line(&self) -> String {
+        let seconds = (self.seconds * 1e6).round() / 1e6;
+        let rate = (self.steps as f64 / self.seconds * 10.0).round() / 10.0;
+        let fields: [(&str, serde_json::Value); 8] = [
+            ("workload", self.workload.into()),
+            ("engine", "stategraph".into()),
+            ("saver", self.saver.into()),
+            ("durability", self.durability.into()),
+            ("steps", self.steps.into()),
+            ("seconds", seconds.into()),
+            ("steps_per_s", rate.into()),
+            ("db_bytes", self.db_bytes.into()),
+        ];
+        let body: Vec<String> = fields
+            .iter()
+            .map(|(k, v)| format!("\"{k}\": {v}"))
+            .collect();
+        format!("{{{}}}", body.join(", "))
+    }
+}
+
+// --- The graphs, as WORKLOADS.md defines them. ---
+
+#[derive(State, Clone, Debug, Default, Serialize, Deserialize)]
+struct Count {
+    count: i64,
+}
+
+fn chain_graph() -> StateGraph<Count> {
+    let mut g = StateGraph::<Count>::named("chain");
+    for i in 0..100 {
+        g.add_node(format!("n{i}"), |s: Arc<Count>, _c: Context| async move {
+            Ok::<_, NodeError>(CountUpdate::default().count(s.count + 1))
+        });
+        if i > 0 {
+            g.add_edge(format!("n{}", i - 1), format!("n{i}"));
+        }
+    }
+    g.add_edge(START, "n0").add_edge("n99", END);
+    g
+}
+
+#[derive(State, Clone, Debug, Default, Serialize, Deserialize)]
+struct Messages {
+    #[state(append)]
+    messages: Vec<String>,
+}
+
+fn loop_graph(len: usize) -> StateGraph<Messages> {
+    let mut g = StateGraph::<Messages>::named("loop");
+    for name in ["agent", "tool"] {
+        g.add_node(name, |_s: Arc<Messages>, _c: Context| async {
+            Ok::<_, NodeError>(MessagesUpdate::default().messages(vec![payload()]))
+        });
+    }
+    g.add_edge(START, "agent").add_edge("agent", "tool");
+    g.add_conditional_edges(
+        "tool",
+        move |s: &Messages| {
+            if s.messages.len() >= len {
+                END
+            } else {
+                "agent"
+            }
+        },
+        ["agent", END],
+    );
+    g
+}
+
+#[derive(State, Clone, Debug, Default, Serialize, Deserialize)]
+struct Fan {
+    #[state(append)]
+    results: Vec<i64>,
+}
+
+fn fanout_graph() -> StateGraph<Fan> {
+    let mut g = StateGraph::<Fan>::named("fanout");
+    g.add_node("split", |_s: Arc<Fan>, _c: Context| async {
+        Ok::<_, NodeError>(FanUpdate::default())
+    });
+    let workers: Vec<String> = (0..10).map(|i| format!("w{i}")).collect();
+    for (i, w) in workers.iter().enumerate() {
+        g.add_node(w.as_str(), move |_s: Arc<Fan>, _c: Context| async move {
+            Ok::<_, NodeError>(FanUpdate::default().results(vec![i as i64]))
+        });
+        g.add_edge("split", w.as_str());
+    }
+    g.add_node("join", |s: Arc<Fan>, _c: Context| async move {
+        Ok::<_, NodeError>(FanUpdate::default().results(vec![s.results.len() as i64]))
+    });
+    g.add_edge(START, "split");
+    g.add_join(workers, "join");
+    g.add_edge("join", END);
+    g
+}
+
+// --- Running them. ---
+
+/// The store a run writes to, and what is needed to measure it afterwards.
+struct Store {
+    saver: Arc<dyn Checkpointer>,
+    dir: Option<PathBuf>,
+    _temp: Option<tempfile::TempDir>,
+}
+
+impl Store {
+    fn open(options: &Options) -> Result<Store, Error> {
+        if !options.sled {
+            return Ok(Store {
+                saver: Arc::new(MemoryCheckpointer::new()),
+                dir: None,
+                _temp: None,
+            });
+        }
+        let (dir, temp) = match &options.db {
+            Some(path) => (path.clone(), None),
+            None => {
+                let temp = tempfile::tempdir()?;
+                (temp.path().join("store"), Some(temp))
+            }
+        };
+        Ok(Store {
+            saver: Arc::new(SledCheckpointer::open(&dir)?),
+            dir: Some(dir),
+            _temp: temp,
+        })
+    }
+
+    /// Closes the store (every graph holding it must be gone) and measures it on disk.
+    fn close(self) -> Result<Option<u64>, Error> {
+        let Store { saver, dir, _temp } = self;
+        drop(saver);
+        dir.map(|d| dir_bytes(&d)).transpose()
+    }
+}
+
+/// The total size of the files under `dir`.
+fn dir_bytes(dir: &Path) -> Result<u64, Error> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        total += if meta.is_dir() {
+            dir_bytes(&entry.path())?
+        } else {
+            meta.len()
+        };
+    }
+    Ok(total)
+}
+
+fn config(options: &Options, thread: String) -> RunConfig {
+    RunConfig::new()
+        .thread(thread)
+        .durability(options.durability)
+}
+
+/// Runs `graph` once per thread name, checking each final state; returns the seconds taken.
+async fn run_threads<S: State>(
+    graph: &CompiledGraph<S>,
+    input: impl Fn() -> S::Update,
+    threads: impl Iterator<Item = String>,
+    options: &Options,
+    check: impl Fn(&S) -> bool,
+) -> Result<f64, Error> {
+    let started = Instant::now();
+    for thread in threads {
+        let out = graph
+            .invoke(input(), config(options, thread.clone()))
+            .await?;
+        if !check(&out.state) {
+            return Err(format!("thread {thread} ended in the wrong state").into());
+        }
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
+async fn run_async(options: &Options) -> Result<Report, Error> {
+    let store = Store::open(options)?;
+    let (steps, seconds) = match options.workload {
+        Workload::Chain => {
+            let graph = chain_graph()
+                .compile()?
+                .with_checkpointer(store.saver.clone());
+            let threads = options.scaled(50);
+            let input = || CountUpdate::default().count(0);
+            let seconds = run_threads(
+                &graph,
+                input,
+                (0..threads).map(|t| format!("t{t}")),
+                options,
+                |s| s.count == 100,
+            )
+            .await?;
+            (threads * 100, seconds)
+        }
+        Workload::Loop => {
+            let len = options.loop_len();
+            let graph = loop_graph(len)
+                .compile()?
+                .with_checkpointer(store.saver.clone());
+            let started = Instant::now();
+            let out = graph
+                .invoke(
+                    MessagesUpdate::default(),
+                    config(options, "loop".into()).recursion_limit(len as u64 + 10),
+                )
+                .await?;
+            let seconds = started.elapsed().as_secs_f64();
+            if out.state.messages.len() != len {
+                return Err(format!(
+                    "the loop ended with {} messages, not {len}",
+                    out.state.messages.len()
+                )
+                .into());
+            }
+            (len, seconds)
+        }
+        Workload::Fanout => {
+            let graph = fanout_graph()
+                .compile()?
+                .with_checkpointer(store.saver.clone());
+            let threads = options.scaled(200);
+            let check = |s: &Fan| s.results.len() == 11 && s.results.last() == Some(&10);
+            let seconds = run_threads(
+                &graph,
+                FanUpdate::default,
+                (0..threads).map(|t| format!("f{t}")),
+                options,
+                check,
+            )
+            .await?;
+            (threads * 12, seconds)
+        }
+        Workload::Resume => unreachable!("resume is timed from the open"),
+    };
+    Ok(Report {
+        workload: options.workload.name(),
+        saver: if options.sled { "sled" } else { "memory" },
+        durability: durability_name(options.durability),
+        steps,
+        seconds,
+        db_bytes: store.close()?,
+    })
+}
+
+/// `resume`: open the store and read the loop thread's latest state, timed together.
+async fn resume(options: &Options) -> Result<Report, Error> {
+    let dir = match (&options.db, options.sled) {
+        (Some(dir), true) => dir.clone(),
+        _ => return Err("resume reads the store `loop --saver sled --db PATH` wrote: pass --saver sled --db PATH".into()),
+    };
+    let len = options.loop_len();
+    let started = Instant::now();
+    let saver = Arc::new(SledCheckpointer::open(&dir)?);
+    let opened = started.elapsed();
+    let graph = loop_graph(len).compile()?.with_checkpointer(saver);
+    let read_started = Instant::now();
+    let state = graph.get_state("loop", None).await?;
+    let read = read_started.elapsed();
+    let seconds = started.elapsed().as_secs_f64();
+    if state.values.messages.len() != len {
+        return Err(format!(
+            "the loop thread holds {} messages, not {len}",
+            state.values.messages.len()
+        )
+        .into());
+    }
+    eprintln!(
+        "resume: open {:.3} ms, read {:.3} ms",
+        opened.as_secs_f64() * 1e3,
+        read.as_secs_f64() * 1e3
+    );
+    drop(graph);
+    Ok(Report {
+        workload: "resume",
+        saver: "sled",
+        durability: durability_name(options.durability),
+        steps: 1,
+        seconds,
+        db_bytes: Some(dir_bytes(&dir)?),
+    })
+}
+
+fn durability_name(d: Durability) -> &'static str {
+    match d {
+        Durability::Sync => "sync",
+        Durability::Async => "async",
+        Durability::Exit => "exit",
+    }
+}
+
+/// Runs one workload as `options` say.
+pub fn run(options: &Options) -> Result<Report, Error> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        match options.workload {
+            Workload::Resume => resume(options).await,
+            _ => run_async(options).await,
+        }
+    })
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = Options::parse(&args)
+        .map_err(Error::from)
+        .and_then(|options| run(&options));
+    match result {
+        Ok(report) => println!("{}", report.to_json_line()),
+        Err(e) => {
+            eprintln!("workloads: {e}");
+            std::process::exit(2);
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! The checkpoint conformance suite: every promise of the durable-checkpoint contract
+//! (issue 3), written once and run against every storage backend.
+//!
+//! Each check is a plain `async fn(&dyn Backend)` in one of the modules below; the
+//! `conformance_suite!` lines at the bottom instantiate all of them as `#[tokio::test]`s per
+//! backend, so `cargo test --test conformance memory::` or `sled::` runs one backend.
+//!
+//! Adding a backend (Postgres, say) takes one `Backend` impl in `backends.rs` and one line here:
+//!
+//! ```text
+//! conformance_suite!(postgres: backends::Postgres::new());
+//! ```
+
+mod backends;
+mod common;
+
+mod checkpoints;
+mod durability;
+mod hitl;
+mod integrity;
+mod journal;
+mod leases;
+mod pending;
+mod schema;
+mod storage;
+mod threads;
+mod time_travel;
+
+/// Instantiates every check for one backend, as a module of `#[tokio::test]`s.
+macro_rules! conformance_suite {
+    ($backend:ident: $make:expr) => {
+        mod $backend {
+            conformance_tests!($make;
+                threads::a_new_thread_gets_a_uuid_v7,
+                threads::a_given_thread_id_is_kept,
+                threads::an_invalid_thread_id_is_refused,
+
+                checkpoints::checkpoints_record_ids_parents_steps_and_metadata,
+                checkpoints::the_frontier_is_saved_only_after_it_advances,
+                checkpoints::each_run_stamps_its_own_run_id,
+
+                pending::a_failed_parallel_task_keeps_its_siblings_results,
+                pending::task_results_are_saved_before_the_checkpoint_that_supersedes_them,
+
+                durability::sync_flushes_every_step,
+                durability::async_flushes_at_the_end_on_interrupt_and_on_error,
+                durability::exit_writes_once_when_the_run_stops,
+
+                storage::storage_grows_with_what_changed,
+                storage::replay_stays_bounded_within_and_across_runs,
+
+                integrity::a_truncated_checkpoint_is_reported_with_its_thread_and_id,
+                integrity::a_flipped_bit_is_caught_and_older_checkpoints_stay_usable,
+
+                schema::an_old_thread_is_read_through_the_migration,
+                schema::an_old_thread_without_a_migration_is_a_schema_error,
+
+                leases::a_second_run_of_a_busy_thread_fails_at_once,
+                leases::a_dead_or_lapsed_lease_is_taken_over,
+
+                hitl::breakpoints_on_the_compiled_graph,
+                hitl::breakpoints_for_one_run,
+                hitl::a_dynamic_interrupt_reruns_the_node_with_the_answer,
+                hitl::several_interrupts_are_answered_by_id,
+                hitl::a_consumed_answer_is_never_delivered_again,
+
+                time_travel::get_state_reads_any_checkpoint,
+                time_travel::history_is_newest_first_filtered_and_paged,
+                time_travel::update_state_with_and_without_as_node,
+                time_travel::replay_from_a_checkpoint_starts_a_branch,
+                time_travel::fork_leaves_the_source_thread_untouched,
+                time_travel::rerun_from_redoes_one_stage,
+                time_travel::delete_thread_removes_everything,
+                time_travel::prune_keeps_the_newest_and_they_read_back_exactly,
+
+                journal::a_recorded_call_is_not_repeated_when_the_node_reruns,
+            );
+        }
+    };
+}
+
+macro_rules! conformance_tests {
+    ($make:expr; $($module:ident :: $check:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $check() {
+                let backend = $make;
+                crate::$module::$check(&backend).await;
+            }
+        )*
+    };
+}
+
+conformance_suite!(memory: crate::backends::Memory::new());
+conformance_suite!(sled: crate::backends::Sled::new());
