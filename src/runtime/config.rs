@@ -39,15 +39,22 @@ impl std::str::FromStr for Durability {
 
 /// When a checkpoint stores the whole state instead of the step's writes.
 ///
-/// Deltas keep storage proportional to what changed; a snapshot bounds how many deltas a read
-/// replays. A snapshot is taken when the deltas since the last one reach `max_chain` steps or
-/// `ratio` times the size of that snapshot, whichever comes first.
+/// Deltas keep storage proportional to what changed; a snapshot bounds how much a read replays.
+/// A snapshot is taken when the delta bytes since the last one reach `ratio` times its size, or
+/// when there have been `max_chain` deltas and their bytes reach `min_ratio` times its size.
+///
+/// Because a snapshot is only ever paid for by deltas worth a fixed fraction of it, the
+/// snapshots of a thread add up to a constant multiple of its final state (5x with the
+/// defaults), never to one copy per step; and a read replays at most about one state's worth of
+/// deltas on top of its snapshot.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SnapshotPolicy {
-    /// Most deltas between two snapshots.
+    /// Deltas after which a smaller batch of delta bytes (`min_ratio`) is enough for a snapshot.
     pub max_chain: u32,
-    /// Delta bytes since the last snapshot, relative to its size, that trigger a new one.
+    /// Delta bytes since the last snapshot, relative to its size, that always trigger a new one.
     pub ratio: f64,
+    /// Delta bytes, relative to the last snapshot, that trigger one once `max_chain` is reached.
+    pub min_ratio: f64,
 }
 
 impl Default for SnapshotPolicy {
@@ -55,6 +62,7 @@ impl Default for SnapshotPolicy {
         SnapshotPolicy {
             max_chain: 256,
             ratio: 1.0,
+            min_ratio: 0.25,
         }
     }
 }

@@ -136,25 +136,35 @@ pub(crate) fn to_raw<T: serde::Serialize>(value: &T) -> Result<Box<RawValue>, Ru
 pub(crate) struct SnapshotTracker {
     policy: SnapshotPolicy,
     stats: ChainStats,
+    forced: bool,
 }
 
 impl SnapshotTracker {
     pub(crate) fn new(policy: SnapshotPolicy, stats: ChainStats) -> Self {
-        SnapshotTracker { policy, stats }
+        SnapshotTracker {
+            policy,
+            stats,
+            forced: false,
+        }
     }
 
+    /// Makes the next checkpoint a snapshot (a new thread, or a state read through a migration).
     pub(crate) fn force(&mut self) {
-        self.stats.deltas = u32::MAX;
+        self.forced = true;
     }
 
     /// Whether the next checkpoint, whose writes total `delta_bytes`, should be a snapshot.
     pub(crate) fn wants_snapshot(&self, delta_bytes: usize) -> bool {
         let s = &self.stats;
-        s.deltas >= self.policy.max_chain
-            || (s.delta_bytes + delta_bytes) as f64 >= self.policy.ratio * s.snapshot_bytes as f64
+        let deltas = (s.delta_bytes + delta_bytes) as f64;
+        let snapshot = s.snapshot_bytes as f64;
+        self.forced
+            || deltas >= self.policy.ratio * snapshot
+            || (s.deltas >= self.policy.max_chain && deltas >= self.policy.min_ratio * snapshot)
     }
 
     pub(crate) fn took_snapshot(&mut self, bytes: usize) {
+        self.forced = false;
         self.stats = ChainStats {
             deltas: 0,
             delta_bytes: 0,

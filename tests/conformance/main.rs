@@ -48,6 +48,7 @@ macro_rules! conformance_suite {
 
                 storage::storage_grows_with_what_changed,
                 storage::replay_stays_bounded_within_and_across_runs,
+                storage::snapshots_stay_linear_on_long_threads,
 
                 integrity::a_truncated_checkpoint_is_reported_with_its_thread_and_id,
                 integrity::a_flipped_bit_is_caught_and_older_checkpoints_stay_usable,

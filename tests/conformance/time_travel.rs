@@ -368,6 +368,7 @@ pub async fn prune_keeps_the_newest_and_they_read_back_exactly(backend: &dyn Bac
     config.snapshots = SnapshotPolicy {
         max_chain: 6,
         ratio: f64::INFINITY,
+        min_ratio: 0.0,
     };
     graph.invoke(entries(&[]), config).await.unwrap();
 
