@@ -567,6 +567,13 @@ impl<S: State> Run<S> {
         }
 
         let topology = self.graph.topology.clone();
+        // Looked up once per task: names are hashed, and this is the hot path of every step.
+        let nodes: Vec<Option<usize>> = self
+            .frontier
+            .tasks
+            .iter()
+            .map(|t| topology.node_index(&t.node))
+            .collect();
         let mut batch = Vec::with_capacity(outcomes.len());
         let mut gotos = Vec::with_capacity(outcomes.len());
         let mut writes = Vec::new();
@@ -574,11 +581,11 @@ impl<S: State> Run<S> {
             .writer
             .as_ref()
             .is_some_and(|w| w.mode() != Durability::Exit);
-        for (spec, outcome) in self.frontier.tasks.iter().zip(outcomes) {
-            let name = topology
-                .node_index(&spec.node)
-                .map(|i| topology.node_name(i).clone())
-                .unwrap_or_else(|| spec.node.as_str().into());
+        for ((spec, node), outcome) in self.frontier.tasks.iter().zip(&nodes).zip(outcomes) {
+            let name = match node {
+                Some(i) => topology.node_name(*i).clone(),
+                None => spec.node.as_str().into(),
+            };
             let (update, raw, goto) = match outcome {
                 Outcome::Done { command, raw } => (command.update, raw, command.goto),
                 Outcome::Reused { update, raw, goto } => (update, Some(raw), goto),
@@ -604,43 +611,38 @@ impl<S: State> Run<S> {
                 thread_id: self.thread_id.to_string(),
                 source,
             })?;
-        let finished: Vec<Finished<'_>> = self
-            .frontier
-            .tasks
+        let finished: Vec<Finished<'_>> = nodes
             .iter()
             .zip(&gotos)
-            .map(|(spec, goto)| Finished {
-                node: topology.node_index(&spec.node),
-                goto,
-            })
+            .map(|(node, goto)| Finished { node: *node, goto })
             .collect();
         let next = triggers::advance(&topology, &self.state, &finished, &self.frontier, step)?;
-        let ran: Vec<(usize, String)> = self
-            .frontier
-            .tasks
-            .iter()
-            .map(|t| t.node.clone())
-            .enumerate()
-            .collect();
-        let writers: Vec<String> = ran.iter().map(|(_, n)| n.clone()).collect();
+        let ran = std::mem::replace(&mut self.frontier, next).tasks;
 
         let parent = Some(self.checkpoint_id);
-        self.checkpoint_id = persist::new_checkpoint_id();
+        self.checkpoint_id = match &self.writer {
+            Some(_) => persist::new_checkpoint_id(),
+            // Unsaved checkpoints only need ids unique within the run (interrupt ids, keys).
+            None => CheckpointId::from_u128(u128::from(step)),
+        };
         self.step = step;
-        self.frontier = next;
         self.pending.clear();
-        self.save_checkpoint(parent, writes, Source::Loop, writers)
-            .await?;
+        if self.writer.is_some() {
+            let writers = ran.iter().map(|t| t.node.clone()).collect();
+            self.save_checkpoint(parent, writes, Source::Loop, writers)
+                .await?;
+        }
 
         if !self.after.is_empty() {
             let records: Vec<InterruptRecord> = ran
                 .iter()
-                .filter(|(_, n)| self.after.contains(n))
-                .map(|(i, n)| InterruptRecord {
-                    id: interrupt_id(self.checkpoint_id, *i, u32::MAX - 1),
-                    node: n.clone(),
+                .enumerate()
+                .filter(|(_, t)| self.after.contains(&t.node))
+                .map(|(i, t)| InterruptRecord {
+                    id: interrupt_id(self.checkpoint_id, i, u32::MAX - 1),
+                    node: t.node.clone(),
                     when: InterruptWhen::After,
-                    task: *i,
+                    task: i,
                     ordinal: 0,
                     payload: serde_json::Value::Null,
                 })
@@ -813,7 +815,7 @@ async fn run_task<S: State>(
 ) -> Outcome<S> {
     let span = tracing::info_span!("node", node = %task.name, step, task = task.index);
     async move {
-        let started = Instant::now();
+        let started = events.is_active().then(Instant::now);
         let max_attempts = task.options.retry.as_ref().map(|r| r.max_attempts.max(1)).unwrap_or(1);
         let mut attempt = 1u32;
         loop {
@@ -841,7 +843,9 @@ async fn run_task<S: State>(
                         step,
                         node: task.name.to_string(),
                         task: task.index,
-                        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+                        duration_ms: started
+                            .map(|t| t.elapsed().as_secs_f64() * 1000.0)
+                            .unwrap_or_default(),
                         update: serde_json::to_value(&command.update).unwrap_or(serde_json::Value::Null),
                     });
                     return Outcome::Done { command, raw: None };

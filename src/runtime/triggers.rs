@@ -4,7 +4,7 @@ use super::error::RunError;
 use crate::checkpoint::{Frontier, TaskSpec};
 use crate::graph::{Goto, Target, Topology, END};
 use crate::state::State;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// A task that finished in the step: its node (`None` for START) and its command's destinations.
 pub(crate) struct Finished<'a> {
@@ -14,17 +14,19 @@ pub(crate) struct Finished<'a> {
 
 struct Next<'t, S: State> {
     topology: &'t Topology<S>,
-    pull: BTreeSet<usize>,
-    deferred: BTreeSet<usize>,
+    /// Triggered nodes by declaration index; sorted and deduplicated at the end (a Vec, not a
+    /// set: frontiers are small and this runs every step).
+    pull: Vec<usize>,
+    deferred: Vec<usize>,
     sends: Vec<TaskSpec>,
 }
 
 impl<S: State> Next<'_, S> {
     fn node(&mut self, i: usize) {
         if self.topology.builder.nodes[i].options.deferred {
-            self.deferred.insert(i);
+            self.deferred.push(i);
         } else {
-            self.pull.insert(i);
+            self.pull.push(i);
         }
     }
 
@@ -68,7 +70,7 @@ pub(crate) fn advance<S: State>(
 ) -> Result<Frontier, RunError> {
     let mut next = Next {
         topology,
-        pull: BTreeSet::new(),
+        pull: Vec::new(),
         deferred: previous
             .deferred
             .iter()
@@ -137,6 +139,10 @@ pub(crate) fn advance<S: State>(
         }
     }
 
+    for list in [&mut next.pull, &mut next.deferred] {
+        list.sort_unstable();
+        list.dedup();
+    }
     let name = |i: &usize| topology.node_name(*i).to_string();
     let mut tasks: Vec<TaskSpec> = next
         .pull
