@@ -1,6 +1,7 @@
-//! Building the registered research graph: with no model configured it fails at once saying
-//! how to configure one; bad settings are refused by name. (One test per concern; this file
-//! changes the process environment, so it holds nothing else.)
+//! Building the registered research graph: with no model configured it still builds (to list,
+//! draw and inspect threads), and the preflight before a run fails at once saying how to
+//! configure one, printed once; bad settings are refused by name. (This file changes the
+//! process environment, so it holds nothing else.)
 
 use stategraph::agents::research::Research;
 use stategraph::llm::FakeChatModel;
@@ -22,7 +23,13 @@ fn building_without_a_model_says_how_to_configure_one_and_bad_settings_are_named
     let resolved = registry
         .resolve("research", &["search.corpus=.".parse().unwrap()])
         .unwrap();
-    let err = resolved.build(None).err().unwrap().to_string();
+    assert!(resolved.build(None).is_ok(), "building needs no model");
+    let err = chain(&resolved.preflight().err().unwrap());
+    assert_eq!(
+        err.matches("no model provider is configured").count(),
+        1,
+        "said once: {err}"
+    );
     for needle in [
         "OPENAI_API_KEY",
         "ANTHROPIC_API_KEY",
@@ -37,7 +44,7 @@ fn building_without_a_model_says_how_to_configure_one_and_bad_settings_are_named
     let typo = registry
         .resolve("research", &["search.corpuss=.".parse().unwrap()])
         .unwrap();
-    let err = typo.build(None).err().unwrap().to_string();
+    let err = chain(&typo.build(None).err().unwrap());
     assert!(err.contains("corpuss"), "{err}");
     let missing = registry
         .resolve(
@@ -45,7 +52,7 @@ fn building_without_a_model_says_how_to_configure_one_and_bad_settings_are_named
             &["search.corpus=/definitely/not/here".parse().unwrap()],
         )
         .unwrap();
-    let err = missing.build(None).err().unwrap().to_string();
+    let err = chain(&missing.preflight().err().unwrap());
     assert!(
         err.contains("search.corpus") && err.contains("not a folder"),
         "{err}"
@@ -59,5 +66,18 @@ fn building_without_a_model_says_how_to_configure_one_and_bad_settings_are_named
             ],
         )
         .unwrap();
+    assert!(ok.preflight().is_ok());
     assert!(ok.build(None).is_ok());
+}
+
+/// The error and its causes, as a report prints them (`{:#}` of an anyhow error).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }

@@ -15,10 +15,17 @@ use std::sync::Arc;
 
 /// The factories of every built-in agent, for [`Registry::extend`](crate::registry::Registry::extend).
 ///
+/// Making them reads nothing from the environment: an agent that needs a model builds it when
+/// it first calls it, and checks it is configured only before a run
+/// ([`GraphFactory::preflight`](crate::registry::GraphFactory::preflight)).
+///
 /// ```
 /// let names: Vec<String> = stategraph::agents::builtin_factories().iter().map(|f| f.name().to_string()).collect();
-/// assert!(names.contains(&"pipeline".to_string()));
+/// assert_eq!(names, ["pipeline", "research"]);
 /// ```
 pub fn builtin_factories() -> Vec<Arc<dyn AnyFactory>> {
-    vec![Arc::new(pipeline::Pipeline)]
+    vec![
+        Arc::new(pipeline::Pipeline),
+        Arc::new(research::Research::from_env()),
+    ]
 }

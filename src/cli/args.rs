@@ -37,6 +37,8 @@ pub(crate) enum Command {
     History(HistoryArgs),
     /// Edit a thread's state, as a new checkpoint.
     Update(UpdateArgs),
+    /// Show or edit the plan of a thread whose graph keeps one (e.g. research).
+    Plan(PlanArgs),
     /// Copy a checkpoint of a thread into a new thread.
     Fork(ForkArgs),
     /// Run a thread again from the newest checkpoint where a node was about to run.
@@ -184,6 +186,105 @@ pub(crate) struct UpdateArgs {
     pub json: bool,
 }
 
+/// `graph plan THREAD [--edit | add|rm|move|status|deps ...]`.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+      graph plan ID                          the plan as a Markdown checklist\n  \
+      graph plan ID --edit                   edit it in $EDITOR (or $VISUAL, else vi)\n  \
+      graph plan ID add \"Read the docs\" --kind research --deps t1 --after t1\n  \
+      graph plan ID rm t3\n  \
+      graph plan ID move t4 --before t2      (or --after ID, or --to N)\n  \
+      graph plan ID status t2 blocked --reason \"out of scope\"\n  \
+      graph plan ID deps t2 --add t1         (or --remove IDS, or IDS to replace them)\n\
+    An edit that would make the plan invalid (unknown dependency, cycle, duplicate id, a line\n\
+    that cannot be read) is refused with the line named; the stored plan does not change.\n\
+    A running thread cannot be edited: edit it while it is paused.")]
+pub(crate) struct PlanArgs {
+    /// The thread.
+    pub thread: String,
+    /// Open the plan in $EDITOR (or $VISUAL, else vi) and store the edited plan.
+    #[arg(long)]
+    pub edit: bool,
+    /// Print one JSON document on stdout (the plan, after any change) instead of Markdown.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub change: Option<PlanChange>,
+}
+
+/// One change to a plan.
+#[derive(Subcommand, Debug)]
+pub(crate) enum PlanChange {
+    /// Add a pending todo (at the end, unless --before/--after/--to says where).
+    Add {
+        /// What to find out or do, in one line.
+        task: String,
+        /// Its id [default: the next free tN].
+        #[arg(long)]
+        id: Option<String>,
+        /// research (search and read) or tool (fetch the URL in the task).
+        #[arg(long, value_name = "KIND")]
+        kind: Option<String>,
+        /// Ids of the todos it waits for.
+        #[arg(long, value_delimiter = ',', value_name = "ID,..")]
+        deps: Vec<String>,
+        #[command(flatten)]
+        at: Position,
+    },
+    /// Remove a todo (refused while another todo depends on it).
+    #[command(alias = "remove")]
+    Rm {
+        /// The todo.
+        id: String,
+    },
+    /// Move a todo (plan order decides which ready todo runs first).
+    Move {
+        /// The todo.
+        id: String,
+        #[command(flatten)]
+        to: Position,
+    },
+    /// Set a todo's status: pending (tried afresh), done, blocked, failed, in_progress.
+    Status {
+        /// The todo.
+        id: String,
+        /// The new status.
+        status: String,
+        /// Why (kept as the todo's reason).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Change a todo's dependencies: replace them with IDS, or --add / --remove some.
+    Deps {
+        /// The todo.
+        id: String,
+        /// The new dependencies (none clears them, unless --add or --remove is given).
+        #[arg(value_delimiter = ',', conflicts_with_all = ["add", "remove"])]
+        ids: Vec<String>,
+        /// Dependencies to add.
+        #[arg(long, value_delimiter = ',', value_name = "ID,..")]
+        add: Vec<String>,
+        /// Dependencies to remove.
+        #[arg(long, value_delimiter = ',', value_name = "ID,..")]
+        remove: Vec<String>,
+    },
+}
+
+/// Where a todo goes: at most one of `--before`, `--after`, `--to`.
+#[derive(Args, Debug, Default)]
+#[group(multiple = false)]
+pub(crate) struct Position {
+    /// Just before this todo.
+    #[arg(long, value_name = "ID")]
+    pub before: Option<String>,
+    /// Just after this todo.
+    #[arg(long, value_name = "ID")]
+    pub after: Option<String>,
+    /// At this 1-based position.
+    #[arg(long, value_name = "N")]
+    pub to: Option<usize>,
+}
+
 #[derive(Args, Debug)]
 pub(crate) struct ForkArgs {
     /// The thread to copy from.
@@ -247,10 +348,46 @@ impl Command {
             Command::State(a) => a.json,
             Command::History(a) => a.json,
             Command::Update(a) => a.json,
+            Command::Plan(a) => a.json,
             Command::Fork(a) => a.json,
             Command::Delete(a) => a.json,
             Command::Prune(a) => a.json,
             Command::Draw(_) => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn plan_changes_parse_as_written() {
+        let cli =
+            Cli::try_parse_from(["graph", "plan", "T", "deps", "t2", "--add", "t1", "--json"])
+                .unwrap();
+        let Command::Plan(args) = cli.command else {
+            panic!("not plan")
+        };
+        assert!(args.json);
+        assert!(matches!(args.change, Some(PlanChange::Deps { ref add, .. }) if add == &["t1"]));
+        let cli =
+            Cli::try_parse_from(["graph", "plan", "T", "move", "t4", "--before", "t2"]).unwrap();
+        let Command::Plan(args) = cli.command else {
+            panic!("not plan")
+        };
+        assert!(
+            matches!(args.change, Some(PlanChange::Move { ref to, .. }) if to.before.as_deref() == Some("t2"))
+        );
+        assert!(Cli::try_parse_from([
+            "graph", "plan", "T", "move", "t4", "--before", "t2", "--to", "1"
+        ])
+        .is_err());
     }
 }

@@ -1,7 +1,7 @@
 //! Showing a run as it goes, from its event stream: a live line per running node on a
 //! terminal, plain log lines otherwise.
 
-use crate::runtime::Event;
+use crate::runtime::{Event, TOKEN_EVENT};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -22,6 +22,8 @@ pub(crate) struct Progress {
     /// How many tasks of each node the next step holds, to number parallel tasks.
     next: HashMap<String, usize>,
     bars: HashMap<(u64, usize), (String, ProgressBar)>,
+    /// Streamed text (model tokens) per node, shown a whole line at a time as it arrives.
+    streamed: HashMap<String, String>,
 }
 
 impl Progress {
@@ -41,6 +43,27 @@ impl Progress {
             steps_done: 0,
             next: HashMap::new(),
             bars: HashMap::new(),
+            streamed: HashMap::new(),
+        }
+    }
+
+    /// Buffers streamed text and shows each completed line; `flush` shows the rest.
+    fn stream_text(&mut self, node: &str, text: &str, flush: bool) {
+        if matches!(self.mode, Mode::Quiet) {
+            return;
+        }
+        let buffer = self.streamed.entry(node.to_string()).or_default();
+        buffer.push_str(text);
+        let mut lines = Vec::new();
+        while let Some(end) = buffer.find('\n') {
+            lines.push(buffer[..end].to_string());
+            buffer.drain(..=end);
+        }
+        if flush && !buffer.is_empty() {
+            lines.push(std::mem::take(buffer));
+        }
+        for line in lines {
+            self.line(&format!("  {node} │ {line}"));
         }
     }
 
@@ -134,6 +157,7 @@ impl Progress {
                 if let Some((_, bar)) = self.bars.remove(&(*step, *task)) {
                     bar.finish_and_clear();
                 }
+                self.stream_text(node, "", true);
                 let label = self.label(node, *task);
                 let secs = duration_ms / 1000.0;
                 let text = match &self.mode {
@@ -166,6 +190,16 @@ impl Progress {
                     self.clear_step(*step, node);
                 }
                 self.line(&text);
+            }
+            Event::Custom {
+                node,
+                kind,
+                payload,
+                ..
+            } if kind == TOKEN_EVENT => {
+                if let Some(text) = payload.as_str() {
+                    self.stream_text(node, text, false);
+                }
             }
             Event::Custom {
                 step,

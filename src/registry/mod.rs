@@ -7,15 +7,19 @@
 //! - [`ErasedGraph`] is a compiled graph of any state type behind JSON; [`AnyFactory`] is a
 //!   factory behind the same erasure.
 //! - [`Registry`] maps names to factories and resolves a name or a file path to a ready graph.
+//! - [`PlanEditor`] is an optional capability of a graph whose state holds a plan a person may
+//!   edit while a run is paused (`graph plan`); the factory hands it out.
 //!
 //! Invariant: the registry knows graphs and the runtime, never a command line or a storage
 //! backend. The CLI sits above it; agents implement its traits without knowing the CLI.
 
 mod erased;
 mod file;
+mod plan;
 
 pub use erased::{DrawFormat, ErasedGraph, EventSender};
 pub use file::{GraphFile, GraphFileError, Override};
+pub use plan::{DependencyChange, PlanEditor, PlanError, PlanOp, PlanPosition};
 
 use crate::checkpoint::Checkpointer;
 use crate::graph::{CompiledGraph, GraphError};
@@ -81,7 +85,25 @@ pub trait GraphFactory: Send + Sync + 'static {
 
     /// Builds the graph. Static breakpoints, limits and settings of `file` are applied by the
     /// registry afterwards; read `file` only for what changes the graph's shape.
+    ///
+    /// Building must not need what only a run needs (a model key, a search folder): graphs are
+    /// also built to be listed, drawn, and to inspect or edit stored threads. Check those in
+    /// [`preflight`](Self::preflight) and open them lazily.
     fn build(&self, file: &GraphFile) -> Result<CompiledGraph<Self::State>, BuildError>;
+
+    /// Checks, before a run starts or continues, that what the run needs is there (a model
+    /// configured, a folder that exists), so a misconfigured run fails at once with a message
+    /// saying what to set, rather than after a first paid step. By default, nothing to check.
+    fn preflight(&self, file: &GraphFile) -> Result<(), BuildError> {
+        let _ = file;
+        Ok(())
+    }
+
+    /// The graph's plan editor, when its state holds a plan a person may review and edit while
+    /// a run is paused (`graph plan THREAD`). By default, none.
+    fn plan_editor(&self) -> Option<Arc<dyn PlanEditor>> {
+        None
+    }
 }
 
 /// A graph that could not be built from its file.
@@ -98,6 +120,10 @@ pub enum BuildError {
         /// What is wrong with it.
         message: String,
     },
+    /// Something a run needs is not configured (a model, an API key); the message says how to
+    /// configure it.
+    #[error("{0}")]
+    Unconfigured(String),
 }
 
 /// A [`GraphFactory`] with its state type erased, as a registry holds it.
@@ -118,6 +144,10 @@ pub trait AnyFactory: Send + Sync {
         file: &GraphFile,
         checkpointer: Option<Arc<dyn Checkpointer>>,
     ) -> Result<Box<dyn ErasedGraph>, BuildError>;
+    /// See [`GraphFactory::preflight`].
+    fn preflight(&self, file: &GraphFile) -> Result<(), BuildError>;
+    /// See [`GraphFactory::plan_editor`].
+    fn plan_editor(&self) -> Option<Arc<dyn PlanEditor>>;
 }
 
 impl<F: GraphFactory> AnyFactory for F {
@@ -149,6 +179,12 @@ impl<F: GraphFactory> AnyFactory for F {
         }
         Ok(Box::new(graph))
     }
+    fn preflight(&self, file: &GraphFile) -> Result<(), BuildError> {
+        GraphFactory::preflight(self, file)
+    }
+    fn plan_editor(&self) -> Option<Arc<dyn PlanEditor>> {
+        GraphFactory::plan_editor(self)
+    }
 }
 
 /// Why a graph name or file could not be turned into a graph.
@@ -172,8 +208,9 @@ pub enum RegistryError {
         /// The registered names.
         known: String,
     },
-    /// The graph file cannot be read.
-    #[error("cannot read graph file {path}: {source}")]
+    /// The graph file cannot be read. (`source` says why; it is not repeated in the message,
+    /// so a report that prints the chain of causes prints it once.)
+    #[error("cannot read graph file {path}")]
     Read {
         /// The path.
         path: String,
@@ -184,8 +221,9 @@ pub enum RegistryError {
     /// The graph file is invalid.
     #[error(transparent)]
     File(#[from] GraphFileError),
-    /// The graph cannot be built from the file.
-    #[error("graph `{graph}` ({origin}): {source}")]
+    /// The graph cannot be built from the file, or a run of it cannot start (see
+    /// [`GraphFactory::preflight`]). `source` says why and is not repeated in the message.
+    #[error("{}", if graph == origin { format!("graph `{graph}`") } else { format!("graph `{graph}` ({origin})") })]
     Build {
         /// The graph.
         graph: String,
@@ -216,6 +254,24 @@ impl Resolved {
     ) -> Result<Box<dyn ErasedGraph>, RegistryError> {
         self.factory
             .build(&self.file, checkpointer)
+            .map_err(|source| RegistryError::Build {
+                graph: self.file.graph.clone(),
+                origin: self.origin.clone(),
+                source,
+            })
+    }
+
+    /// Checks that a run of the graph can start (see [`GraphFactory::preflight`]).
+    ///
+    /// ```
+    /// use stategraph::registry::Registry;
+    /// let mut registry = Registry::new();
+    /// registry.extend(stategraph::agents::builtin_factories());
+    /// assert!(registry.resolve("pipeline", &[]).unwrap().preflight().is_ok());
+    /// ```
+    pub fn preflight(&self) -> Result<(), RegistryError> {
+        self.factory
+            .preflight(&self.file)
             .map_err(|source| RegistryError::Build {
                 graph: self.file.graph.clone(),
                 origin: self.origin.clone(),

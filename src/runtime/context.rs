@@ -9,6 +9,9 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+/// Receives text a node produces piece by piece (see [`Context::text_sink`]).
+pub type TextSink = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// A node's view of its run: ids, settings, its Send argument, events, interrupts, and a journal
 /// for expensive calls. Cheap to clone.
 #[derive(Clone)]
@@ -157,6 +160,34 @@ impl Context {
             kind: kind.to_string(),
             payload: serde_json::to_value(payload).unwrap_or(serde_json::Value::Null),
         });
+    }
+
+    /// A sink for text the node produces piece by piece, such as model tokens: each piece
+    /// becomes an [`Event::Custom`] of `kind` whose payload is the text, so a UI can show it as
+    /// it arrives. `None` when nobody listens, so streaming costs nothing then.
+    ///
+    /// Its type is the one model clients take for streaming
+    /// (`ChatRequest::stream`), so `request.stream = ctx.text_sink(TOKEN_EVENT)` is all a node
+    /// needs.
+    ///
+    /// ```
+    /// use stategraph::runtime::{Context, TOKEN_EVENT};
+    /// let ctx = Context::detached("answer");
+    /// assert!(ctx.text_sink(TOKEN_EVENT).is_none(), "nobody listens to a detached context");
+    /// ```
+    pub fn text_sink(&self, kind: &str) -> Option<TextSink> {
+        if !self.is_streaming() {
+            return None;
+        }
+        // Weak: whoever keeps the sink (a client that records its requests, say) must not keep
+        // the run's event channel open after the task ends, or the run's stream never closes.
+        let task = Arc::downgrade(&self.inner);
+        let kind = kind.to_string();
+        Some(Arc::new(move |text: &str| {
+            if let Some(inner) = task.upgrade() {
+                Context { inner }.emit(&kind, text);
+            }
+        }))
     }
 
     /// True when someone consumes the run's events (so building a costly payload is worth it).

@@ -4,6 +4,9 @@ use crate::checkpoint::InterruptRecord;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+/// The [`Event::Custom`] kind of streamed model text ([`Context::text_sink`](super::Context::text_sink)).
+pub const TOKEN_EVENT: &str = "token";
+
 /// Something that happened during a run, in the order it happened.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]

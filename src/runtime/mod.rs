@@ -20,9 +20,9 @@ mod threads;
 mod triggers;
 
 pub use config::{Durability, RunConfig, SnapshotPolicy};
-pub use context::Context;
+pub use context::{Context, TextSink};
 pub use error::{NodeError, NodeErrorKind, ResumeError, RunError};
-pub use events::Event;
+pub use events::{Event, TOKEN_EVENT};
 pub use stream::RunStream;
 pub use threads::{
     HistoryEntry, HistoryQuery, StateSnapshot, TaskError, ThreadStatus, ThreadSummary,

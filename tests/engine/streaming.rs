@@ -83,3 +83,51 @@ async fn checkpoint_saved_events_appear_when_a_checkpointer_is_attached() {
         .collect();
     assert_eq!(saved, vec![(0, vec!["a".to_string()]), (1, vec![])]);
 }
+
+#[tokio::test]
+async fn model_tokens_stream_as_events_while_the_node_runs() {
+    use stategraph::llm::{ChatModel, ChatRequest, FakeChatModel, Message};
+    use stategraph::runtime::TOKEN_EVENT;
+
+    let model = Arc::new(FakeChatModel::new().then_text("durable graphs resume"));
+    let mut g = StateGraph::<Log>::new();
+    let m = model.clone();
+    g.add_node("answer", move |_s: Arc<Log>, ctx: Context| {
+        let m = m.clone();
+        async move {
+            let mut request = ChatRequest::new(vec![Message::user("why?")]);
+            request.stream = ctx.text_sink(TOKEN_EVENT);
+            let reply = m.chat(request).await?;
+            Ok::<_, stategraph::NodeError>(LogUpdate::default().last(reply.message.content))
+        }
+    });
+    g.add_edge(START, "answer").add_edge("answer", END);
+    let graph = g.compile().unwrap();
+
+    let mut run = graph.stream(LogUpdate::default(), RunConfig::new());
+    let mut streamed = String::new();
+    let mut pieces = 0;
+    while let Some(event) = run.next().await {
+        if let Event::Custom {
+            kind,
+            payload,
+            node,
+            ..
+        } = &event
+        {
+            assert_eq!((kind.as_str(), node.as_str()), (TOKEN_EVENT, "answer"));
+            streamed.push_str(payload.as_str().unwrap());
+            pieces += 1;
+        }
+    }
+    let out = run.outcome().await.unwrap();
+    assert_eq!(streamed, out.state.last);
+    assert!(pieces > 1, "the reply arrived in {pieces} piece(s)");
+
+    // Without a listener there is no sink, and the same node still works.
+    let quiet = graph.invoke(LogUpdate::default(), RunConfig::new()).await;
+    assert!(
+        quiet.is_err(),
+        "the fake model's script is used up: {quiet:?}"
+    );
+}

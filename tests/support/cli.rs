@@ -91,6 +91,11 @@ impl TestCommand {
         self
     }
 
+    pub fn env_remove(mut self, key: &str) -> Self {
+        self.cmd.env_remove(key);
+        self
+    }
+
     /// Runs it to the end.
     pub fn output(mut self) -> Output {
         let out = self.cmd.output().expect("run the graph binary");

@@ -44,9 +44,16 @@
 //! added to the state's [`UsageLedger`](crate::llm::UsageLedger) (`usage`).
 //!
 //! Settings: see [`ResearchSettings`] and `graphs/research.toml`.
+//!
+//! Registered as `research` by [`Research`], whose model is made on its first call (so the
+//! graph builds, draws and shows stored threads with no key; the preflight before a run says
+//! how to configure one) and whose [`ResearchPlanEditor`] lets `graph plan THREAD` show and edit
+//! a paused run's plan without the command line knowing this agent.
 
+mod model;
 mod nodes;
 mod plan;
+mod plan_editor;
 mod plan_markdown;
 pub mod prompts;
 mod settings;
@@ -56,6 +63,7 @@ pub use nodes::escalate::{Split, SubTask};
 pub use nodes::generate_plan::{Plan, PlannedTodo};
 pub use nodes::reflect::{plan_update_schema, NewTask, PlanUpdate, TaskOutcome};
 pub use plan::{apply_edit, is_valid_id, next_id, validate_plan, MoveTo, PlanEdit, PlanProblem};
+pub use plan_editor::ResearchPlanEditor;
 pub use plan_markdown::{apply_markdown, parse, render, PlanEditError};
 pub use settings::{
     Limits, Prompts, ResearchSettings, SearchProvider, SearchSettings, SettingsError,
@@ -64,8 +72,8 @@ pub use state::{merge_usage, Kind, PlanState, PlanStateUpdate, Source, Status, T
 
 use crate::graph::{CompiledGraph, GraphError, RetryPolicy, StateGraph};
 use crate::llm::provider::{self, ProviderSettings};
-use crate::llm::ChatModel;
-use crate::registry::{BuildError, GraphFactory, GraphFile};
+use crate::llm::{ChatModel, LlmError};
+use crate::registry::{BuildError, GraphFactory, GraphFile, PlanEditor};
 use crate::runtime::{Context, NodeError};
 use crate::tools::corpus::CorpusSearch;
 use crate::tools::fetch::{FetchConfig, PageFetcher};
@@ -226,9 +234,11 @@ pub fn build(model: Arc<dyn ChatModel>) -> Result<CompiledGraph<PlanState>, Grap
 }
 
 /// Registers the research agent under the name `research`, with `graphs/research.toml` built
-/// in. Without an injected model, building reads the model settings (`model`, `provider`,
-/// `base_url`) and the environment, and fails at once, saying how to configure one, when no
-/// model is configured.
+/// in, and its [`ResearchPlanEditor`] for `graph plan`. Without an injected model, the model is
+/// made from the model settings (`model`, `provider`, `base_url`) and the environment on its
+/// first call, so the graph can be built, drawn and its threads inspected with no key; before a
+/// run, [`preflight`](GraphFactory::preflight) fails at once, saying how to configure a model,
+/// when none is configured (and when the search settings cannot work).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -238,6 +248,7 @@ pub fn build(model: Arc<dyn ChatModel>) -> Result<CompiledGraph<PlanState>, Grap
 /// let mut registry = Registry::new();
 /// registry.register(Research::with_model(Arc::new(FakeChatModel::new())));
 /// let resolved = registry.resolve("research", &["search.corpus=.".parse().unwrap()]).unwrap();
+/// assert!(resolved.preflight().is_ok());
 /// assert!(resolved.build(None).is_ok());
 /// ```
 #[derive(Clone, Default)]
@@ -291,32 +302,53 @@ impl GraphFactory for Research {
     }
 
     fn build(&self, file: &GraphFile) -> Result<CompiledGraph<PlanState>, BuildError> {
-        let settings =
-            ResearchSettings::from_map(&file.settings).map_err(|e| BuildError::Setting {
-                key: "settings".into(),
-                message: e.0,
-            })?;
-        let model = match &self.model {
+        let settings = settings_of(file)?;
+        let model: Arc<dyn ChatModel> = match &self.model {
             Some(model) => model.clone(),
-            None => provider::from_env(ProviderSettings {
-                provider: settings.provider.clone(),
-                model: settings.model.clone(),
-                base_url: settings.base_url.clone(),
-                ..ProviderSettings::default()
-            })
-            .map_err(|e| BuildError::Setting {
-                key: "model".into(),
-                message: e.to_string(),
-            })?,
+            None => Arc::new(model::LazyModel::new(provider_settings(&settings))),
         };
-        if self.search.is_none() {
-            check_search(&settings.search)?;
-        }
         let mut agent = ResearchAgent::new(model);
         if let Some(tool) = &self.search {
             agent = agent.with_search(tool.clone());
         }
         Ok(graph(Arc::new(agent)).compile()?)
+    }
+
+    fn preflight(&self, file: &GraphFile) -> Result<(), BuildError> {
+        let settings = settings_of(file)?;
+        if self.model.is_none() {
+            provider::from_env(provider_settings(&settings)).map_err(|e| match e {
+                LlmError::NotConfigured(message) => BuildError::Unconfigured(message),
+                other => BuildError::Setting {
+                    key: "model".into(),
+                    message: other.to_string(),
+                },
+            })?;
+        }
+        if self.search.is_none() {
+            check_search(&settings.search)?;
+        }
+        Ok(())
+    }
+
+    fn plan_editor(&self) -> Option<Arc<dyn PlanEditor>> {
+        Some(Arc::new(ResearchPlanEditor))
+    }
+}
+
+fn settings_of(file: &GraphFile) -> Result<ResearchSettings, BuildError> {
+    ResearchSettings::from_map(&file.settings).map_err(|e| BuildError::Setting {
+        key: "settings".into(),
+        message: e.0,
+    })
+}
+
+fn provider_settings(settings: &ResearchSettings) -> ProviderSettings {
+    ProviderSettings {
+        provider: settings.provider.clone(),
+        model: settings.model.clone(),
+        base_url: settings.base_url.clone(),
+        ..ProviderSettings::default()
     }
 }
 

@@ -221,7 +221,18 @@ fn position(plan: &[Todo], id: &str) -> Result<usize, PlanEditError> {
 /// assert_eq!(plan.len(), 1);
 /// ```
 pub fn apply_edit(plan: &[Todo], edit: PlanEdit) -> Result<Vec<Todo>, PlanEditError> {
+    apply_edit_showing(plan, edit).map_err(|(e, _)| e)
+}
+
+/// Like [`apply_edit`], and on error also the plan whose Markdown the error's line is in (the
+/// plan the edit would have produced, or the plan as it was).
+pub(crate) fn apply_edit_showing(
+    plan: &[Todo],
+    edit: PlanEdit,
+) -> Result<Vec<Todo>, (PlanEditError, Vec<Todo>)> {
     let mut next: Vec<Todo> = plan.to_vec();
+    // Errors before the plan changed name no line, or a line of `plan` as it was.
+    let unchanged = |e: PlanEditError| (e, plan.to_vec());
     match edit {
         PlanEdit::Add {
             id,
@@ -234,30 +245,30 @@ pub fn apply_edit(plan: &[Todo], edit: PlanEdit) -> Result<Vec<Todo>, PlanEditEr
             next.push(Todo::new(id, task, kind).depends_on(dependencies));
         }
         PlanEdit::Remove { id } => {
-            let at = position(&next, &id)?;
+            let at = position(&next, &id).map_err(unchanged)?;
             if let Some(user) = next.iter().find(|t| t.dependencies.contains(&id)) {
-                return Err(PlanEditError::new(
+                return Err(unchanged(PlanEditError::new(
                     line_of_todo(&next, at),
                     format!(
                         "cannot remove `{id}`: `{}` depends on it (remove that dependency first)",
                         user.id
                     ),
-                ));
+                )));
             }
             next.remove(at);
         }
         PlanEdit::Move { id, to } => {
-            let at = position(&next, &id)?;
+            let at = position(&next, &id).map_err(unchanged)?;
             let todo = next.remove(at);
             let dest = match to {
                 MoveTo::Position(p) => p.saturating_sub(1).min(next.len()),
-                MoveTo::Before(other) => position(&next, &other)?,
-                MoveTo::After(other) => position(&next, &other)? + 1,
+                MoveTo::Before(other) => position(&next, &other).map_err(unchanged)?,
+                MoveTo::After(other) => position(&next, &other).map_err(unchanged)? + 1,
             };
             next.insert(dest, todo);
         }
         PlanEdit::Status { id, status, reason } => {
-            let at = position(&next, &id)?;
+            let at = position(&next, &id).map_err(unchanged)?;
             let todo = &mut next[at];
             todo.status = status;
             match status {
@@ -279,12 +290,16 @@ pub fn apply_edit(plan: &[Todo], edit: PlanEdit) -> Result<Vec<Todo>, PlanEditEr
             }
         }
         PlanEdit::Dependencies { id, dependencies } => {
-            let at = position(&next, &id)?;
+            let at = position(&next, &id).map_err(unchanged)?;
             next[at].dependencies = dependencies;
         }
     }
-    validate_plan(&next)
-        .map_err(|p| PlanEditError::new(line_of_todo(&next, p.index), p.message))?;
+    if let Err(p) = validate_plan(&next) {
+        return Err((
+            PlanEditError::new(line_of_todo(&next, p.index), p.message),
+            next,
+        ));
+    }
     Ok(next)
 }
 

@@ -11,7 +11,7 @@ use crate::runtime::RunError;
 use serde_json::{json, Value};
 
 /// Rewrites a thread's index entry from its newest checkpoint.
-async fn refresh_meta(ctx: &Ctx, graph: &dyn ErasedGraph, mut meta: ThreadMeta) {
+pub(crate) async fn refresh_meta(ctx: &Ctx, graph: &dyn ErasedGraph, mut meta: ThreadMeta) {
     if let Ok(s) = graph.get_state(&meta.thread_id, None).await {
         meta.status = status_of(&s);
         meta.step = s.step;

@@ -3,6 +3,7 @@
 mod edit;
 mod graphs;
 mod inspect;
+mod plan;
 mod run;
 
 use super::args::Command;
@@ -18,6 +19,7 @@ pub(crate) async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> 
         Command::State(a) => inspect::state(ctx, a).await,
         Command::History(a) => inspect::history(ctx, a).await,
         Command::Update(a) => edit::update(ctx, a).await,
+        Command::Plan(a) => plan::plan(ctx, a).await,
         Command::Fork(a) => edit::fork(ctx, a).await,
         Command::Delete(a) => edit::delete(ctx, a).await,
         Command::Prune(a) => edit::prune(ctx, a).await,

@@ -79,6 +79,8 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
         .registry
         .resolve(&args.graph, &parse_overrides(&sets)?)?;
     let input = read_input(&args, resolved.factory.as_ref())?;
+    // Before a thread exists: a run that cannot start (no model configured...) leaves nothing.
+    resolved.preflight()?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     graph.check_input(&input)?;
     check_nodes(
@@ -147,6 +149,7 @@ pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
     check_thread_id(&args.thread)?;
     let extra = thread_overrides(&args.settings);
     let (resolved, meta) = ctx.graph_for_thread(&args.thread, &extra).await?;
+    resolved.preflight()?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     check_nodes(
         graph.as_ref(),
@@ -202,6 +205,7 @@ pub(crate) async fn rerun(ctx: &Ctx, args: RerunArgs) -> anyhow::Result<u8> {
     check_thread_id(&args.thread)?;
     let extra = thread_overrides(&args.settings);
     let (resolved, meta) = ctx.graph_for_thread(&args.thread, &extra).await?;
+    resolved.preflight()?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     check_nodes(graph.as_ref(), std::slice::from_ref(&args.from), "--from")?;
     check_nodes(
@@ -449,6 +453,15 @@ fn report(
                                     );
                                 }
                             }
+                        }
+                        if resolved.factory.plan_editor().is_some() {
+                            eprintln!(
+                                "see or change the plan first with:\n  {}",
+                                ctx.command_line_with(
+                                    &["plan", thread.as_str()],
+                                    "[--edit | add | rm | move | status | deps]"
+                                )
+                            );
                         }
                         eprintln!("continue with:\n  {command}");
                     }

@@ -181,11 +181,12 @@ pub(crate) async fn run(
     ];
     let model = agent.model().clone();
     let call_settings = settings.clone();
+    let tokens = ctx.text_sink(crate::runtime::TOKEN_EVENT);
     // Journaled: if the process dies after the model answered, the resumed node gets this
     // reply back instead of paying for the call again.
     let (summary, usage): (String, Usage) = ctx
         .record("summary", || async move {
-            chat_text(model.as_ref(), messages, &call_settings)
+            chat_text(model.as_ref(), messages, &call_settings, tokens)
                 .await
                 .map_err(|e| model_error("summarising the sources failed", e))
         })

@@ -82,9 +82,10 @@ pub(crate) async fn run(
         ];
         let model = agent.model().clone();
         let call_settings = settings.clone();
+        let tokens = ctx.text_sink(crate::runtime::TOKEN_EVENT);
         let (text, usage): (String, Usage) = ctx
             .record("answer", || async move {
-                chat_text(model.as_ref(), messages, &call_settings)
+                chat_text(model.as_ref(), messages, &call_settings, tokens)
                     .await
                     .map_err(|e| model_error("writing the answer failed", e))
             })

@@ -55,9 +55,12 @@ pub(crate) async fn chat_text(
     model: &dyn ChatModel,
     messages: Vec<Message>,
     settings: &ResearchSettings,
+    stream: Option<crate::llm::TokenSink>,
 ) -> Result<(String, Usage), LlmError> {
     let mut request = ChatRequest::new(messages);
     request.temperature = settings.temperature;
+    // Streamed replies show up as the run's token events (the CLI prints them as they arrive).
+    request.stream = stream;
     let reply = model.chat(request).await?;
     Ok((reply.message.content, reply.usage))
 }
