@@ -175,6 +175,11 @@ fn a_full_run_with_yes_prints_an_answer_with_numbered_citations() {
         out.stderr.contains("finalize │ ") && out.stderr.contains("flushing its log to disk [1]"),
         "{out}"
     );
+    // What the thread's model calls cost, per node and in total.
+    assert!(
+        out.stderr.contains("model usage of this thread:") && out.stderr.contains("total"),
+        "{out}"
+    );
 
     // The plan, a summary and a review per todo, the answer: each asked for once.
     let s = &r.server;

@@ -172,4 +172,12 @@ async fn resuming_after_a_failure_right_after_the_model_call_does_not_call_it_ag
         .as_deref()
         .unwrap()
         .contains("How does sled"));
+    // The thread's ledger counts t1's summary once, and shows it as reused by the resume.
+    let execute = done.state.usage.node("execute").unwrap();
+    assert_eq!(execute.calls, 3, "one summary per todo, none paid twice");
+    assert_eq!(
+        execute.replayed_calls, 1,
+        "t1's summary came back from the journal"
+    );
+    assert!(done.state.usage.to_string().contains("reused by resume"));
 }

@@ -27,6 +27,11 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// True when no token was counted.
+    pub fn is_empty(&self) -> bool {
+        self.input_tokens == 0 && self.output_tokens == 0
+    }
+
     /// Usage of `input_tokens` in and `output_tokens` out.
     pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
         Usage {
@@ -100,6 +105,16 @@ pub struct NodeUsage {
     /// Calls made without a configured price, so not included in `cost`.
     #[serde(default)]
     pub unpriced_calls: u64,
+    /// Calls a resume did not pay for again: their recorded results were reused.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub replayed_calls: u64,
+    /// Tokens of those reused calls (counted once, in `usage`, when they were made).
+    #[serde(default, skip_serializing_if = "Usage::is_empty")]
+    pub replayed: Usage,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl NodeUsage {
@@ -116,6 +131,8 @@ impl NodeUsage {
         self.calls += other.calls;
         self.usage += other.usage;
         self.unpriced_calls += other.unpriced_calls;
+        self.replayed_calls += other.replayed_calls;
+        self.replayed += other.replayed;
         self.cost = match (self.cost, other.cost) {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
@@ -160,6 +177,24 @@ impl UsageLedger {
             .entry(node.to_string())
             .or_default()
             .record(usage, pricing);
+    }
+
+    /// Records a call answered from the journal by a resumed run: the run that paid for it died
+    /// before its update was saved, so its tokens count once, here, and are also marked as
+    /// reused: what the resume saved.
+    ///
+    /// ```
+    /// use stategraph::llm::{Usage, UsageLedger};
+    /// let mut ledger = UsageLedger::default();
+    /// ledger.record_reused("summarise", Usage::new(800, 120), None);
+    /// assert_eq!(ledger.total().calls, 1);
+    /// assert_eq!(ledger.total().replayed_calls, 1);
+    /// ```
+    pub fn record_reused(&mut self, node: &str, usage: Usage, pricing: Option<&Pricing>) {
+        self.record(node, usage, pricing);
+        let entry = self.nodes.entry(node.to_string()).or_default();
+        entry.replayed_calls += 1;
+        entry.replayed += usage;
     }
 
     /// Adds every entry of `other` to this ledger.
@@ -209,6 +244,13 @@ impl fmt::Display for UsageLedger {
                 if u.unpriced_calls > 0 {
                     write!(f, " (+{} unpriced calls)", u.unpriced_calls)?;
                 }
+            }
+            if u.replayed_calls > 0 {
+                write!(
+                    f,
+                    "  ({} reused by resume: {} in {} out not paid again)",
+                    u.replayed_calls, u.replayed.input_tokens, u.replayed.output_tokens
+                )?;
             }
             writeln!(f)
         }

@@ -34,6 +34,8 @@ pub(crate) struct TaskContext {
     pub(crate) checkpointer: Option<Arc<dyn Checkpointer>>,
     pub(crate) attempt: AtomicU32,
     pub(crate) interrupts_seen: AtomicU32,
+    /// Keys whose recorded results `record` handed back instead of calling again.
+    pub(crate) replayed: std::sync::Mutex<Vec<String>>,
 }
 
 impl Context {
@@ -64,6 +66,7 @@ impl Context {
             checkpointer: None,
             attempt: AtomicU32::new(1),
             interrupts_seen: AtomicU32::new(0),
+            replayed: Default::default(),
         })
     }
 
@@ -84,6 +87,7 @@ impl Context {
             checkpointer: i.checkpointer.clone(),
             attempt: AtomicU32::new(i.attempt.load(Ordering::Relaxed)),
             interrupts_seen: AtomicU32::new(0),
+            replayed: Default::default(),
         }))
     }
 
@@ -270,6 +274,9 @@ impl Context {
             .await
             .map_err(|e| NodeError::new(e.to_string()))?;
         if let Some(value) = stored {
+            if let Ok(mut replayed) = i.replayed.lock() {
+                replayed.push(key.to_string());
+            }
             return serde_json::from_value(value).map_err(|e| {
                 NodeError::new(format!(
                     "the recorded result `{key}` of node `{}` no longer fits its type: {e}",
@@ -286,6 +293,18 @@ impl Context {
             .await
             .map_err(|e| NodeError::transient(e.to_string()))?;
         Ok(result)
+    }
+}
+
+impl Context {
+    /// True when [`record`](Self::record) under `key` handed back a result recorded by an
+    /// earlier run of this task instead of calling again: what a resume saved.
+    pub fn was_replayed(&self, key: &str) -> bool {
+        self.inner
+            .replayed
+            .lock()
+            .map(|keys| keys.iter().any(|k| k == key))
+            .unwrap_or(false)
     }
 }
 

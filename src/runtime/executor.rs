@@ -514,6 +514,7 @@ impl<S: State> Run<S> {
                 checkpointer: self.store().cloned(),
                 attempt: AtomicU32::new(1),
                 interrupts_seen: AtomicU32::new(0),
+                replayed: Default::default(),
             });
             prepared.push(PreparedTask {
                 index,

@@ -400,6 +400,7 @@ fn report(
                                 "done: thread {thread} finished after {} steps",
                                 outcome.step
                             );
+                            print_usage(&outcome.state);
                         }
                         let shown = resolved
                             .factory
@@ -493,4 +494,18 @@ fn report(
         out(&format!("{doc:#}"));
     }
     Ok(code)
+}
+
+/// Shows what the thread's model calls cost, when its state keeps a usage ledger in `usage`
+/// (the convention of the built-in agents), including what resumes did not pay again.
+fn print_usage(state: &Value) {
+    let Some(ledger) = state
+        .get("usage")
+        .and_then(|u| serde_json::from_value::<crate::llm::UsageLedger>(u.clone()).ok())
+    else {
+        return;
+    };
+    if !ledger.is_empty() {
+        eprint!("model usage of this thread:\n{ledger}");
+    }
 }

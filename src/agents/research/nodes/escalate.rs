@@ -101,7 +101,7 @@ pub(crate) async fn run(
                 .await?;
             match result {
                 Ok((sp, usage)) => {
-                    update = update.usage(ledger("escalate", usage, &settings));
+                    update = update.usage(ledger(&ctx, "split", "escalate", usage, &settings));
                     Ok(sp)
                 }
                 Err(why) => Err(why),

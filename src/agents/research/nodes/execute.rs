@@ -195,7 +195,7 @@ pub(crate) async fn run(
     todo.source_ids = numbered.iter().map(|(n, ..)| *n).collect();
     let mut update = PlanStateUpdate::default()
         .executions(1)
-        .usage(ledger("execute", usage, &settings))
+        .usage(ledger(&ctx, "summary", "execute", usage, &settings))
         .log(vec![format!(
             "{} attempt {}: {} sources",
             todo.id,

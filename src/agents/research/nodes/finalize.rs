@@ -90,7 +90,7 @@ pub(crate) async fn run(
                     .map_err(|e| model_error("writing the answer failed", e))
             })
             .await?;
-        update = update.usage(ledger("finalize", usage, &settings));
+        update = update.usage(ledger(&ctx, "answer", "finalize", usage, &settings));
         text.trim().to_string()
     };
     let mut log = Vec::new();

@@ -105,5 +105,5 @@ pub(crate) async fn run(
     Ok(PlanStateUpdate::default()
         .log(vec![format!("plan: {} todos", todos.len())])
         .plan(todos)
-        .usage(ledger("generate_plan", usage, &settings)))
+        .usage(ledger(&ctx, "plan", "generate_plan", usage, &settings)))
 }

@@ -25,9 +25,19 @@ pub(crate) fn system(custom: &Option<String>, builtin: &str) -> Message {
 }
 
 /// A ledger holding one node's calls (the state's reducer adds it to the run's).
-pub(crate) fn ledger(node: &str, usage: Usage, settings: &ResearchSettings) -> UsageLedger {
+pub(crate) fn ledger(
+    ctx: &Context,
+    key: &str,
+    node: &str,
+    usage: Usage,
+    settings: &ResearchSettings,
+) -> UsageLedger {
     let mut ledger = UsageLedger::default();
-    ledger.record(node, usage, settings.pricing.as_ref());
+    if ctx.was_replayed(key) {
+        ledger.record_reused(node, usage, settings.pricing.as_ref());
+    } else {
+        ledger.record(node, usage, settings.pricing.as_ref());
+    }
     ledger
 }
 

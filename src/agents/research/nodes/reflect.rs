@@ -134,7 +134,7 @@ pub(crate) async fn run(
                     .map_err(|e| model_error("the model's review of the result was unusable", e))
                 })
                 .await?;
-            update = update.usage(ledger("reflect", usage, &settings));
+            update = update.usage(ledger(&ctx, "review", "reflect", usage, &settings));
             (reply.status, one_line(&reply.task_outcome), reply.new_tasks)
         }
     };
