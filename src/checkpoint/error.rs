@@ -59,6 +59,26 @@ pub enum CheckpointError {
     },
 }
 
+/// The error for a stored record that fails its frame check or does not decode.
+pub(crate) fn corrupt(
+    thread: &str,
+    checkpoint: Option<CheckpointId>,
+    what: &'static str,
+    source: FrameError,
+) -> CheckpointError {
+    CheckpointError::Corrupt {
+        thread: thread.to_string(),
+        checkpoint,
+        what,
+        source,
+    }
+}
+
+/// Frames a record for storage; every backend stores exactly these bytes.
+pub(crate) fn encode<T: serde::Serialize>(thread: &str, v: &T) -> Result<Vec<u8>, CheckpointError> {
+    super::codec::encode(v).map_err(|e| corrupt(thread, None, "record", e))
+}
+
 impl CheckpointError {
     pub(crate) fn storage(e: impl std::fmt::Display) -> Self {
         CheckpointError::Storage(e.to_string())

@@ -1,5 +1,5 @@
 use super::codec;
-use super::error::CheckpointError;
+use super::error::{corrupt, encode, CheckpointError};
 use super::record::{CheckpointId, CheckpointRecord, Lease, PendingWrite};
 use super::Checkpointer;
 use async_trait::async_trait;
@@ -49,24 +49,6 @@ impl MemoryCheckpointer {
             f(bytes);
         }
     }
-}
-
-fn corrupt(
-    thread: &str,
-    checkpoint: Option<CheckpointId>,
-    what: &'static str,
-    source: codec::FrameError,
-) -> CheckpointError {
-    CheckpointError::Corrupt {
-        thread: thread.to_string(),
-        checkpoint,
-        what,
-        source,
-    }
-}
-
-fn encode<T: serde::Serialize>(thread: &str, v: &T) -> Result<Vec<u8>, CheckpointError> {
-    codec::encode(v).map_err(|e| corrupt(thread, None, "record", e))
 }
 
 #[async_trait]
