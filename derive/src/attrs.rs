@@ -12,7 +12,8 @@ const FIELD_KEYS: &str =
     "`overwrite`, `append`, `add`, `merge_by_id`, `reducer = Type` or `with = path::to::func`";
 
 /// What the struct attribute may say, for error messages.
-const STRUCT_KEYS: &str = "`version = N` and `migrate = path::to::func`";
+const STRUCT_KEYS: &str =
+    "`version = N`, `migrate = path::to::func` and `migrate_update = path::to::func`";
 
 /// A reducer that ships with `stategraph::state`.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -81,6 +82,8 @@ pub struct StructAttrs {
     pub version: Option<(u32, Span)>,
     /// `migrate = path`.
     pub migrate: Option<Path>,
+    /// `migrate_update = path`.
+    pub migrate_update: Option<Path>,
 }
 
 /// Reads the struct's `#[state(version = N, migrate = path)]`; the attribute may be repeated.
@@ -99,6 +102,11 @@ pub fn struct_attrs(attrs: &[Attribute]) -> syn::Result<StructAttrs> {
                     return Err(meta.error("`migrate` is given twice"));
                 }
                 out.migrate = Some(meta.value()?.parse()?);
+            } else if meta.path.is_ident("migrate_update") {
+                if out.migrate_update.is_some() {
+                    return Err(meta.error("`migrate_update` is given twice"));
+                }
+                out.migrate_update = Some(meta.value()?.parse()?);
             } else {
                 // A reducer key here is the likely slip: say where those go.
                 let hint = if is_field_key(&meta.path) {

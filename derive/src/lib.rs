@@ -48,6 +48,8 @@ use syn::{parse_macro_input, DeriveInput};
 /// Struct attribute: `#[state(version = 2, migrate = path::to::func)]`, both optional, sets
 /// `State::VERSION` and overrides `State::migrate` with
 /// `func: fn(u32, serde_json::Value) -> Result<serde_json::Value, String>`.
+/// `migrate_update = path::to::func` (same signature) overrides `State::migrate_update`, which
+/// carries over the updates an old thread stored after its last snapshot.
 ///
 /// ```ignore
 /// use serde::{Deserialize, Serialize};

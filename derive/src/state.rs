@@ -76,13 +76,14 @@ pub fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
         let lit = proc_macro2::Literal::u32_unsuffixed(v);
         quote_spanned!(span=> const VERSION: u32 = #lit;)
     });
-    let migrate = struct_attrs.migrate.map(|path| {
+    let migration = |name: &str, path: syn::Path| {
         // Spanned at the path so a function of the wrong type is reported there; the
         // arguments keep the call-site span to resolve to the parameters below.
+        let name = Ident::new(name, Span::call_site());
         let args = quote!((version, value));
         let call = quote_spanned!(path_span(&path)=> #path #args);
         quote! {
-            fn migrate(
+            fn #name(
                 version: u32,
                 value: ::stategraph::__private::serde_json::Value,
             ) -> ::core::result::Result<
@@ -92,7 +93,11 @@ pub fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
                 #call
             }
         }
-    });
+    };
+    let migrate = struct_attrs.migrate.map(|path| migration("migrate", path));
+    let migrate_update = struct_attrs
+        .migrate_update
+        .map(|path| migration("migrate_update", path));
 
     Ok(quote! {
         #update_struct
@@ -120,6 +125,7 @@ pub fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
             }
 
             #migrate
+            #migrate_update
         }
 
         #[automatically_derived]

@@ -1,5 +1,5 @@
 use super::codec;
-use super::error::CheckpointError;
+use super::error::{corrupt, encode, CheckpointError};
 use super::record::{CheckpointId, CheckpointRecord, Lease, PendingWrite};
 use super::Checkpointer;
 use async_trait::async_trait;
@@ -203,24 +203,6 @@ fn id_from_key(thread: &str, key: &[u8]) -> Option<CheckpointId> {
     let start = thread.len() + 1;
     let bytes: [u8; 16] = key.get(start..start + 16)?.try_into().ok()?;
     Some(CheckpointId::from_bytes(bytes))
-}
-
-fn corrupt(
-    thread: &str,
-    checkpoint: Option<CheckpointId>,
-    what: &'static str,
-    source: codec::FrameError,
-) -> CheckpointError {
-    CheckpointError::Corrupt {
-        thread: thread.to_string(),
-        checkpoint,
-        what,
-        source,
-    }
-}
-
-fn encode<T: serde::Serialize>(thread: &str, v: &T) -> Result<Vec<u8>, CheckpointError> {
-    codec::encode(v).map_err(|e| corrupt(thread, None, "record", e))
 }
 
 fn decode_checkpoint(

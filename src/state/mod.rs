@@ -90,6 +90,9 @@ pub trait State: Clone + Default + Send + Sync + Serialize + DeserializeOwned + 
     ///
     /// The default refuses, so a checkpoint of another version fails loudly instead of being
     /// read as something it is not.
+    ///
+    /// Checkpoints between two snapshots store updates, so a thread written before a schema
+    /// change also holds old updates: see [`State::migrate_update`].
     fn migrate(version: u32, value: serde_json::Value) -> Result<serde_json::Value, String> {
         let _ = value;
         Err(format!(
@@ -97,6 +100,18 @@ pub trait State: Clone + Default + Send + Sync + Serialize + DeserializeOwned + 
              (or #[state(version = .., migrate = path)]) for this state type",
             Self::VERSION
         ))
+    }
+
+    /// Turns an update stored under an older schema `version` (as JSON) into the current shape
+    /// of [`State::Update`]: old threads keep the updates written after their last snapshot.
+    ///
+    /// The default passes the update through unchanged, which is right when the new version
+    /// only added fields (updates are partial). Override it (or use
+    /// `#[state(migrate_update = path)]`) when a field was renamed or changed meaning; an update
+    /// that still does not fit fails with a clear error rather than being misread.
+    fn migrate_update(version: u32, value: serde_json::Value) -> Result<serde_json::Value, String> {
+        let _ = version;
+        Ok(value)
     }
 }
 

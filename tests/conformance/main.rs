@@ -55,6 +55,7 @@ macro_rules! conformance_suite {
 
                 schema::an_old_thread_is_read_through_the_migration,
                 schema::an_old_thread_without_a_migration_is_a_schema_error,
+                schema::old_updates_go_through_migrate_update_or_fail_clearly,
 
                 leases::a_second_run_of_a_busy_thread_fails_at_once,
                 leases::a_dead_or_lapsed_lease_is_taken_over,

@@ -177,3 +177,75 @@ pub async fn an_old_thread_without_a_migration_is_a_schema_error(backend: &dyn B
     );
     assert_eq!(publishes.load(Ordering::SeqCst), 0);
 }
+
+/// Version 3 renames `notes` to `entries`: old snapshots and old updates both need carrying over.
+#[derive(State, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[state(version = 3, migrate = rename_notes, migrate_update = rename_notes)]
+struct NotesV3 {
+    title: String,
+    #[state(append)]
+    entries: Vec<String>,
+}
+
+/// The same rename without `migrate_update`: the old deltas cannot be read.
+#[derive(State, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[state(version = 3, migrate = rename_notes)]
+struct NotesV3NoUpdateMigration {
+    title: String,
+    #[state(append)]
+    entries: Vec<String>,
+}
+
+fn rename_notes(_version: u32, mut value: serde_json::Value) -> Result<serde_json::Value, String> {
+    if let Some(map) = value.as_object_mut() {
+        if let Some(notes) = map.remove("notes") {
+            map.insert("entries".to_string(), notes);
+        }
+    }
+    Ok(value)
+}
+
+fn v3_reader<S: State>(store: Arc<dyn Checkpointer>) -> CompiledGraph<S> {
+    let mut g = StateGraph::<S>::new();
+    g.add_node("publish", |_s: Arc<S>, _c: Context| async {
+        Ok::<_, NodeError>(stategraph::Command::<S>::empty())
+    });
+    g.add_edge(START, "publish").add_edge("publish", END);
+    g.compile().unwrap().with_checkpointer(store)
+}
+
+pub async fn old_updates_go_through_migrate_update_or_fail_clearly(backend: &dyn Backend) {
+    let store = backend.saver();
+    saved_by_v1(store.clone()).await;
+    // The paused v1 checkpoint holds `draft`'s write as a delta over the input snapshot.
+    let v1 = v1_graph(store.clone());
+    let latest = v1.history("t", Default::default()).await.unwrap();
+    assert!(
+        !latest[0].snapshot,
+        "the v1 thread ends in a delta: {latest:?}"
+    );
+
+    let v3 = v3_reader::<NotesV3>(store.clone());
+    let read = v3.get_state("t", None).await.unwrap();
+    assert_eq!(read.values.title, "groceries");
+    assert_eq!(read.values.entries, vec!["drafted".to_string()]);
+
+    let strict = v3_reader::<NotesV3NoUpdateMigration>(store);
+    let err = strict.get_state("t", None).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RunError::SchemaVersion {
+                found: 1,
+                expected: 3,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("`notes`") && text.contains("migrate_update"),
+        "{text}"
+    );
+}
