@@ -37,6 +37,12 @@ fn thread_overrides(s: &RunSettings) -> Vec<String> {
     sets
 }
 
+/// Checks the run's `--interrupt-before/after` names against the graph's nodes.
+fn check_breakpoints(graph: &dyn ErasedGraph, settings: &RunSettings) -> anyhow::Result<()> {
+    check_nodes(graph, &settings.interrupt_before, "--interrupt-before")?;
+    check_nodes(graph, &settings.interrupt_after, "--interrupt-after")
+}
+
 fn check_nodes(graph: &dyn ErasedGraph, names: &[String], flag: &str) -> anyhow::Result<()> {
     let known = graph.node_names();
     for name in names {
@@ -83,16 +89,7 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
     resolved.preflight()?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     graph.check_input(&input)?;
-    check_nodes(
-        graph.as_ref(),
-        &args.settings.interrupt_before,
-        "--interrupt-before",
-    )?;
-    check_nodes(
-        graph.as_ref(),
-        &args.settings.interrupt_after,
-        "--interrupt-after",
-    )?;
+    check_breakpoints(graph.as_ref(), &args.settings)?;
     let thread = match &args.thread {
         Some(t) => {
             check_thread_id(t)?;
@@ -151,16 +148,7 @@ pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
     let (resolved, meta) = ctx.graph_for_thread(&args.thread, &extra).await?;
     resolved.preflight()?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
-    check_nodes(
-        graph.as_ref(),
-        &args.settings.interrupt_before,
-        "--interrupt-before",
-    )?;
-    check_nodes(
-        graph.as_ref(),
-        &args.settings.interrupt_after,
-        "--interrupt-after",
-    )?;
+    check_breakpoints(graph.as_ref(), &args.settings)?;
     let answer = match (&args.resume, &args.resume_json) {
         (Some(text), _) => Some(Value::String(text.clone())),
         (None, Some(text)) => Some(parse_json(text, "--resume-json")?),
@@ -208,16 +196,7 @@ pub(crate) async fn rerun(ctx: &Ctx, args: RerunArgs) -> anyhow::Result<u8> {
     resolved.preflight()?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     check_nodes(graph.as_ref(), std::slice::from_ref(&args.from), "--from")?;
-    check_nodes(
-        graph.as_ref(),
-        &args.settings.interrupt_before,
-        "--interrupt-before",
-    )?;
-    check_nodes(
-        graph.as_ref(),
-        &args.settings.interrupt_after,
-        "--interrupt-after",
-    )?;
+    check_breakpoints(graph.as_ref(), &args.settings)?;
     eprintln!("thread {}", args.thread);
     let store = ctx.stores.open_for_write(&args.thread).await?;
     let meta = meta_for(ctx, &resolved, meta, &args.thread, extra);
