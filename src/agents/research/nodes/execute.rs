@@ -8,10 +8,10 @@
 //! todo (`error`) for `reflect` to count as a failed attempt. Transient errors fail the node,
 //! so its retry policy, or a resume, tries again.
 
-use super::{chat_text, ledger, model_error, settings, system};
+use super::{journaled_text, settings, system};
 use crate::agents::research::state::{PlanState, PlanStateUpdate, Source, Status, Todo};
 use crate::agents::research::{prompts, ResearchAgent};
-use crate::llm::{Message, Usage};
+use crate::llm::Message;
 use crate::runtime::{Context, NodeError};
 use crate::tools::{SearchHit, ToolError};
 use std::sync::Arc;
@@ -179,23 +179,22 @@ pub(crate) async fn run(
         system(&settings.prompts.execute, prompts::EXECUTE),
         Message::user(user),
     ];
-    let model = agent.model().clone();
-    let call_settings = settings.clone();
-    let tokens = ctx.text_sink(crate::runtime::TOKEN_EVENT);
     // Journaled: if the process dies after the model answered, the resumed node gets this
     // reply back instead of paying for the call again.
-    let (summary, usage): (String, Usage) = ctx
-        .record("summary", || async move {
-            chat_text(model.as_ref(), messages, &call_settings, tokens)
-                .await
-                .map_err(|e| model_error("summarising the sources failed", e))
-        })
-        .await?;
+    let (summary, usage) = journaled_text(
+        &ctx,
+        agent,
+        ("summary", "execute"),
+        messages,
+        &settings,
+        "summarising the sources failed",
+    )
+    .await?;
     todo.result = Some(summary.trim().to_string());
     todo.source_ids = numbered.iter().map(|(n, ..)| *n).collect();
     let mut update = PlanStateUpdate::default()
         .executions(1)
-        .usage(ledger(&ctx, "summary", "execute", usage, &settings))
+        .usage(usage)
         .log(vec![format!(
             "{} attempt {}: {} sources",
             todo.id,

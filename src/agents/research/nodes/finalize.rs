@@ -1,9 +1,9 @@
 //! `finalize`: the answer, citing sources `[n]`, with the numbered source list appended.
 
-use super::{chat_text, ledger, model_error, settings, system};
+use super::{journaled_text, settings, system};
 use crate::agents::research::state::{PlanState, PlanStateUpdate, Status};
 use crate::agents::research::{prompts, ResearchAgent};
-use crate::llm::{Message, Usage};
+use crate::llm::Message;
 use crate::runtime::{Context, NodeError};
 use std::sync::Arc;
 
@@ -80,17 +80,16 @@ pub(crate) async fn run(
             system(&settings.prompts.finalize, prompts::FINALIZE),
             Message::user(user),
         ];
-        let model = agent.model().clone();
-        let call_settings = settings.clone();
-        let tokens = ctx.text_sink(crate::runtime::TOKEN_EVENT);
-        let (text, usage): (String, Usage) = ctx
-            .record("answer", || async move {
-                chat_text(model.as_ref(), messages, &call_settings, tokens)
-                    .await
-                    .map_err(|e| model_error("writing the answer failed", e))
-            })
-            .await?;
-        update = update.usage(ledger(&ctx, "answer", "finalize", usage, &settings));
+        let (text, usage) = journaled_text(
+            &ctx,
+            agent,
+            ("answer", "finalize"),
+            messages,
+            &settings,
+            "writing the answer failed",
+        )
+        .await?;
+        update = update.usage(usage);
         text.trim().to_string()
     };
     let mut log = Vec::new();

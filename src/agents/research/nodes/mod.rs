@@ -61,6 +61,30 @@ pub(crate) fn model_error(what: &str, e: LlmError) -> NodeError {
 }
 
 /// One plain-text model call, returning the reply's text and usage.
+/// Asks the model for text once per task: the call is journaled under `key` (a node re-run after
+/// a crash gets the recorded reply instead of paying again) and streamed as token events.
+/// Returns the reply and the ledger entry for `node`.
+pub(crate) async fn journaled_text(
+    ctx: &Context,
+    agent: &super::ResearchAgent,
+    (key, node): (&str, &str),
+    messages: Vec<Message>,
+    settings: &ResearchSettings,
+    failure: &'static str,
+) -> Result<(String, UsageLedger), NodeError> {
+    let model = agent.model().clone();
+    let call_settings = settings.clone();
+    let tokens = ctx.text_sink(crate::runtime::TOKEN_EVENT);
+    let (text, usage): (String, Usage) = ctx
+        .record(key, || async move {
+            chat_text(model.as_ref(), messages, &call_settings, tokens)
+                .await
+                .map_err(|e| model_error(failure, e))
+        })
+        .await?;
+    Ok((text, ledger(ctx, key, node, usage, settings)))
+}
+
 pub(crate) async fn chat_text(
     model: &dyn ChatModel,
     messages: Vec<Message>,
