@@ -299,7 +299,7 @@ impl Checkpointer for SledCheckpointer {
         writes: &[PendingWrite],
         flush: bool,
     ) -> Result<(), CheckpointError> {
-        let mut entries = Vec::with_capacity(writes.len());
+        let mut entries: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(writes.len());
         for w in writes {
             let mut key = checkpoint_key(thread, checkpoint);
             let seq = self.db.generate_id().map_err(CheckpointError::storage)?;
@@ -310,19 +310,21 @@ impl Checkpointer for SledCheckpointer {
         // every buffer write is synced to disk: two syncs (~400 us) even when nothing asked for
         // one. A single write is atomic on its own, so it takes the plain insert; the flush below
         // (when asked for) is what makes it durable either way.
-        if entries.len() == 1 {
-            let (key, value) = entries.pop().expect("one entry");
-            self.writes
-                .insert(key, value)
-                .map_err(CheckpointError::storage)?;
-        } else {
-            let mut batch = sled::Batch::default();
-            for (key, value) in entries {
-                batch.insert(key, value);
+        match <[_; 1]>::try_from(entries) {
+            Ok([(key, value)]) => {
+                self.writes
+                    .insert(key, value)
+                    .map_err(CheckpointError::storage)?;
             }
-            self.writes
-                .apply_batch(batch)
-                .map_err(CheckpointError::storage)?;
+            Err(entries) => {
+                let mut batch = sled::Batch::default();
+                for (key, value) in entries {
+                    batch.insert(key, value);
+                }
+                self.writes
+                    .apply_batch(batch)
+                    .map_err(CheckpointError::storage)?;
+            }
         }
         self.sync(flush)
     }

@@ -743,9 +743,14 @@ impl<S: State> Run<S> {
         let cancelled = move || RunError::Cancelled {
             thread_id: thread_id.to_string(),
         };
-        if prepared.len() == 1 {
-            // One task: run it in place; spawning would only add overhead.
-            let task = prepared.into_iter().next().expect("len checked");
+        let mut prepared = prepared;
+        let single = if prepared.len() == 1 {
+            prepared.pop()
+        } else {
+            None
+        };
+        if let Some(task) = single {
+            // One task: run it in place; the concurrent machinery would only add overhead.
             let index = task.index;
             let fut = run_task(task, self.state.clone(), self.events.clone(), step);
             let outcome = match &cancel {

@@ -51,11 +51,12 @@ pub(crate) async fn load_state<S: State>(
     let mut deltas: Vec<(CheckpointId, u32, Vec<NodeWrite>)> = Vec::new();
     let mut stats = ChainStats::default();
     let mut current: Option<CheckpointRecord> = None;
-    let (version, snapshot_id) = loop {
+    // The snapshot is borrowed where the walk stops, not cloned: a clone copied the whole state
+    // (10 MB at 100k messages).
+    loop {
         let rec = current.as_ref().unwrap_or(record);
         match &rec.state {
-            // Borrowed below, not cloned: a clone copied the whole state (10 MB at 100k messages).
-            StateData::Snapshot(_) => break (rec.metadata.schema_version, rec.id),
+            StateData::Snapshot(_) => break,
             StateData::Delta(writes) => {
                 stats.deltas += 1;
                 stats.delta_bytes += writes.iter().map(|w| w.update.get().len()).sum::<usize>();
@@ -78,11 +79,21 @@ pub(crate) async fn load_state<S: State>(
                 current = Some(next);
             }
         }
+    }
+    let base = current.as_ref().unwrap_or(record);
+    // The loop only stops at a snapshot; matching again (instead of breaking out with a borrow,
+    // which the borrow checker refuses across the loop's reassignment) keeps this panic-free.
+    let StateData::Snapshot(snapshot) = &base.state else {
+        return Err(RunError::Checkpoint(CheckpointError::Corrupt {
+            thread: thread.clone(),
+            checkpoint: Some(base.id),
+            what: "checkpoint",
+            source: crate::checkpoint::codec::FrameError::Decode(
+                "no snapshot at the end of its chain".into(),
+            ),
+        }));
     };
-    let snapshot = match &current.as_ref().unwrap_or(record).state {
-        StateData::Snapshot(raw) => raw,
-        StateData::Delta(_) => unreachable!("the walk above stops at a snapshot"),
-    };
+    let (version, snapshot_id) = (base.metadata.schema_version, base.id);
     stats.snapshot_bytes = snapshot.get().len();
     let mismatch = |checkpoint: CheckpointId, message: String| RunError::StateMismatch {
         thread_id: thread.clone(),
