@@ -1,12 +1,20 @@
-//! The on-disk framing shared by every backend: a magic tag, a format version, a CRC-32 of the
-//! payload and its length, then the JSON payload. A record whose frame does not check out is
-//! reported as corrupt, never decoded into something else.
+//! The on-disk framing shared by every backend: a magic tag, a format, a CRC-32 of the payload
+//! and its length, then the payload. A record whose frame does not check out is reported as
+//! corrupt, never decoded into something else.
+//!
+//! Formats: 1 is JSON (every kind of record; checkpoints written before format 2 existed); 2 is
+//! a checkpoint in the compact binary layout of [`super::compact`], which is what checkpoints
+//! are written as now. Readers keep every format they ever wrote.
 
+use super::record::CheckpointRecord;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 const MAGIC: [u8; 2] = *b"SG";
-const FORMAT: u8 = 1;
+const JSON: u8 = 1;
+const COMPACT_CHECKPOINT: u8 = 2;
+/// The newest format this build reads.
+const NEWEST: u8 = COMPACT_CHECKPOINT;
 const HEADER: usize = 2 + 1 + 4 + 4;
 
 /// Why a stored record could not be read.
@@ -25,7 +33,7 @@ pub enum FrameError {
     BadMagic,
     /// Written by a newer stategraph.
     #[error(
-        "record format {0} is newer than this build understands ({FORMAT}); upgrade stategraph"
+        "record format {0} is newer than this build understands ({NEWEST}); upgrade stategraph"
     )]
     UnknownFormat(u8),
     /// The bytes changed since they were written.
@@ -48,12 +56,40 @@ pub enum FrameError {
 pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, FrameError> {
     let mut out = vec![0u8; HEADER];
     serde_json::to_writer(&mut out, value).map_err(|e| FrameError::Encode(e.to_string()))?;
-    let payload_len = out.len() - HEADER;
+    seal(out, JSON)
+}
+
+/// Frames a checkpoint in the compact layout. Its thread id is left out: every backend keeps
+/// it in the record's key, and gives it back to [`decode_checkpoint`].
+pub fn encode_checkpoint(record: &CheckpointRecord) -> Result<Vec<u8>, FrameError> {
+    let mut out = vec![0u8; HEADER];
+    super::compact::encode(record, &mut out).map_err(FrameError::Encode)?;
+    seal(out, COMPACT_CHECKPOINT)
+}
+
+/// Checks a frame and decodes the checkpoint in it, in whichever format it was written.
+pub fn decode_checkpoint(thread: &str, bytes: &[u8]) -> Result<CheckpointRecord, FrameError> {
+    match open(bytes)? {
+        (COMPACT_CHECKPOINT, body) => {
+            super::compact::decode(thread, body).map_err(FrameError::Decode)
+        }
+        (_, body) => serde_json::from_slice(body).map_err(|e| FrameError::Decode(e.to_string())),
+    }
+}
+
+/// Fills in the header of `out`, whose first `HEADER` bytes were reserved for it.
+fn seal(mut out: Vec<u8>, format: u8) -> Result<Vec<u8>, FrameError> {
+    let payload_len = u32::try_from(out.len() - HEADER).map_err(|_| {
+        FrameError::Encode(format!(
+            "a record of {} bytes is over the 4 GiB a frame can hold",
+            out.len()
+        ))
+    })?;
     let crc = crc32fast::hash(&out[HEADER..]);
     out[0..2].copy_from_slice(&MAGIC);
-    out[2] = FORMAT;
+    out[2] = format;
     out[3..7].copy_from_slice(&crc.to_le_bytes());
-    out[7..11].copy_from_slice(&(payload_len as u32).to_le_bytes());
+    out[7..11].copy_from_slice(&payload_len.to_le_bytes());
     Ok(out)
 }
 
@@ -62,8 +98,18 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, FrameError> {
     serde_json::from_slice(payload(bytes)?).map_err(|e| FrameError::Decode(e.to_string()))
 }
 
-/// Checks a frame and returns its payload.
+/// Checks a JSON frame and returns its payload.
 pub fn payload(bytes: &[u8]) -> Result<&[u8], FrameError> {
+    match open(bytes)? {
+        (JSON, body) => Ok(body),
+        (format, _) => Err(FrameError::Decode(format!(
+            "a record in format {format} (a checkpoint) where a JSON record was expected"
+        ))),
+    }
+}
+
+/// Checks a frame of any known format and returns its format and payload.
+fn open(bytes: &[u8]) -> Result<(u8, &[u8]), FrameError> {
     if bytes.len() < HEADER {
         return Err(FrameError::Truncated {
             expected: HEADER,
@@ -73,8 +119,9 @@ pub fn payload(bytes: &[u8]) -> Result<&[u8], FrameError> {
     if bytes[0..2] != MAGIC {
         return Err(FrameError::BadMagic);
     }
-    if bytes[2] != FORMAT {
-        return Err(FrameError::UnknownFormat(bytes[2]));
+    let format = bytes[2];
+    if !(JSON..=NEWEST).contains(&format) {
+        return Err(FrameError::UnknownFormat(format));
     }
     let word =
         |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
@@ -91,7 +138,7 @@ pub fn payload(bytes: &[u8]) -> Result<&[u8], FrameError> {
     if stored != computed {
         return Err(FrameError::Checksum { stored, computed });
     }
-    Ok(body)
+    Ok((format, body))
 }
 
 #[cfg(test)]
@@ -129,5 +176,137 @@ mod tests {
             decode::<String>(&bytes),
             Err(FrameError::Decode(_))
         ));
+    }
+
+    fn full_record() -> CheckpointRecord {
+        use crate::checkpoint::{
+            CheckpointMetadata, Frontier, NodeWrite, Source, StateData, TaskSpec,
+        };
+        let raw = |v: serde_json::Value| serde_json::value::to_raw_value(&v).unwrap();
+        CheckpointRecord {
+            thread_id: "thread-1".into(),
+            id: uuid::Uuid::from_u128(0x0193_0000_0000_7000_8000_0000_0000_0042),
+            parent_id: Some(uuid::Uuid::from_u128(41)),
+            step: 300,
+            state: StateData::Delta(vec![
+                NodeWrite {
+                    node: "a".into(),
+                    update: raw(serde_json::json!({"messages": ["hé \"quoted\""]})),
+                },
+                NodeWrite {
+                    node: "b".into(),
+                    update: raw(serde_json::json!({"count": {"$overwrite": 3}})),
+                },
+            ]),
+            frontier: Frontier {
+                tasks: vec![
+                    TaskSpec {
+                        node: "map".into(),
+                        arg: Some(serde_json::json!({"doc": 1, "tags": [true, null]})),
+                    },
+                    TaskSpec {
+                        node: "reduce".into(),
+                        arg: None,
+                    },
+                ],
+                deferred: vec!["summarize".into()],
+                joins: [("join:x".to_string(), vec!["a".to_string(), "b".to_string()])]
+                    .into_iter()
+                    .collect(),
+            },
+            metadata: CheckpointMetadata {
+                source: Source::Update,
+                writers: vec!["a".into(), "b".into()],
+                created_at_ms: 1_795_330_137_945,
+                schema_version: 3,
+                run_id: "run-7".into(),
+                graph: Some("research".into()),
+            },
+        }
+    }
+
+    fn same(a: &CheckpointRecord, b: &CheckpointRecord) {
+        // Records hold raw JSON, which has no PartialEq: compare their JSON forms.
+        assert_eq!(
+            serde_json::to_value(a).unwrap(),
+            serde_json::to_value(b).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_compact_checkpoint_round_trips_every_field_and_gets_its_thread_back() {
+        let record = full_record();
+        let bytes = encode_checkpoint(&record).unwrap();
+        assert_eq!(bytes[2], COMPACT_CHECKPOINT);
+        same(&decode_checkpoint("thread-1", &bytes).unwrap(), &record);
+
+        let snapshot = CheckpointRecord {
+            state: crate::checkpoint::StateData::Snapshot(
+                serde_json::value::to_raw_value(&serde_json::json!({"messages": []})).unwrap(),
+            ),
+            parent_id: None,
+            ..full_record()
+        };
+        let bytes = encode_checkpoint(&snapshot).unwrap();
+        same(&decode_checkpoint("thread-1", &bytes).unwrap(), &snapshot);
+    }
+
+    #[test]
+    fn checkpoints_written_as_json_still_read() {
+        let record = full_record();
+        let old = encode(&record).unwrap();
+        assert_eq!(old[2], JSON);
+        same(&decode_checkpoint("thread-1", &old).unwrap(), &record);
+    }
+
+    #[test]
+    fn a_damaged_compact_checkpoint_is_reported_not_read() {
+        let bytes = encode_checkpoint(&full_record()).unwrap();
+        for at in [HEADER, HEADER + 20, bytes.len() - 1] {
+            let mut flipped = bytes.clone();
+            flipped[at] ^= 0x10;
+            assert!(matches!(
+                decode_checkpoint("thread-1", &flipped),
+                Err(FrameError::Checksum { .. })
+            ));
+        }
+        assert!(matches!(
+            decode_checkpoint("thread-1", &bytes[..bytes.len() - 3]),
+            Err(FrameError::Truncated { .. })
+        ));
+        let mut future = bytes.clone();
+        future[2] = NEWEST + 1;
+        assert!(matches!(
+            decode_checkpoint("thread-1", &future),
+            Err(FrameError::UnknownFormat(_))
+        ));
+        // A frame whose checksum holds but whose body is cut short still fails to decode.
+        let mut short = bytes[..HEADER].to_vec();
+        short.extend_from_slice(&bytes[HEADER..HEADER + 10]);
+        let resealed = seal(short, COMPACT_CHECKPOINT).unwrap();
+        assert!(matches!(
+            decode_checkpoint("thread-1", &resealed),
+            Err(FrameError::Decode(_))
+        ));
+        // And a checkpoint is never taken for a JSON record.
+        assert!(matches!(
+            decode::<serde_json::Value>(&bytes),
+            Err(FrameError::Decode(_))
+        ));
+    }
+
+    #[test]
+    fn the_compact_envelope_of_a_one_message_delta_is_small() {
+        let mut record = full_record();
+        record.state = crate::checkpoint::StateData::Delta(vec![crate::checkpoint::NodeWrite {
+            node: "agent".into(),
+            update: serde_json::value::to_raw_value(&serde_json::json!({"messages": ["x"]}))
+                .unwrap(),
+        }]);
+        record.frontier.tasks.truncate(1);
+        record.frontier.tasks[0].arg = None;
+        let compact = encode_checkpoint(&record).unwrap().len();
+        let json = encode(&record).unwrap().len();
+        assert!(compact * 2 < json, "{compact} compact vs {json} JSON bytes");
     }
 }

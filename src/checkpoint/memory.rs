@@ -1,5 +1,5 @@
 use super::codec;
-use super::error::{corrupt, encode, CheckpointError};
+use super::error::{corrupt, encode, encode_checkpoint, CheckpointError};
 use super::record::{CheckpointId, CheckpointRecord, Lease, PendingWrite};
 use super::Checkpointer;
 use async_trait::async_trait;
@@ -58,7 +58,7 @@ impl Checkpointer for MemoryCheckpointer {
         record: &CheckpointRecord,
         _flush: bool,
     ) -> Result<(), CheckpointError> {
-        let bytes = encode(&record.thread_id, record)?;
+        let bytes = encode_checkpoint(record)?;
         self.lock()
             .entry(record.thread_id.clone())
             .or_default()
@@ -82,7 +82,8 @@ impl Checkpointer for MemoryCheckpointer {
         };
         found
             .map(|(id, bytes)| {
-                codec::decode(bytes).map_err(|e| corrupt(thread, Some(*id), "checkpoint", e))
+                codec::decode_checkpoint(thread, bytes)
+                    .map_err(|e| corrupt(thread, Some(*id), "checkpoint", e))
             })
             .transpose()
     }
@@ -105,7 +106,8 @@ impl Checkpointer for MemoryCheckpointer {
             .rev()
             .take(limit)
             .map(|(id, bytes)| {
-                codec::decode(bytes).map_err(|e| corrupt(thread, Some(*id), "checkpoint", e))
+                codec::decode_checkpoint(thread, bytes)
+                    .map_err(|e| corrupt(thread, Some(*id), "checkpoint", e))
             })
             .collect()
     }

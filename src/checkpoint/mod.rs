@@ -12,6 +12,7 @@
 //! Invariant: backends never interpret the state; the runtime never names a backend.
 
 pub mod codec;
+mod compact;
 mod error;
 mod memory;
 mod record;

@@ -1,5 +1,5 @@
 use super::codec;
-use super::error::{corrupt, encode, CheckpointError};
+use super::error::{corrupt, encode, encode_checkpoint, CheckpointError};
 use super::record::{CheckpointId, CheckpointRecord, Lease, PendingWrite};
 use super::Checkpointer;
 use async_trait::async_trait;
@@ -37,27 +37,31 @@ pub struct SledCheckpointer {
 
 /// How a sled store is laid out: pass to [`SledCheckpointer::open_with`].
 ///
-/// A store's segment size is fixed when it is created: reopening it with another one fails.
+/// A store's segment size is fixed when it is created; an existing store is opened with the
+/// size it was created with, whatever these options say.
 ///
 /// ```
 /// use stategraph::checkpoint::SledOptions;
 /// let small = SledOptions::small();
-/// assert!(small.segment_size < SledOptions::default().segment_size);
+/// assert!(small.cache_capacity < SledOptions::default().cache_capacity);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SledOptions {
-    /// Bytes per log segment: a power of two from 256 bytes to 16 MiB. A store occupies at
-    /// least one segment on disk; values larger than a quarter of it go to separate blob files.
+    /// Bytes per log segment of a new store: a power of two from 256 bytes to 16 MiB. A store
+    /// occupies at least one segment on disk, and sled rewrites a segment once half of it is
+    /// garbage, so smaller segments keep a store closer to the size of what it holds. Values
+    /// larger than a quarter of a segment go to separate blob files.
     pub segment_size: usize,
     /// Bytes of page cache.
     pub cache_capacity: u64,
 }
 
 impl Default for SledOptions {
-    /// sled's own segment size (512 KiB): suits one store holding many threads.
+    /// 64 KiB segments: a 1000-step thread takes about half the disk it took with sled's own
+    /// 512 KiB (BENCHMARKS.md), at no measurable cost in write or open time.
     fn default() -> Self {
         SledOptions {
-            segment_size: 512 * 1024,
+            segment_size: 64 * 1024,
             // The page cache only needs to hold the hot end of each thread.
             cache_capacity: 16 * 1024 * 1024,
         }
@@ -65,12 +69,11 @@ impl Default for SledOptions {
 }
 
 impl SledOptions {
-    /// For one small store per thread: 64 KiB segments keep an almost empty store near 70 KB
-    /// on disk instead of about 520 KB, at no measurable cost in write or open time.
+    /// For one small store per thread: a smaller page cache.
     pub fn small() -> Self {
         SledOptions {
-            segment_size: 64 * 1024,
             cache_capacity: 4 * 1024 * 1024,
+            ..SledOptions::default()
         }
     }
 }
@@ -99,12 +102,21 @@ impl SledCheckpointer {
                 "segment size {size} is not a power of two between 256 bytes and 16 MiB"
             )));
         }
-        let db = sled::Config::new()
-            .path(&path)
-            .segment_size(size)
-            .cache_capacity(options.cache_capacity)
-            .open()
-            .map_err(|e| open_error(&path, e))?;
+        let config = |size: usize| {
+            sled::Config::new()
+                .path(&path)
+                .segment_size(size)
+                .cache_capacity(options.cache_capacity)
+        };
+        let db = match config(size).open() {
+            Ok(db) => db,
+            // An existing store keeps the segment size it was created with; sled names it.
+            Err(e) => match created_with_segment_size(&e) {
+                Some(stored) if stored != size => config(stored).open(),
+                _ => Err(e),
+            }
+            .map_err(|e| open_error(&path, e))?,
+        };
         let tree = |name: &str| db.open_tree(name).map_err(CheckpointError::storage);
         Ok(SledCheckpointer {
             checkpoints: tree("checkpoints")?,
@@ -171,6 +183,17 @@ impl SledCheckpointer {
     }
 }
 
+/// The segment size an existing store was created with, when opening it with another failed.
+fn created_with_segment_size(e: &sled::Error) -> Option<usize> {
+    match e {
+        sled::Error::Unsupported(message) if message.contains("io buffer size") => message
+            .rsplit(' ')
+            .next()
+            .and_then(|n| n.trim().parse().ok()),
+        _ => None,
+    }
+}
+
 fn open_error(path: &Path, e: sled::Error) -> CheckpointError {
     let text = e.to_string();
     let locked = match &e {
@@ -210,7 +233,8 @@ fn decode_checkpoint(
     key: &[u8],
     bytes: &[u8],
 ) -> Result<CheckpointRecord, CheckpointError> {
-    codec::decode(bytes).map_err(|e| corrupt(thread, id_from_key(thread, key), "checkpoint", e))
+    codec::decode_checkpoint(thread, bytes)
+        .map_err(|e| corrupt(thread, id_from_key(thread, key), "checkpoint", e))
 }
 
 fn remove_prefix(tree: &sled::Tree, prefix: &[u8]) -> Result<(), CheckpointError> {
@@ -230,7 +254,7 @@ impl Checkpointer for SledCheckpointer {
     ) -> Result<(), CheckpointError> {
         let thread = &record.thread_id;
         self.remember_thread(thread)?;
-        let bytes = encode(thread, record)?;
+        let bytes = encode_checkpoint(record)?;
         self.checkpoints
             .insert(checkpoint_key(thread, record.id), bytes)
             .map_err(CheckpointError::storage)?;
@@ -461,5 +485,60 @@ impl Checkpointer for SledCheckpointer {
 
     async fn flush(&self) -> Result<(), CheckpointError> {
         self.sync(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::{CheckpointMetadata, Frontier, Source, StateData};
+
+    fn record(thread: &str) -> CheckpointRecord {
+        CheckpointRecord {
+            thread_id: thread.to_string(),
+            id: crate::checkpoint::CheckpointId::from_u128(7),
+            parent_id: None,
+            step: 0,
+            state: StateData::Snapshot(serde_json::value::to_raw_value(&[1, 2]).unwrap()),
+            frontier: Frontier::default(),
+            metadata: CheckpointMetadata {
+                source: Source::Input,
+                writers: vec![],
+                created_at_ms: 1,
+                schema_version: 0,
+                run_id: "r".into(),
+                graph: None,
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn a_store_keeps_the_segment_size_it_was_created_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = SledOptions {
+            segment_size: 512 * 1024,
+            ..SledOptions::default()
+        };
+        let store = SledCheckpointer::open_with(dir.path(), old).unwrap();
+        store.put_checkpoint(&record("t"), true).await.unwrap();
+        drop(store);
+
+        let reopened = SledCheckpointer::open(dir.path()).unwrap();
+        let read = reopened.get_checkpoint("t", None).await.unwrap().unwrap();
+        assert_eq!(read.id, record("t").id);
+        let conf =
+            String::from_utf8_lossy(&std::fs::read(dir.path().join("conf")).unwrap()).to_string();
+        assert!(conf.contains("segment_size: 524288"), "{conf}");
+    }
+
+    #[test]
+    fn only_a_segment_size_mismatch_names_a_size() {
+        let mismatch = sled::Error::Unsupported(
+            "cannot change the io buffer size across restarts. please change it back to 524288"
+                .into(),
+        );
+        assert_eq!(created_with_segment_size(&mismatch), Some(524288));
+        let other = sled::Error::Unsupported("cannot change compression values".into());
+        assert_eq!(created_with_segment_size(&other), None);
     }
 }

@@ -71,7 +71,7 @@ pub async fn storage_grows_with_what_changed(backend: &dyn Backend) {
     assert_eq!(records.len(), STEPS + 1);
     let stored: usize = records
         .iter()
-        .map(|r| codec::encode(r).unwrap().len())
+        .map(|r| codec::encode_checkpoint(r).unwrap().len())
         .sum();
     let snapshots = records.iter().filter(|r| r.state.is_snapshot()).count();
     let final_state = serde_json::to_vec(&out.state).unwrap().len();
