@@ -194,11 +194,18 @@ struct Messages {
     messages: Vec<String>,
 }
 
-fn loop_graph(len: usize) -> StateGraph<Messages> {
+/// When each `loop` step started, to compare the first 100 steps with the last 100.
+type StepClock = Arc<std::sync::Mutex<Vec<Instant>>>;
+
+fn loop_graph(len: usize, clock: StepClock) -> StateGraph<Messages> {
     let mut g = StateGraph::<Messages>::named("loop");
     for name in ["agent", "tool"] {
-        g.add_node(name, |_s: Arc<Messages>, _c: Context| async {
-            Ok::<_, NodeError>(MessagesUpdate::default().messages(vec![payload()]))
+        let clock = clock.clone();
+        g.add_node(name, move |_s: Arc<Messages>, _c: Context| {
+            if let Ok(mut starts) = clock.lock() {
+                starts.push(Instant::now());
+            }
+            async { Ok::<_, NodeError>(MessagesUpdate::default().messages(vec![payload()])) }
         });
     }
     g.add_edge(START, "agent").add_edge("agent", "tool");
@@ -345,7 +352,8 @@ async fn run_async(options: &Options) -> Result<Report, Error> {
         }
         Workload::Loop => {
             let len = options.loop_len();
-            let graph = loop_graph(len)
+            let clock = StepClock::default();
+            let graph = loop_graph(len, clock.clone())
                 .compile()?
                 .with_checkpointer(store.saver.clone());
             let started = Instant::now();
@@ -355,7 +363,8 @@ async fn run_async(options: &Options) -> Result<Report, Error> {
                     config(options, "loop".into()).recursion_limit(len as u64 + 10),
                 )
                 .await?;
-            let seconds = started.elapsed().as_secs_f64();
+            let finished = Instant::now();
+            let seconds = (finished - started).as_secs_f64();
             if out.state.messages.len() != len {
                 return Err(format!(
                     "the loop ended with {} messages, not {len}",
@@ -363,6 +372,7 @@ async fn run_async(options: &Options) -> Result<Report, Error> {
                 )
                 .into());
             }
+            report_first_and_last_steps(&clock, finished);
             (len, seconds)
         }
         Workload::Fanout => {
@@ -393,6 +403,32 @@ async fn run_async(options: &Options) -> Result<Report, Error> {
     })
 }
 
+/// Prints (to stderr) how long the loop's first and last 100 steps took, each with its
+/// checkpoints, in total and as the median step: storage that slowed down as the thread grew
+/// would show here. (A window's total also holds the snapshots taken in it.)
+fn report_first_and_last_steps(clock: &StepClock, finished: Instant) {
+    let mut starts = clock.lock().map(|s| s.clone()).unwrap_or_default();
+    starts.push(finished);
+    let window = 100.min(starts.len() / 2);
+    if window == 0 {
+        return;
+    }
+    let stats = |steps: &[Instant]| {
+        let mut each: Vec<f64> = steps
+            .windows(2)
+            .map(|w| (w[1] - w[0]).as_secs_f64() * 1e3)
+            .collect();
+        each.sort_by(f64::total_cmp);
+        (each.iter().sum::<f64>(), each[each.len() / 2])
+    };
+    let (first, first_median) = stats(&starts[..=window]);
+    let (last, last_median) = stats(&starts[starts.len() - 1 - window..]);
+    eprintln!(
+        "loop: first {window} steps {first:.3} ms (median step {first_median:.3} ms), \
+         last {window} steps {last:.3} ms (median step {last_median:.3} ms)"
+    );
+}
+
 /// `resume`: open the store and read the loop thread's latest state, timed together.
 async fn resume(options: &Options) -> Result<Report, Error> {
     let dir = match (&options.db, options.sled) {
@@ -403,7 +439,9 @@ async fn resume(options: &Options) -> Result<Report, Error> {
     let started = Instant::now();
     let saver = Arc::new(SledCheckpointer::open(&dir)?);
     let opened = started.elapsed();
-    let graph = loop_graph(len).compile()?.with_checkpointer(saver);
+    let graph = loop_graph(len, StepClock::default())
+        .compile()?
+        .with_checkpointer(saver);
     let read_started = Instant::now();
     let state = graph.get_state("loop", None).await?;
     let read = read_started.elapsed();
