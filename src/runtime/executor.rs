@@ -109,7 +109,7 @@ impl<S: State> Run<S> {
             Start::Input(_) => config
                 .thread_id
                 .clone()
-                .unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
+                .unwrap_or_else(persist::new_unique_id),
         };
         validate_thread_id(&thread_id)?;
         let store = graph.checkpointer.clone();
@@ -122,7 +122,7 @@ impl<S: State> Run<S> {
             Some(s) => Some(LeaseGuard::acquire(s.clone(), &thread_id, config.lease_ttl).await?),
             None => None,
         };
-        let run_id: Arc<str> = uuid::Uuid::now_v7().to_string().into();
+        let run_id: Arc<str> = persist::new_unique_id().into();
         let mut run = Run {
             before: merged_names(&graph.interrupt_before, &config.interrupt_before),
             after: merged_names(&graph.interrupt_after, &config.interrupt_after),
