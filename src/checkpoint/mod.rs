@@ -13,6 +13,7 @@
 
 pub mod codec;
 mod error;
+mod group_commit;
 mod memory;
 mod record;
 mod sled_store;
