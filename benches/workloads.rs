@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo bench --bench workloads -- WORKLOAD [--saver memory|sled] [--durability sync|async|exit]
-//!                                           [--db PATH] [--steps N] [--quick]
+//!                                           [--db PATH] [--steps N] [--quick] [--concurrency N]
 //! ```
 //!
 //! - `chain`: 100 nodes in a line, 50 threads (5000 node steps).
@@ -16,6 +16,13 @@
 //!
 //! `--quick` does a tenth of the work (CI checks the output's shape with it, never its speed).
 //! Only the JSON line goes to stdout. `tests/workloads_quick.rs` includes this file as a module.
+//!
+//! `--concurrency N` (chain and fanout only; default 1): up to N threads' runs in flight at once
+//! in this one process, each its own task on the multi-thread runtime, so that a run blocked in
+//! a flush does not hold up the others and runs on one store can share flushes. With 1 the
+//! threads run one after another, as `langgraph_peer.py` runs them. `loop` and `resume` are one
+//! thread each, so they refuse N > 1 rather than silently ignore it. The JSON line is the same
+//! either way (it does not record N).
 
 use serde::{Deserialize, Serialize};
 use stategraph::checkpoint::{Checkpointer, MemoryCheckpointer, SledCheckpointer};
@@ -62,6 +69,8 @@ pub struct Options {
     /// Messages the `loop` thread ends with (and `resume` expects).
     pub steps: Option<usize>,
     pub quick: bool,
+    /// How many threads' runs may be in flight at once (chain and fanout).
+    pub concurrency: usize,
 }
 
 impl Options {
@@ -75,6 +84,7 @@ impl Options {
             db: None,
             steps: None,
             quick: false,
+            concurrency: 1,
         };
         let mut args = args.iter();
         while let Some(arg) = args.next() {
@@ -104,6 +114,13 @@ impl Options {
                             .map_err(|_| format!("--steps takes a number, not `{n}`"))?,
                     );
                 }
+                "--concurrency" => {
+                    let n = value("--concurrency")?;
+                    options.concurrency =
+                        n.parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
+                            format!("--concurrency takes a number >= 1, not `{n}`")
+                        })?;
+                }
                 "chain" | "loop" | "fanout" | "resume" if workload.is_none() => {
                     workload = Some(match arg.as_str() {
                         "chain" => Workload::Chain,
@@ -116,6 +133,14 @@ impl Options {
             }
         }
         options.workload = workload.ok_or("name a workload: chain, loop, fanout or resume")?;
+        if options.concurrency > 1
+            && !matches!(options.workload, Workload::Chain | Workload::Fanout)
+        {
+            return Err(format!(
+                "--concurrency applies to chain and fanout; {} runs one thread",
+                options.workload.name()
+            ));
+        }
         Ok(options)
     }
 
@@ -311,24 +336,60 @@ fn config(options: &Options, thread: String) -> RunConfig {
         .durability(options.durability)
 }
 
-/// Runs `graph` once per thread name, checking each final state; returns the seconds taken.
+/// Runs `graph` once per thread name, checking each final state, with up to
+/// `options.concurrency` runs in flight; returns the seconds taken.
 async fn run_threads<S: State>(
     graph: &CompiledGraph<S>,
-    input: impl Fn() -> S::Update,
+    input: fn() -> S::Update,
     threads: impl Iterator<Item = String>,
     options: &Options,
-    check: impl Fn(&S) -> bool,
+    check: fn(&S) -> bool,
 ) -> Result<f64, Error> {
     let started = Instant::now();
-    for thread in threads {
-        let out = graph
-            .invoke(input(), config(options, thread.clone()))
-            .await?;
-        if !check(&out.state) {
-            return Err(format!("thread {thread} ended in the wrong state").into());
+    if options.concurrency <= 1 {
+        for thread in threads {
+            let config = config(options, thread.clone());
+            run_one(graph, input(), config, &thread, check).await?;
         }
+        return Ok(started.elapsed().as_secs_f64());
+    }
+    let mut running = tokio::task::JoinSet::new();
+    for thread in threads {
+        if running.len() >= options.concurrency {
+            if let Some(done) = running.join_next().await {
+                joined(done)?;
+            }
+        }
+        let (graph, config) = (graph.clone(), config(options, thread.clone()));
+        running.spawn(async move { run_one(&graph, input(), config, &thread, check).await });
+    }
+    while let Some(done) = running.join_next().await {
+        joined(done)?;
     }
     Ok(started.elapsed().as_secs_f64())
+}
+
+/// One thread's run, checked for its final state. The error is a `String` so that it can leave
+/// a spawned task.
+async fn run_one<S: State>(
+    graph: &CompiledGraph<S>,
+    input: S::Update,
+    config: RunConfig,
+    thread: &str,
+    check: fn(&S) -> bool,
+) -> Result<(), String> {
+    let out = graph
+        .invoke(input, config)
+        .await
+        .map_err(|e| e.to_string())?;
+    if !check(&out.state) {
+        return Err(format!("thread {thread} ended in the wrong state"));
+    }
+    Ok(())
+}
+
+fn joined(done: Result<Result<(), String>, tokio::task::JoinError>) -> Result<(), Error> {
+    Ok(done.map_err(|e| format!("a run's task failed: {e}"))??)
 }
 
 async fn run_async(options: &Options) -> Result<Report, Error> {
@@ -339,10 +400,9 @@ async fn run_async(options: &Options) -> Result<Report, Error> {
                 .compile()?
                 .with_checkpointer(store.saver.clone());
             let threads = options.scaled(50);
-            let input = || CountUpdate::default().count(0);
             let seconds = run_threads(
                 &graph,
-                input,
+                || CountUpdate::default().count(0),
                 (0..threads).map(|t| format!("t{t}")),
                 options,
                 |s| s.count == 100,

@@ -65,6 +65,28 @@ fn chain_loop_and_fanout_print_the_shared_line_on_both_savers() {
 }
 
 #[test]
+fn chain_and_fanout_run_threads_concurrently_on_one_store() {
+    for (workload, steps) in [("chain", 500), ("fanout", 240)] {
+        let (report, fields) = run(&format!(
+            "{workload} --saver sled --durability exit --quick --concurrency 8"
+        ));
+        assert_eq!(fields["durability"], "exit");
+        assert_eq!(report.steps, steps, "{workload}");
+        assert!(fields["db_bytes"].as_u64().unwrap() > 0);
+    }
+    let parse = |args: &str| {
+        let args: Vec<String> = args.split_whitespace().map(String::from).collect();
+        Options::parse(&args)
+    };
+    assert!(
+        parse("loop --concurrency 8").is_err(),
+        "the loop is one thread"
+    );
+    assert!(parse("chain --concurrency 0").is_err());
+    assert_eq!(parse("fanout").unwrap().concurrency, 1);
+}
+
+#[test]
 fn resume_reads_the_store_the_loop_wrote() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("loop-store");

@@ -2,7 +2,9 @@ use super::codec::FrameError;
 use super::record::CheckpointId;
 
 /// What can go wrong saving or loading checkpoints.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Clone` so that one failed flush can be reported to every caller it was meant to cover.
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum CheckpointError {
     /// A stored record failed its integrity check or does not decode.
     #[error(

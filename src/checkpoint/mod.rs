@@ -14,6 +14,7 @@
 pub mod codec;
 mod compact;
 mod error;
+mod group_commit;
 mod memory;
 mod record;
 mod sled_store;

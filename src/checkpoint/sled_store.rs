@@ -1,5 +1,6 @@
 use super::codec;
 use super::error::{corrupt, encode, encode_checkpoint, CheckpointError};
+use super::group_commit::GroupCommit;
 use super::record::{CheckpointId, CheckpointRecord, Lease, PendingWrite};
 use super::Checkpointer;
 use async_trait::async_trait;
@@ -17,7 +18,8 @@ use std::sync::Mutex;
 /// - `threads`: thread -> empty (the index `list_threads` reads)
 ///
 /// sled fsyncs on its own only every 500 ms, so a write with `flush = true` calls `flush()`
-/// before returning: that is what makes `Durability::Sync` true.
+/// before returning: that is what makes `Durability::Sync` true. Runs writing at the same time
+/// share those flushes (group commit): one flush covers every write finished before it started.
 ///
 /// ```no_run
 /// use stategraph::checkpoint::SledCheckpointer;
@@ -33,6 +35,7 @@ pub struct SledCheckpointer {
     threads: sled::Tree,
     path: PathBuf,
     known_threads: Mutex<HashSet<String>>,
+    flushes: GroupCommit,
 }
 
 /// How a sled store is laid out: pass to [`SledCheckpointer::open_with`].
@@ -127,6 +130,7 @@ impl SledCheckpointer {
             db,
             path,
             known_threads: Mutex::new(HashSet::new()),
+            flushes: GroupCommit::new(),
         })
     }
 
@@ -163,12 +167,15 @@ impl SledCheckpointer {
         Ok(())
     }
 
-    fn sync(&self, flush: bool) -> Result<(), CheckpointError> {
-        if flush {
-            // Blocking, but one fsync (~100-200 us) is cheaper than a hop to a blocking pool.
-            self.db.flush().map_err(CheckpointError::storage)?;
+    async fn sync(&self, flush: bool) -> Result<(), CheckpointError> {
+        if !flush {
+            return Ok(());
         }
-        Ok(())
+        // The leader's flush blocks its thread, but one fsync (~100-200 us) is cheaper than a
+        // hop to a blocking pool; callers that wait for it only await.
+        self.flushes
+            .commit(|| self.db.flush().map(drop).map_err(CheckpointError::storage))
+            .await
     }
 
     fn remember_thread(&self, thread: &str) -> Result<(), CheckpointError> {
@@ -258,7 +265,7 @@ impl Checkpointer for SledCheckpointer {
         self.checkpoints
             .insert(checkpoint_key(thread, record.id), bytes)
             .map_err(CheckpointError::storage)?;
-        self.sync(flush)
+        self.sync(flush).await
     }
 
     async fn get_checkpoint(
@@ -350,7 +357,7 @@ impl Checkpointer for SledCheckpointer {
                     .map_err(CheckpointError::storage)?;
             }
         }
-        self.sync(flush)
+        self.sync(flush).await
     }
 
     async fn get_writes(
@@ -394,7 +401,7 @@ impl Checkpointer for SledCheckpointer {
         self.journal
             .insert(k, encode(thread, value)?)
             .map_err(CheckpointError::storage)?;
-        self.sync(true)
+        self.sync(true).await
     }
 
     async fn list_threads(&self) -> Result<Vec<String>, CheckpointError> {
@@ -423,7 +430,7 @@ impl Checkpointer for SledCheckpointer {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(thread);
-        self.sync(true)
+        self.sync(true).await
     }
 
     async fn delete_checkpoints(
@@ -441,7 +448,7 @@ impl Checkpointer for SledCheckpointer {
             journal_prefix.extend_from_slice(format!("{id}/").as_bytes());
             remove_prefix(&self.journal, &journal_prefix)?;
         }
-        self.sync(true)
+        self.sync(true).await
     }
 
     async fn get_lease(&self, thread: &str) -> Result<Option<Lease>, CheckpointError> {
@@ -484,7 +491,7 @@ impl Checkpointer for SledCheckpointer {
     }
 
     async fn flush(&self) -> Result<(), CheckpointError> {
-        self.sync(true)
+        self.sync(true).await
     }
 }
 
