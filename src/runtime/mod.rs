@@ -115,7 +115,18 @@ pub(crate) async fn execute<S: State>(
             run_id: run.run_id().to_string(),
             step: run.step(),
         });
-        let result = run.drive().await;
+        let result = match &lease {
+            Some(lease) => {
+                let drive = run.drive();
+                tokio::pin!(drive);
+                tokio::select! {
+                    result = &mut drive => result,
+                    // The lease was taken over; the run goes on, as it would with a lapsed one.
+                    () = lease.keep_alive() => drive.await,
+                }
+            }
+            None => run.drive().await,
+        };
         let finished = run.finish().await;
         if let Some(lease) = lease {
             lease.release().await;

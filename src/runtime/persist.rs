@@ -304,19 +304,24 @@ impl CheckpointWriter {
     }
 }
 
-/// A run's claim on its thread, renewed in the background while the run lives.
+/// A run's claim on its thread, renewed while the run lives by [`LeaseGuard::keep_alive`],
+/// which the run polls beside its steps: no task of its own, so a short run spawns nothing.
 pub(crate) struct LeaseGuard {
     store: Arc<dyn Checkpointer>,
     thread: String,
-    lease: Arc<tokio::sync::Mutex<Lease>>,
-    renewer: JoinHandle<()>,
+    lease: tokio::sync::Mutex<Lease>,
+    ttl: Duration,
 }
 
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "localhost".to_string())
+/// This machine's name, read once: a lease records it, and every run takes a lease.
+fn host_name() -> &'static str {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "localhost".to_string())
+    })
 }
 
 /// True when the lease's holder is certainly gone: it ran on this host and its process no
@@ -339,7 +344,7 @@ fn holder_is_dead(lease: &Lease, host: &str) -> bool {
 
 /// True when a lease still binds: not lapsed, and its holder is not known to be dead.
 pub(crate) fn lease_is_live(lease: &Lease) -> bool {
-    lease.expires_at_ms > now_ms() && !holder_is_dead(lease, &host_name())
+    lease.expires_at_ms > now_ms() && !holder_is_dead(lease, host_name())
 }
 
 impl LeaseGuard {
@@ -367,7 +372,7 @@ impl LeaseGuard {
             let lease = Lease {
                 owner: new_unique_id(),
                 pid: std::process::id(),
-                host: host.clone(),
+                host: host.to_string(),
                 expires_at_ms: now_ms() + ttl_ms,
             };
             if store
@@ -375,14 +380,11 @@ impl LeaseGuard {
                 .await?
                 .is_ok()
             {
-                let lease = Arc::new(tokio::sync::Mutex::new(lease));
-                let renewer =
-                    tokio::spawn(renew(store.clone(), thread.to_string(), lease.clone(), ttl));
                 return Ok(LeaseGuard {
                     store,
                     thread: thread.to_string(),
-                    lease,
-                    renewer,
+                    lease: tokio::sync::Mutex::new(lease),
+                    ttl,
                 });
             }
         }
@@ -395,49 +397,46 @@ impl LeaseGuard {
         })
     }
 
+    /// Renews the lease every third of its lifetime. Poll it beside the run; it returns only
+    /// if another run took the thread over, and then renewing has stopped.
+    ///
+    /// It shares the run's task, so a node that blocks its thread (instead of awaiting, or
+    /// moving heavy work to `spawn_blocking`) for longer than the lease's lifetime lets it lapse.
+    pub(crate) async fn keep_alive(&self) {
+        let period = (self.ttl / 3).max(Duration::from_millis(10));
+        loop {
+            tokio::time::sleep(period).await;
+            let mut held = self.lease.lock().await;
+            let renewed = Lease {
+                expires_at_ms: now_ms() + self.ttl.as_millis() as u64,
+                ..held.clone()
+            };
+            match self
+                .store
+                .swap_lease(&self.thread, Some(&held), Some(&renewed))
+                .await
+            {
+                Ok(Ok(())) => *held = renewed,
+                Ok(Err(_)) => {
+                    tracing::warn!(thread = %self.thread, "lost the thread's lease to another run");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(thread = %self.thread, error = %e, "could not renew the thread's lease")
+                }
+            }
+        }
+    }
+
     /// Gives the thread up.
     pub(crate) async fn release(self) {
-        self.renewer.abort();
-        let lease = self.lease.lock().await.clone();
+        let lease = self.lease.into_inner();
         if let Err(e) = self
             .store
             .swap_lease(&self.thread, Some(&lease), None)
             .await
         {
             tracing::warn!(thread = %self.thread, error = %e, "could not release the thread's lease; it will lapse");
-        }
-    }
-}
-
-impl Drop for LeaseGuard {
-    fn drop(&mut self) {
-        self.renewer.abort();
-    }
-}
-
-async fn renew(
-    store: Arc<dyn Checkpointer>,
-    thread: String,
-    lease: Arc<tokio::sync::Mutex<Lease>>,
-    ttl: Duration,
-) {
-    let period = (ttl / 3).max(Duration::from_millis(10));
-    loop {
-        tokio::time::sleep(period).await;
-        let mut held = lease.lock().await;
-        let renewed = Lease {
-            expires_at_ms: now_ms() + ttl.as_millis() as u64,
-            ..held.clone()
-        };
-        match store.swap_lease(&thread, Some(&held), Some(&renewed)).await {
-            Ok(Ok(())) => *held = renewed,
-            Ok(Err(_)) => {
-                tracing::warn!(thread = %thread, "lost the thread's lease to another run");
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(thread = %thread, error = %e, "could not renew the thread's lease")
-            }
         }
     }
 }

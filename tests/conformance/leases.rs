@@ -215,3 +215,46 @@ pub async fn a_dead_or_lapsed_lease_is_taken_over(backend: &dyn Backend) {
         "a finished run gives its lease back"
     );
 }
+
+pub async fn a_long_run_keeps_renewing_its_lease(backend: &dyn Backend) {
+    // The node outlives the lease's lifetime several times over, awaiting as nodes do.
+    let mut g = StateGraph::<Log>::new();
+    g.add_node("slow", |_s: Arc<Log>, _c: Context| async {
+        tokio::time::sleep(std::time::Duration::from_millis(450)).await;
+        Ok::<_, NodeError>(LogUpdate::default().steps(vec!["slow".to_string()]))
+    });
+    g.add_edge(START, "slow").add_edge("slow", END);
+    let saver = backend.saver();
+    let graph = g.compile().unwrap().with_checkpointer(saver.clone());
+    let mut config = RunConfig::new().thread("busy");
+    config.lease_ttl = std::time::Duration::from_millis(90);
+    let first = tokio::spawn({
+        let graph = graph.clone();
+        async move { graph.invoke(entries(&[]), config).await }
+    });
+
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let lease = saver
+        .get_lease("busy")
+        .await
+        .unwrap()
+        .expect("the run holds a lease");
+    assert!(
+        lease.expires_at_ms > now_ms(),
+        "the lease was renewed past its first lifetime"
+    );
+    assert_busy(
+        graph
+            .invoke(entries(&[]), RunConfig::new().thread("busy"))
+            .await
+            .unwrap_err(),
+        "a second run while the first renews its lease",
+    );
+
+    let out = first.await.unwrap().unwrap();
+    assert_eq!(out.state.steps, strings(&["slow"]));
+    assert!(
+        saver.get_lease("busy").await.unwrap().is_none(),
+        "released at the end"
+    );
+}

@@ -59,6 +59,7 @@ macro_rules! conformance_suite {
 
                 leases::a_second_run_of_a_busy_thread_fails_at_once,
                 leases::a_dead_or_lapsed_lease_is_taken_over,
+                leases::a_long_run_keeps_renewing_its_lease,
 
                 hitl::breakpoints_on_the_compiled_graph,
                 hitl::breakpoints_for_one_run,
