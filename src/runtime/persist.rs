@@ -168,6 +168,10 @@ fn migrate_update<S: State>(
 
 /// Decodes JSON, naming the path of the field that does not fit.
 pub(crate) fn decode_named<T: serde::de::DeserializeOwned>(json: &str) -> Result<T, String> {
+    // Tracking the path costs on every field; only a failure needs it, so it is decoded again.
+    if let Ok(value) = serde_json::from_str(json) {
+        return Ok(value);
+    }
     let de = &mut serde_json::Deserializer::from_str(json);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
