@@ -444,3 +444,32 @@ impl LeaseGuard {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::decode_named;
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Outer {
+        #[allow(dead_code)]
+        inner: Inner,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Inner {
+        #[allow(dead_code)]
+        count: u32,
+    }
+
+    #[test]
+    fn a_value_that_does_not_fit_is_reported_with_the_field_path() {
+        assert!(decode_named::<Outer>(r#"{"inner": {"count": 3}}"#).is_ok());
+        let err = decode_named::<Outer>(r#"{"inner": {"count": "three"}}"#).unwrap_err();
+        assert!(
+            err.starts_with("field `inner.count`: invalid type"),
+            "{err}"
+        );
+        let err = decode_named::<Outer>("not json").unwrap_err();
+        assert!(!err.starts_with("field"), "{err}");
+    }
+}
