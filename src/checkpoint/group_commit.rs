@@ -238,7 +238,8 @@ mod tests {
             let flushes = flushes.clone();
             move || match flushes.fetch_add(1, SeqCst) + 1 {
                 1 => {
-                    std::thread::sleep(Duration::from_millis(200));
+                    // Long enough for the callers spawned below to arrive on a loaded machine.
+                    std::thread::sleep(Duration::from_millis(600));
                     Ok(())
                 }
                 2 => Err(CheckpointError::Storage("disk full".into())),
