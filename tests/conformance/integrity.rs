@@ -131,3 +131,58 @@ pub async fn a_flipped_bit_is_caught_and_older_checkpoints_stay_usable(backend: 
         );
     }
 }
+
+pub async fn a_thread_stored_in_the_json_format_reads_and_resumes(backend: &dyn Backend) {
+    use stategraph::checkpoint::codec;
+    // A thread paused before `c`, as an older build stored it: every checkpoint rewritten as a
+    // JSON (format 1) frame.
+    let probe = Probe::default();
+    let graph = linear(&probe, &["a", "b", "c", "d"])
+        .compile()
+        .unwrap()
+        .with_checkpointer(backend.saver());
+    graph
+        .invoke(
+            entries(&[]),
+            RunConfig::new().thread("t").interrupt_before(["c"]),
+        )
+        .await
+        .unwrap();
+    let ids = checkpoint_ids(&graph, "t").await;
+    let mut before = Vec::new();
+    for id in &ids {
+        before.push(graph.get_state("t", Some(*id)).await.unwrap().values);
+        backend.tamper("t", *id, &mut |bytes| {
+            assert_eq!(bytes[2], 2, "written in the compact format");
+            let record = codec::decode_checkpoint("t", bytes).unwrap();
+            *bytes = codec::encode(&record).unwrap();
+        });
+    }
+    for (id, state) in ids.iter().zip(&before) {
+        assert_eq!(
+            &graph.get_state("t", Some(*id)).await.unwrap().values,
+            state
+        );
+    }
+
+    // The run continues on top of the old records; only the nodes not yet run, run.
+    let out = graph
+        .resume("t", Resume::Continue, RunConfig::new())
+        .await
+        .unwrap();
+    assert_eq!(out.state.steps, strings(&["a", "b", "c", "d"]));
+    assert_eq!(
+        [
+            probe.runs("a"),
+            probe.runs("b"),
+            probe.runs("c"),
+            probe.runs("d")
+        ],
+        [1, 1, 1, 1]
+    );
+    let newest = checkpoint_ids(&graph, "t").await[0];
+    assert!(!ids.contains(&newest));
+    backend.tamper("t", newest, &mut |bytes| {
+        assert_eq!(bytes[2], 2, "new checkpoints are compact")
+    });
+}

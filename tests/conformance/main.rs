@@ -52,6 +52,7 @@ macro_rules! conformance_suite {
 
                 integrity::a_truncated_checkpoint_is_reported_with_its_thread_and_id,
                 integrity::a_flipped_bit_is_caught_and_older_checkpoints_stay_usable,
+                integrity::a_thread_stored_in_the_json_format_reads_and_resumes,
 
                 schema::an_old_thread_is_read_through_the_migration,
                 schema::an_old_thread_without_a_migration_is_a_schema_error,
