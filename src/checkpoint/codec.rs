@@ -73,7 +73,9 @@ pub fn decode_checkpoint(thread: &str, bytes: &[u8]) -> Result<CheckpointRecord,
         (COMPACT_CHECKPOINT, body) => {
             super::compact::decode(thread, body).map_err(FrameError::Decode)
         }
-        (_, body) => serde_json::from_slice(body).map_err(|e| FrameError::Decode(e.to_string())),
+        (JSON, body) => serde_json::from_slice(body).map_err(|e| FrameError::Decode(e.to_string())),
+        // `open` only passes known formats; naming each keeps a new one from being read as JSON.
+        (format, _) => Err(FrameError::UnknownFormat(format)),
     }
 }
 
