@@ -39,6 +39,9 @@ struct Trace {
     /// Fan-out rounds completed.
     #[state(add)]
     rounds: u32,
+    /// Bulk (`LargeState` only): ~3 KB per step.
+    #[state(append)]
+    pages: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -49,6 +52,9 @@ enum Scenario {
     Looping,
     /// `split -> w0..w4 -> join`, 12 rounds: five tasks per parallel step.
     FanOut,
+    /// `agent` and `tool` in a loop, 120 steps of ~3 KB each: past 256 KiB the state's
+    /// snapshots are stored as pieces shared between them, written before their checkpoint.
+    LargeState,
 }
 
 impl Scenario {
@@ -57,6 +63,7 @@ impl Scenario {
             Scenario::Linear => "linear",
             Scenario::Looping => "looping",
             Scenario::FanOut => "fanout",
+            Scenario::LargeState => "large",
         }
     }
 
@@ -65,6 +72,7 @@ impl Scenario {
             "linear" => Scenario::Linear,
             "looping" => Scenario::Looping,
             "fanout" => Scenario::FanOut,
+            "large" => Scenario::LargeState,
             other => panic!("unknown scenario {other}"),
         }
     }
@@ -75,6 +83,7 @@ impl Scenario {
             Scenario::Linear => Duration::from_millis(70),
             Scenario::Looping => Duration::from_millis(250),
             Scenario::FanOut => Duration::from_millis(50),
+            Scenario::LargeState => Duration::from_millis(300),
         }
     }
 }
@@ -133,6 +142,11 @@ fn append(entry: String) -> TraceUpdate {
     TraceUpdate::default().done(vec![entry])
 }
 
+fn append_page(entry: String) -> TraceUpdate {
+    let page = entry.repeat(3000 / entry.len() + 1);
+    TraceUpdate::default().done(vec![entry]).pages(vec![page])
+}
+
 fn append_round(entry: String) -> TraceUpdate {
     TraceUpdate::default().done(vec![entry]).rounds(1)
 }
@@ -151,9 +165,13 @@ fn graph(scenario: Scenario, log: Option<Arc<ExecLog>>) -> StateGraph<Trace> {
             }
             g.add_edge(names[39].as_str(), END);
         }
-        Scenario::Looping => {
-            g.add_node("agent", node("agent", &log, append));
-            g.add_node("tool", node("tool", &log, append));
+        Scenario::Looping | Scenario::LargeState => {
+            let update = match scenario {
+                Scenario::LargeState => append_page,
+                _ => append,
+            };
+            g.add_node("agent", node("agent", &log, update));
+            g.add_node("tool", node("tool", &log, update));
             g.add_edge(START, "agent").add_edge("agent", "tool");
             g.add_conditional_edges(
                 "tool",
@@ -475,4 +493,15 @@ fn crash_looping_graph() {
 #[test]
 fn crash_fan_out_graph() {
     crash_scenario(Scenario::FanOut);
+}
+
+#[test]
+fn crash_graph_with_a_large_state() {
+    let expected = expected_state(Scenario::LargeState);
+    let bytes = serde_json::to_vec(&expected).unwrap().len();
+    assert!(
+        bytes > 256 * 1024,
+        "the state ({bytes} bytes) must be stored as pieces"
+    );
+    crash_scenario(Scenario::LargeState);
 }

@@ -4,8 +4,11 @@
 //!
 //! Formats: 1 is JSON (every kind of record; checkpoints written before format 2 existed); 2 is
 //! a checkpoint in the compact binary layout of [`super::compact`], which is what checkpoints
-//! are written as now. Readers keep every format they ever wrote.
+//! are written as now; 3 is the same layout for a checkpoint whose snapshot is stored as pieces
+//! beside it ([`super::chunks`]), so only a backend that holds the pieces can read it. Readers
+//! keep every format they ever wrote.
 
+use super::chunks::ChunkRoot;
 use super::record::CheckpointRecord;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -13,8 +16,9 @@ use serde::Serialize;
 const MAGIC: [u8; 2] = *b"SG";
 const JSON: u8 = 1;
 const COMPACT_CHECKPOINT: u8 = 2;
+const CHUNKED_CHECKPOINT: u8 = 3;
 /// The newest format this build reads.
-const NEWEST: u8 = COMPACT_CHECKPOINT;
+const NEWEST: u8 = CHUNKED_CHECKPOINT;
 const HEADER: usize = 2 + 1 + 4 + 4;
 
 /// Why a stored record could not be read.
@@ -62,20 +66,58 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, FrameError> {
 /// Frames a checkpoint in the compact layout. Its thread id is left out: every backend keeps
 /// it in the record's key, and gives it back to [`decode_checkpoint`].
 pub fn encode_checkpoint(record: &CheckpointRecord) -> Result<Vec<u8>, FrameError> {
-    let mut out = vec![0u8; HEADER];
-    super::compact::encode(record, &mut out).map_err(FrameError::Encode)?;
-    seal(out, COMPACT_CHECKPOINT)
+    encode_checkpoint_with(record, None)
 }
 
-/// Checks a frame and decodes the checkpoint in it, in whichever format it was written.
+/// Frames a checkpoint whose snapshot, when `chunked` is given, is stored as those pieces.
+pub(crate) fn encode_checkpoint_with(
+    record: &CheckpointRecord,
+    chunked: Option<&ChunkRoot>,
+) -> Result<Vec<u8>, FrameError> {
+    let mut out = vec![0u8; HEADER];
+    super::compact::encode(record, chunked, &mut out).map_err(FrameError::Encode)?;
+    // A record that does not need format 3 stays readable by builds that predate it.
+    let chunked = chunked.is_some() && record.state.is_snapshot();
+    seal(
+        out,
+        if chunked {
+            CHUNKED_CHECKPOINT
+        } else {
+            COMPACT_CHECKPOINT
+        },
+    )
+}
+
+/// Checks a frame and decodes the checkpoint in it, in whichever format it was written. A
+/// checkpoint whose snapshot is stored as pieces (format 3) is refused: read it through the
+/// store that holds them.
 pub fn decode_checkpoint(thread: &str, bytes: &[u8]) -> Result<CheckpointRecord, FrameError> {
+    decode_checkpoint_with(thread, bytes, &mut |_| {
+        Err("its snapshot is stored as pieces beside it; read it through its store".into())
+    })
+}
+
+/// Checks a frame and decodes the checkpoint in it; `resolve` reads a snapshot stored as pieces.
+pub(crate) fn decode_checkpoint_with(
+    thread: &str,
+    bytes: &[u8],
+    resolve: &mut dyn FnMut(&ChunkRoot) -> Result<String, String>,
+) -> Result<CheckpointRecord, FrameError> {
     match open(bytes)? {
-        (COMPACT_CHECKPOINT, body) => {
-            super::compact::decode(thread, body).map_err(FrameError::Decode)
+        (COMPACT_CHECKPOINT | CHUNKED_CHECKPOINT, body) => {
+            super::compact::decode(thread, body, resolve).map_err(FrameError::Decode)
         }
         (JSON, body) => serde_json::from_slice(body).map_err(|e| FrameError::Decode(e.to_string())),
         // `open` only passes known formats; naming each keeps a new one from being read as JSON.
         (format, _) => Err(FrameError::UnknownFormat(format)),
+    }
+}
+
+/// The pieces a stored checkpoint's snapshot is kept as, if it is kept that way.
+pub(crate) fn chunk_root(bytes: &[u8]) -> Result<Option<ChunkRoot>, FrameError> {
+    match open(bytes)? {
+        (CHUNKED_CHECKPOINT, body) => super::compact::chunk_root(body).map_err(FrameError::Decode),
+        _ => Ok(None),
     }
 }
 

@@ -7,8 +7,11 @@
 //! of the state and of updates is kept verbatim: it is what the runtime decodes.
 //!
 //! Position-based means the layout cannot grow fields the way the JSON records can: a change
-//! to it is a new frame format, and readers keep decoding the old ones.
+//! to it is a new frame format, and readers keep decoding the old ones. Format 3 is this layout
+//! with one more way to hold a snapshot, by reference to its pieces ([`super::chunks`]); the
+//! layout being otherwise the same, one decoder reads both.
 
+use super::chunks::ChunkRoot;
 use super::record::{
     CheckpointMetadata, CheckpointRecord, Frontier, NodeWrite, Source, StateData, TaskSpec,
 };
@@ -37,6 +40,8 @@ enum WireState<'a> {
     /// (node, update as JSON), in task order.
     #[serde(borrow)]
     Delta(Vec<(&'a str, &'a str)>),
+    /// The whole state, stored as pieces apart from the record (format 3 only).
+    Chunked(ChunkRoot),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -64,11 +69,17 @@ struct WireMetadata<'a> {
 /// Why a compact record could not be written or read.
 pub(crate) type CompactError = String;
 
-/// Encodes `record` without its thread id (the caller's key holds it).
-pub(crate) fn encode(record: &CheckpointRecord, out: &mut Vec<u8>) -> Result<(), CompactError> {
-    let state = match &record.state {
-        StateData::Snapshot(raw) => WireState::Snapshot(raw.get()),
-        StateData::Delta(writes) => WireState::Delta(
+/// Encodes `record` without its thread id (the caller's key holds it). With `chunked`, its
+/// snapshot is stored as those pieces and the record only names them.
+pub(crate) fn encode(
+    record: &CheckpointRecord,
+    chunked: Option<&ChunkRoot>,
+    out: &mut Vec<u8>,
+) -> Result<(), CompactError> {
+    let state = match (&record.state, chunked) {
+        (StateData::Snapshot(_), Some(root)) => WireState::Chunked(*root),
+        (StateData::Snapshot(raw), None) => WireState::Snapshot(raw.get()),
+        (StateData::Delta(writes), _) => WireState::Delta(
             writes
                 .iter()
                 .map(|w| (w.node.as_str(), w.update.get()))
@@ -122,21 +133,33 @@ pub(crate) fn encode(record: &CheckpointRecord, out: &mut Vec<u8>) -> Result<(),
     Ok(())
 }
 
-/// Decodes a record written by [`encode`], giving it back its thread id.
-pub(crate) fn decode(thread: &str, bytes: &[u8]) -> Result<CheckpointRecord, CompactError> {
+/// The pieces a record's snapshot is stored as, if it is.
+pub(crate) fn chunk_root(bytes: &[u8]) -> Result<Option<ChunkRoot>, CompactError> {
     let wire: Wire = postcard::from_bytes(bytes).map_err(|e| e.to_string())?;
-    let raw = |json: &str, what: &str| {
-        RawValue::from_string(json.to_string()).map_err(|e| format!("{what} is not JSON: {e}"))
-    };
+    Ok(match wire.state {
+        WireState::Chunked(root) => Some(root),
+        _ => None,
+    })
+}
+
+/// Decodes a record written by [`encode`], giving it back its thread id; `resolve` turns a
+/// snapshot stored as pieces back into its JSON.
+pub(crate) fn decode(
+    thread: &str,
+    bytes: &[u8],
+    resolve: &mut dyn FnMut(&ChunkRoot) -> Result<String, CompactError>,
+) -> Result<CheckpointRecord, CompactError> {
+    let wire: Wire = postcard::from_bytes(bytes).map_err(|e| e.to_string())?;
     let state = match wire.state {
-        WireState::Snapshot(json) => StateData::Snapshot(raw(json, "the snapshot")?),
+        WireState::Snapshot(json) => StateData::Snapshot(raw(json.to_string(), "the snapshot")?),
+        WireState::Chunked(root) => StateData::Snapshot(raw(resolve(&root)?, "the snapshot")?),
         WireState::Delta(writes) => StateData::Delta(
             writes
                 .into_iter()
                 .map(|(node, update)| {
                     Ok(NodeWrite {
                         node: node.to_string(),
-                        update: raw(update, "an update")?,
+                        update: raw(update.to_string(), "an update")?,
                     })
                 })
                 .collect::<Result<_, CompactError>>()?,
@@ -183,4 +206,8 @@ pub(crate) fn decode(thread: &str, bytes: &[u8]) -> Result<CheckpointRecord, Com
             graph: wire.metadata.graph.map(str::to_string),
         },
     })
+}
+
+fn raw(json: String, what: &str) -> Result<Box<RawValue>, CompactError> {
+    RawValue::from_string(json).map_err(|e| format!("{what} is not JSON: {e}"))
 }

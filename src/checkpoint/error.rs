@@ -81,14 +81,6 @@ pub(crate) fn encode<T: serde::Serialize>(thread: &str, v: &T) -> Result<Vec<u8>
     super::codec::encode(v).map_err(|e| corrupt(thread, None, "record", e))
 }
 
-/// Frames a checkpoint for storage in the compact layout.
-pub(crate) fn encode_checkpoint(
-    record: &super::record::CheckpointRecord,
-) -> Result<Vec<u8>, CheckpointError> {
-    super::codec::encode_checkpoint(record)
-        .map_err(|e| corrupt(&record.thread_id, Some(record.id), "checkpoint", e))
-}
-
 impl CheckpointError {
     pub(crate) fn storage(e: impl std::fmt::Display) -> Self {
         CheckpointError::Storage(e.to_string())

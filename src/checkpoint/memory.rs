@@ -1,12 +1,15 @@
+use super::chunks::{self, ChunkHash, ChunkStore};
 use super::codec;
-use super::error::{corrupt, encode, encode_checkpoint, CheckpointError};
+use super::error::{corrupt, encode, CheckpointError};
 use super::record::{CheckpointId, CheckpointRecord, Lease, PendingWrite};
 use super::Checkpointer;
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
-/// Keeps checkpoints in memory, encoded exactly as on disk (so the integrity checks are the same).
+/// Keeps checkpoints in memory, encoded exactly as on disk (so the integrity checks are the same),
+/// large snapshots included: their pieces are shared as they are on disk, so a long thread's
+/// memory grows with what changed, not with its state at every snapshot.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -22,6 +25,7 @@ pub struct MemoryCheckpointer {
 #[derive(Default)]
 struct ThreadRecords {
     checkpoints: BTreeMap<CheckpointId, Vec<u8>>,
+    pieces: Pieces,
     writes: BTreeMap<CheckpointId, Vec<Vec<u8>>>,
     journal: HashMap<String, Vec<u8>>,
     lease: Option<Lease>,
@@ -38,6 +42,25 @@ impl MemoryCheckpointer {
         self.threads.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Applies `f` to every stored piece of the thread's large snapshots. For tests of
+    /// corruption handling.
+    #[doc(hidden)]
+    pub fn tamper_pieces(&self, thread: &str, mut f: impl FnMut(&mut Vec<u8>)) {
+        if let Some(t) = self.lock().get_mut(thread) {
+            t.pieces.0.values_mut().for_each(&mut f);
+        }
+    }
+
+    /// Bytes the thread's checkpoints and snapshot pieces hold. For tests of how storage grows.
+    #[doc(hidden)]
+    pub fn stored_bytes(&self, thread: &str) -> u64 {
+        self.lock().get(thread).map_or(0, |t| {
+            let records: usize = t.checkpoints.values().map(|b| 16 + b.len()).sum();
+            let pieces: usize = t.pieces.0.values().map(|b| 16 + b.len()).sum();
+            (records + pieces) as u64
+        })
+    }
+
     /// Overwrites the stored bytes of a checkpoint. For tests of corruption handling.
     #[doc(hidden)]
     pub fn tamper(&self, thread: &str, id: CheckpointId, f: impl FnOnce(&mut Vec<u8>)) {
@@ -51,6 +74,36 @@ impl MemoryCheckpointer {
     }
 }
 
+/// One thread's snapshot pieces.
+#[derive(Default)]
+struct Pieces(HashMap<ChunkHash, Vec<u8>>);
+
+impl ChunkStore for Pieces {
+    fn contains(&self, hash: &ChunkHash) -> Result<bool, CheckpointError> {
+        Ok(self.0.contains_key(hash))
+    }
+
+    fn insert(&mut self, hash: &ChunkHash, bytes: &[u8]) -> Result<(), CheckpointError> {
+        self.0.insert(*hash, bytes.to_vec());
+        Ok(())
+    }
+
+    fn get(&self, hash: &ChunkHash) -> Result<Option<Vec<u8>>, CheckpointError> {
+        Ok(self.0.get(hash).cloned())
+    }
+}
+
+impl ThreadRecords {
+    fn decode(
+        &self,
+        thread: &str,
+        id: CheckpointId,
+        bytes: &[u8],
+    ) -> Result<CheckpointRecord, CheckpointError> {
+        chunks::decode_checkpoint(thread, Some(id), bytes, &self.pieces)
+    }
+}
+
 #[async_trait]
 impl Checkpointer for MemoryCheckpointer {
     async fn put_checkpoint(
@@ -58,12 +111,10 @@ impl Checkpointer for MemoryCheckpointer {
         record: &CheckpointRecord,
         _flush: bool,
     ) -> Result<(), CheckpointError> {
-        let bytes = encode_checkpoint(record)?;
-        self.lock()
-            .entry(record.thread_id.clone())
-            .or_default()
-            .checkpoints
-            .insert(record.id, bytes);
+        let mut threads = self.lock();
+        let t = threads.entry(record.thread_id.clone()).or_default();
+        let bytes = chunks::encode_checkpoint(record, &mut t.pieces)?;
+        t.checkpoints.insert(record.id, bytes);
         Ok(())
     }
 
@@ -81,10 +132,7 @@ impl Checkpointer for MemoryCheckpointer {
             None => t.checkpoints.iter().next_back(),
         };
         found
-            .map(|(id, bytes)| {
-                codec::decode_checkpoint(thread, bytes)
-                    .map_err(|e| corrupt(thread, Some(*id), "checkpoint", e))
-            })
+            .map(|(id, bytes)| t.decode(thread, *id, bytes))
             .transpose()
     }
 
@@ -105,10 +153,7 @@ impl Checkpointer for MemoryCheckpointer {
         upper
             .rev()
             .take(limit)
-            .map(|(id, bytes)| {
-                codec::decode_checkpoint(thread, bytes)
-                    .map_err(|e| corrupt(thread, Some(*id), "checkpoint", e))
-            })
+            .map(|(id, bytes)| t.decode(thread, *id, bytes))
             .collect()
     }
 
@@ -197,11 +242,20 @@ impl Checkpointer for MemoryCheckpointer {
         ids: &[CheckpointId],
     ) -> Result<(), CheckpointError> {
         if let Some(t) = self.lock().get_mut(thread) {
+            let mut removed_pieces = false;
             for id in ids {
-                t.checkpoints.remove(id);
+                let removed = t.checkpoints.remove(id);
+                // A damaged record's pieces are swept as well: nothing can read them any more.
+                removed_pieces |=
+                    removed.is_some_and(|r| !matches!(codec::chunk_root(&r), Ok(None)));
                 t.writes.remove(id);
                 let prefix = format!("{id}/");
                 t.journal.retain(|k, _| !k.starts_with(&prefix));
+            }
+            if removed_pieces {
+                let live =
+                    chunks::live_pieces(thread, t.checkpoints.values().map(|b| &b[..]), &t.pieces)?;
+                t.pieces.0.retain(|h, _| live.contains(h));
             }
         }
         Ok(())
@@ -224,6 +278,10 @@ impl Checkpointer for MemoryCheckpointer {
         }
         t.lease = new.cloned();
         Ok(Ok(()))
+    }
+
+    fn snapshot_cost(&self, state_bytes: usize) -> usize {
+        chunks::shared_snapshot_cost(state_bytes)
     }
 
     async fn flush(&self) -> Result<(), CheckpointError> {

@@ -11,6 +11,7 @@
 //!
 //! Invariant: backends never interpret the state; the runtime never names a backend.
 
+mod chunks;
 pub mod codec;
 mod compact;
 mod error;
@@ -115,4 +116,15 @@ pub trait Checkpointer: Send + Sync + 'static {
 
     /// Makes everything written so far durable.
     async fn flush(&self) -> Result<(), CheckpointError>;
+
+    /// What storing a snapshot of `state_bytes` bytes of JSON costs this store, in bytes, when
+    /// the thread's previous snapshot held much the same state. The runtime weighs it against
+    /// the deltas a snapshot saves a reader from replaying, so a store that shares unchanged
+    /// content between snapshots gets them more often and reads stay short.
+    ///
+    /// The default is the state's size: every snapshot stored whole. Both built-in stores keep
+    /// large snapshots as shared pieces and answer accordingly.
+    fn snapshot_cost(&self, state_bytes: usize) -> usize {
+        state_bytes
+    }
 }

@@ -1,10 +1,11 @@
+use super::chunks::{self, ChunkHash, ChunkStore};
 use super::codec;
-use super::error::{corrupt, encode, encode_checkpoint, CheckpointError};
+use super::error::{corrupt, encode, CheckpointError};
 use super::group_commit::GroupCommit;
 use super::record::{CheckpointId, CheckpointRecord, Lease, PendingWrite};
 use super::Checkpointer;
 use async_trait::async_trait;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -12,6 +13,8 @@ use std::sync::Mutex;
 ///
 /// Layout (all keys start with the thread id and a 0 byte, so one thread is one key range):
 /// - `checkpoints`: thread, checkpoint id (16 bytes, time-ordered) -> framed [`CheckpointRecord`]
+/// - `pieces`: thread, hash (16 bytes) -> one piece of a large snapshot, shared by every
+///   snapshot of the thread that holds it (see `checkpoint/chunks.rs`)
 /// - `writes`: thread, checkpoint id, sequence (8 bytes) -> framed [`PendingWrite`]
 /// - `journal`: thread, journal key -> framed JSON value
 /// - `leases`: thread -> framed [`Lease`]
@@ -29,12 +32,17 @@ use std::sync::Mutex;
 pub struct SledCheckpointer {
     db: sled::Db,
     checkpoints: sled::Tree,
+    pieces: sled::Tree,
     writes: sled::Tree,
     journal: sled::Tree,
     leases: sled::Tree,
     threads: sled::Tree,
     path: PathBuf,
     known_threads: Mutex<HashSet<String>>,
+    /// Per thread, pieces known to be stored: a large snapshot names thousands, nearly all
+    /// stored already, and asking sled for each cost a lookup. Only this process writes the
+    /// store (sled locks it), and sweeping or deleting a thread forgets its entry.
+    known_pieces: Mutex<HashMap<String, HashSet<ChunkHash>>>,
     flushes: GroupCommit,
 }
 
@@ -123,6 +131,7 @@ impl SledCheckpointer {
         let tree = |name: &str| db.open_tree(name).map_err(CheckpointError::storage);
         Ok(SledCheckpointer {
             checkpoints: tree("checkpoints")?,
+            pieces: tree("pieces")?,
             writes: tree("writes")?,
             journal: tree("journal")?,
             leases: tree("leases")?,
@@ -130,8 +139,16 @@ impl SledCheckpointer {
             db,
             path,
             known_threads: Mutex::new(HashSet::new()),
+            known_pieces: Mutex::new(HashMap::new()),
             flushes: GroupCommit::new(),
         })
+    }
+
+    /// What a snapshot of `state_bytes` of JSON costs any sled store
+    /// ([`Checkpointer::snapshot_cost`]): large snapshots are kept as pieces that a thread's
+    /// snapshots share, so one costs about what changed since the last.
+    pub fn shared_snapshot_cost(state_bytes: usize) -> usize {
+        chunks::shared_snapshot_cost(state_bytes)
     }
 
     /// The directory this store lives in.
@@ -165,6 +182,83 @@ impl SledCheckpointer {
                 .map_err(CheckpointError::storage)?;
         }
         Ok(())
+    }
+
+    /// Applies `f` to every stored piece of the thread's large snapshots. For tests of
+    /// corruption handling.
+    #[doc(hidden)]
+    pub fn tamper_pieces(
+        &self,
+        thread: &str,
+        mut f: impl FnMut(&mut Vec<u8>),
+    ) -> Result<(), CheckpointError> {
+        for item in self.pieces.scan_prefix(thread_prefix(thread)) {
+            let (key, value) = item.map_err(CheckpointError::storage)?;
+            let mut bytes = value.to_vec();
+            f(&mut bytes);
+            self.pieces
+                .insert(key, bytes)
+                .map_err(CheckpointError::storage)?;
+        }
+        Ok(())
+    }
+
+    /// Bytes of keys and values the thread's checkpoints and snapshot pieces hold (before
+    /// sled's own overhead). For tests of how storage grows.
+    #[doc(hidden)]
+    pub fn stored_bytes(&self, thread: &str) -> Result<u64, CheckpointError> {
+        let prefix = thread_prefix(thread);
+        let mut total = 0u64;
+        for tree in [&self.checkpoints, &self.pieces] {
+            for item in tree.scan_prefix(&prefix) {
+                let (k, v) = item.map_err(CheckpointError::storage)?;
+                total += (k.len() + v.len()) as u64;
+            }
+        }
+        Ok(total)
+    }
+
+    fn pieces_of<'a>(&'a self, thread: &'a str) -> SledPieces<'a> {
+        SledPieces {
+            tree: &self.pieces,
+            thread,
+            known: &self.known_pieces,
+        }
+    }
+
+    fn forget_pieces(&self, thread: &str) {
+        self.known_pieces
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(thread);
+    }
+
+    /// Removes the thread's pieces that no remaining checkpoint refers to.
+    fn sweep_pieces(&self, thread: &str) -> Result<(), CheckpointError> {
+        self.forget_pieces(thread);
+        let prefix = thread_prefix(thread);
+        let records = self
+            .checkpoints
+            .scan_prefix(&prefix)
+            .values()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(CheckpointError::storage)?;
+        let live = chunks::live_pieces(
+            thread,
+            records.iter().map(|r| &r[..]),
+            &self.pieces_of(thread),
+        )?;
+        let mut batch = sled::Batch::default();
+        for key in self.pieces.scan_prefix(&prefix).keys() {
+            let key = key.map_err(CheckpointError::storage)?;
+            let hash: Option<ChunkHash> = key.get(prefix.len()..).and_then(|h| h.try_into().ok());
+            if hash.is_none_or(|h| !live.contains(&h)) {
+                batch.remove(key);
+            }
+        }
+        self.pieces
+            .apply_batch(batch)
+            .map_err(CheckpointError::storage)
     }
 
     async fn sync(&self, flush: bool) -> Result<(), CheckpointError> {
@@ -235,13 +329,69 @@ fn id_from_key(thread: &str, key: &[u8]) -> Option<CheckpointId> {
     Some(CheckpointId::from_bytes(bytes))
 }
 
-fn decode_checkpoint(
-    thread: &str,
-    key: &[u8],
-    bytes: &[u8],
-) -> Result<CheckpointRecord, CheckpointError> {
-    codec::decode_checkpoint(thread, bytes)
-        .map_err(|e| corrupt(thread, id_from_key(thread, key), "checkpoint", e))
+/// One thread's snapshot pieces in the `pieces` tree.
+struct SledPieces<'a> {
+    tree: &'a sled::Tree,
+    thread: &'a str,
+    known: &'a Mutex<HashMap<String, HashSet<ChunkHash>>>,
+}
+
+impl SledPieces<'_> {
+    fn key(&self, hash: &ChunkHash) -> Vec<u8> {
+        let mut k = thread_prefix(self.thread);
+        k.extend_from_slice(hash);
+        k
+    }
+
+    fn decode(&self, key: &[u8], bytes: &[u8]) -> Result<CheckpointRecord, CheckpointError> {
+        chunks::decode_checkpoint(self.thread, id_from_key(self.thread, key), bytes, self)
+    }
+
+    fn remember(&self, hash: &ChunkHash) {
+        self.known
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(self.thread.to_string())
+            .or_default()
+            .insert(*hash);
+    }
+}
+
+impl ChunkStore for SledPieces<'_> {
+    fn contains(&self, hash: &ChunkHash) -> Result<bool, CheckpointError> {
+        let known = self
+            .known
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(self.thread)
+            .is_some_and(|k| k.contains(hash));
+        if known {
+            return Ok(true);
+        }
+        let stored = self
+            .tree
+            .contains_key(self.key(hash))
+            .map_err(CheckpointError::storage)?;
+        if stored {
+            self.remember(hash);
+        }
+        Ok(stored)
+    }
+
+    fn insert(&mut self, hash: &ChunkHash, bytes: &[u8]) -> Result<(), CheckpointError> {
+        self.tree
+            .insert(self.key(hash), bytes)
+            .map_err(CheckpointError::storage)?;
+        self.remember(hash);
+        Ok(())
+    }
+
+    fn get(&self, hash: &ChunkHash) -> Result<Option<Vec<u8>>, CheckpointError> {
+        self.tree
+            .get(self.key(hash))
+            .map(|v| v.map(|v| v.to_vec()))
+            .map_err(CheckpointError::storage)
+    }
 }
 
 fn remove_prefix(tree: &sled::Tree, prefix: &[u8]) -> Result<(), CheckpointError> {
@@ -261,7 +411,9 @@ impl Checkpointer for SledCheckpointer {
     ) -> Result<(), CheckpointError> {
         let thread = &record.thread_id;
         self.remember_thread(thread)?;
-        let bytes = encode_checkpoint(record)?;
+        // Pieces go in before the record that names them, so a record that survives a crash
+        // finds its pieces (sled recovers a prefix of its log).
+        let bytes = chunks::encode_checkpoint(record, &mut self.pieces_of(thread))?;
         self.checkpoints
             .insert(checkpoint_key(thread, record.id), bytes)
             .map_err(CheckpointError::storage)?;
@@ -288,9 +440,8 @@ impl Checkpointer for SledCheckpointer {
                 .transpose()
                 .map_err(CheckpointError::storage)?,
         };
-        found
-            .map(|(k, v)| decode_checkpoint(thread, &k, &v))
-            .transpose()
+        let pieces = self.pieces_of(thread);
+        found.map(|(k, v)| pieces.decode(&k, &v)).transpose()
     }
 
     async fn list_checkpoints(
@@ -313,12 +464,13 @@ impl Checkpointer for SledCheckpointer {
                 self.checkpoints.range(prefix.clone()..end)
             }
         };
+        let pieces = self.pieces_of(thread);
         range
             .rev()
             .take(limit)
             .map(|item| {
                 let (k, v) = item.map_err(CheckpointError::storage)?;
-                decode_checkpoint(thread, &k, &v)
+                pieces.decode(&k, &v)
             })
             .collect()
     }
@@ -418,6 +570,8 @@ impl Checkpointer for SledCheckpointer {
     async fn delete_thread(&self, thread: &str) -> Result<(), CheckpointError> {
         let prefix = thread_prefix(thread);
         remove_prefix(&self.checkpoints, &prefix)?;
+        self.forget_pieces(thread);
+        remove_prefix(&self.pieces, &prefix)?;
         remove_prefix(&self.writes, &prefix)?;
         remove_prefix(&self.journal, &prefix)?;
         self.leases
@@ -438,15 +592,22 @@ impl Checkpointer for SledCheckpointer {
         thread: &str,
         ids: &[CheckpointId],
     ) -> Result<(), CheckpointError> {
+        let mut removed_pieces = false;
         for id in ids {
             let key = checkpoint_key(thread, *id);
-            self.checkpoints
+            let removed = self
+                .checkpoints
                 .remove(&key)
                 .map_err(CheckpointError::storage)?;
+            // A damaged record's pieces are swept as well: nothing can read them any more.
+            removed_pieces |= removed.is_some_and(|r| !matches!(codec::chunk_root(&r), Ok(None)));
             remove_prefix(&self.writes, &key)?;
             let mut journal_prefix = thread_prefix(thread);
             journal_prefix.extend_from_slice(format!("{id}/").as_bytes());
             remove_prefix(&self.journal, &journal_prefix)?;
+        }
+        if removed_pieces {
+            self.sweep_pieces(thread)?;
         }
         self.sync(true).await
     }
@@ -488,6 +649,10 @@ impl Checkpointer for SledCheckpointer {
             Ok(()) => Ok(Ok(())),
             Err(_) => Ok(Err(self.get_lease(thread).await?)),
         }
+    }
+
+    fn snapshot_cost(&self, state_bytes: usize) -> usize {
+        Self::shared_snapshot_cost(state_bytes)
     }
 
     async fn flush(&self) -> Result<(), CheckpointError> {

@@ -552,4 +552,9 @@ impl Checkpointer for ThreadStores {
     async fn flush(&self) -> Result<(), CheckpointError> {
         self.flush_all().await
     }
+
+    // Every thread's store is a sled store.
+    fn snapshot_cost(&self, state_bytes: usize) -> usize {
+        SledCheckpointer::shared_snapshot_cost(state_bytes)
+    }
 }

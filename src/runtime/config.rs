@@ -40,13 +40,19 @@ impl std::str::FromStr for Durability {
 /// When a checkpoint stores the whole state instead of the step's writes.
 ///
 /// Deltas keep storage proportional to what changed; a snapshot bounds how much a read replays.
-/// A snapshot is taken when the delta bytes since the last one reach `ratio` times its size, or
-/// when there have been `max_chain` deltas and their bytes reach `min_ratio` times its size.
+/// A snapshot is taken when the delta bytes since the last one reach `ratio` times its cost, or
+/// when there have been `max_chain` deltas and their bytes reach `min_ratio` times its cost; and
+/// never before they reach 1/128 of the state, which every snapshot encodes whole. Its cost is
+/// what the store says storing it takes ([`Checkpointer::snapshot_cost`]): the state's size for
+/// a store that keeps snapshots whole, about what changed for one that shares their pieces (both
+/// built-in stores do, from 256 KiB).
 ///
-/// Because a snapshot is only ever paid for by deltas worth a fixed fraction of it, the
+/// Because a snapshot is only ever paid for by deltas worth a fixed fraction of its cost, the
 /// snapshots of a thread add up to a constant multiple of its final state (5x with the
 /// defaults), never to one copy per step; and a read replays at most about one state's worth of
-/// deltas on top of its snapshot.
+/// deltas on top of its snapshot, far fewer where snapshots share pieces.
+///
+/// [`Checkpointer::snapshot_cost`]: crate::checkpoint::Checkpointer::snapshot_cost
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SnapshotPolicy {
     /// Deltas after which a smaller batch of delta bytes (`min_ratio`) is enough for a snapshot.

@@ -299,7 +299,9 @@ impl<S: State> Run<S> {
         let delta_bytes: usize = writes.iter().map(|w| w.update.get().len()).sum();
         let state = if parent.is_none() || self.snapshots.wants_snapshot(delta_bytes) {
             let raw = persist::to_raw(&*self.state)?;
-            self.snapshots.took_snapshot(raw.get().len());
+            let bytes = raw.get().len();
+            self.snapshots
+                .took_snapshot(bytes, writer.store().snapshot_cost(bytes));
             StateData::Snapshot(raw)
         } else {
             self.snapshots.took_delta(delta_bytes);

@@ -575,6 +575,8 @@ impl<S: State> CompiledGraph<S> {
         thread_id: &str,
         keep: usize,
     ) -> Result<usize, RunError> {
+        // Only ids are kept across pages: a long thread's snapshots, read back whole, would not
+        // fit in memory together.
         let mut all = Vec::new();
         let mut before = None;
         loop {
@@ -583,16 +585,19 @@ impl<S: State> CompiledGraph<S> {
                 break;
             }
             before = page.last().map(|r| r.id);
-            all.extend(page);
+            all.extend(page.iter().map(|r| r.id));
         }
         if all.len() <= keep {
             return Ok(0);
         }
-        let doomed: BTreeSet<CheckpointId> = all[keep..].iter().map(|r| r.id).collect();
-        for record in &all[..keep] {
-            if self.chain_crosses(store.as_ref(), record, &doomed).await? {
-                let (state, _) = persist::load_state::<S>(store.as_ref(), record).await?;
-                let mut rewritten = record.clone();
+        let doomed: BTreeSet<CheckpointId> = all[keep..].iter().copied().collect();
+        for id in &all[..keep] {
+            let Some(record) = store.get_checkpoint(thread_id, Some(*id)).await? else {
+                continue;
+            };
+            if self.chain_crosses(store.as_ref(), &record, &doomed).await? {
+                let (state, _) = persist::load_state::<S>(store.as_ref(), &record).await?;
+                let mut rewritten = record;
                 rewritten.state = StateData::Snapshot(persist::to_raw(&state)?);
                 store.put_checkpoint(&rewritten, true).await?;
             }

@@ -16,6 +16,12 @@ pub trait Backend: Send + Sync {
 
     /// Rewrites the stored bytes of one checkpoint (the backend's `tamper` test hook).
     fn tamper(&self, thread: &str, checkpoint: CheckpointId, damage: &mut dyn FnMut(&mut Vec<u8>));
+
+    /// Rewrites every stored piece of a thread's large snapshots.
+    fn tamper_pieces(&self, thread: &str, damage: &mut dyn FnMut(&mut Vec<u8>));
+
+    /// Bytes the thread's checkpoints and snapshot pieces occupy in the store.
+    fn stored_bytes(&self, thread: &str) -> u64;
 }
 
 /// `MemoryCheckpointer`.
@@ -34,6 +40,14 @@ impl Backend for Memory {
 
     fn tamper(&self, thread: &str, checkpoint: CheckpointId, damage: &mut dyn FnMut(&mut Vec<u8>)) {
         self.0.tamper(thread, checkpoint, damage);
+    }
+
+    fn tamper_pieces(&self, thread: &str, damage: &mut dyn FnMut(&mut Vec<u8>)) {
+        self.0.tamper_pieces(thread, damage);
+    }
+
+    fn stored_bytes(&self, thread: &str) -> u64 {
+        self.0.stored_bytes(thread)
     }
 }
 
@@ -59,6 +73,14 @@ impl Backend for Sled {
 
     fn tamper(&self, thread: &str, checkpoint: CheckpointId, damage: &mut dyn FnMut(&mut Vec<u8>)) {
         self.saver.tamper(thread, checkpoint, damage).unwrap();
+    }
+
+    fn tamper_pieces(&self, thread: &str, damage: &mut dyn FnMut(&mut Vec<u8>)) {
+        self.saver.tamper_pieces(thread, damage).unwrap();
+    }
+
+    fn stored_bytes(&self, thread: &str) -> u64 {
+        self.saver.stored_bytes(thread).unwrap()
     }
 }
 
@@ -223,5 +245,9 @@ impl Checkpointer for Recorder {
         self.inner.flush().await?;
         self.log(Op::Flush);
         Ok(())
+    }
+
+    fn snapshot_cost(&self, state_bytes: usize) -> usize {
+        self.inner.snapshot_cost(state_bytes)
     }
 }

@@ -153,3 +153,18 @@ pub async fn checkpoint_ids(graph: &CompiledGraph<Log>, thread: &str) -> Vec<Che
 pub fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
 }
+
+/// A graph whose one node appends a 100-byte message per step until there are `len`.
+pub fn chat(len: usize) -> StateGraph<Log> {
+    let mut g = StateGraph::<Log>::new();
+    g.add_node("agent", |_s: Arc<Log>, _c: Context| async {
+        Ok::<_, NodeError>(LogUpdate::default().steps(vec!["x".repeat(100)]))
+    });
+    g.add_edge(START, "agent");
+    g.add_conditional_edges(
+        "agent",
+        move |s: &Log| if s.steps.len() < len { "agent" } else { END },
+        ["agent", END],
+    );
+    g
+}

@@ -2,7 +2,7 @@
 //! an empty or default state, and the older good checkpoints stay usable.
 
 use crate::backends::Backend;
-use crate::common::{checkpoint_ids, entries, linear, strings, Log, Probe};
+use crate::common::{chat, checkpoint_ids, entries, linear, strings, Log, Probe};
 use stategraph::checkpoint::codec::FrameError;
 use stategraph::checkpoint::{CheckpointError, CheckpointId};
 use stategraph::graph::CompiledGraph;
@@ -185,4 +185,47 @@ pub async fn a_thread_stored_in_the_json_format_reads_and_resumes(backend: &dyn 
     backend.tamper("t", newest, &mut |bytes| {
         assert_eq!(bytes[2], 2, "new checkpoints are compact")
     });
+}
+
+pub async fn a_damaged_piece_of_a_large_snapshot_is_reported_not_read(backend: &dyn Backend) {
+    // 3000 messages (~300 KB): the thread's later snapshots are stored as shared pieces.
+    let graph = chat(3000)
+        .compile()
+        .unwrap()
+        .with_checkpointer(backend.saver());
+    graph
+        .invoke(entries(&[]), RunConfig::new().thread("big"))
+        .await
+        .unwrap();
+    backend.tamper_pieces("big", &mut |bytes| {
+        let middle = bytes.len() / 2;
+        if let Some(b) = bytes.get_mut(middle) {
+            *b ^= 0x01;
+        }
+    });
+
+    let check = |err: RunError| {
+        let message = err.to_string();
+        match err {
+            RunError::Checkpoint(CheckpointError::Corrupt {
+                thread,
+                checkpoint: Some(_),
+                source: FrameError::Decode(what),
+                ..
+            }) => {
+                assert_eq!(thread, "big");
+                assert!(what.contains("does not match its hash"), "{what}");
+                assert!(message.contains("snapshot piece"), "{message}");
+            }
+            other => panic!("expected a damaged snapshot piece, got {other:?}"),
+        }
+    };
+    check(graph.get_state("big", None).await.unwrap_err());
+    // Nothing continues from a state it could not read.
+    check(
+        graph
+            .invoke(entries(&["more"]), RunConfig::new().thread("big"))
+            .await
+            .unwrap_err(),
+    );
 }

@@ -49,10 +49,12 @@ macro_rules! conformance_suite {
                 storage::storage_grows_with_what_changed,
                 storage::replay_stays_bounded_within_and_across_runs,
                 storage::snapshots_stay_linear_on_long_threads,
+                storage::pruning_and_deleting_free_the_pieces_of_large_snapshots,
 
                 integrity::a_truncated_checkpoint_is_reported_with_its_thread_and_id,
                 integrity::a_flipped_bit_is_caught_and_older_checkpoints_stay_usable,
                 integrity::a_thread_stored_in_the_json_format_reads_and_resumes,
+                integrity::a_damaged_piece_of_a_large_snapshot_is_reported_not_read,
 
                 schema::an_old_thread_is_read_through_the_migration,
                 schema::an_old_thread_without_a_migration_is_a_schema_error,
