@@ -626,29 +626,32 @@ impl Checkpointer for SledCheckpointer {
         expected: Option<&Lease>,
         new: Option<&Lease>,
     ) -> Result<Result<(), Option<Lease>>, CheckpointError> {
-        // Compare decoded leases, then swap on the exact bytes read, so a concurrent change
-        // between the two makes the swap fail instead of overwriting it.
-        let old_bytes = self
-            .leases
-            .get(thread.as_bytes())
-            .map_err(CheckpointError::storage)?;
-        let current: Option<Lease> = old_bytes
-            .as_ref()
-            .map(|v| codec::decode(v).map_err(|e| corrupt(thread, None, "lease", e)))
-            .transpose()?;
-        if current.as_ref() != expected {
-            return Ok(Err(current));
-        }
+        // Swap on the bytes `expected` encodes to, without reading first: one tree operation
+        // where a read and a swap took two. A lease equal to `expected` but stored as other
+        // bytes (an older encoding) is swapped on its exact bytes, so a concurrent change
+        // between the two attempts still makes the swap fail instead of overwriting it.
         let new_bytes = new.map(|l| encode(thread, l)).transpose()?;
-        // Not flushed: a lease lost to a crash is simply absent, which is safe.
-        match self
-            .leases
-            .compare_and_swap(thread.as_bytes(), old_bytes, new_bytes)
-            .map_err(CheckpointError::storage)?
-        {
-            Ok(()) => Ok(Ok(())),
-            Err(_) => Ok(Err(self.get_lease(thread).await?)),
+        let mut old_bytes = expected.map(|l| encode(thread, l)).transpose()?;
+        for _ in 0..2 {
+            // Not flushed: a lease lost to a crash is simply absent, which is safe.
+            let current = match self
+                .leases
+                .compare_and_swap(thread.as_bytes(), old_bytes.as_deref(), new_bytes.clone())
+                .map_err(CheckpointError::storage)?
+            {
+                Ok(()) => return Ok(Ok(())),
+                Err(e) => e.current,
+            };
+            let found: Option<Lease> = current
+                .as_ref()
+                .map(|v| codec::decode(v).map_err(|e| corrupt(thread, None, "lease", e)))
+                .transpose()?;
+            if found.as_ref() != expected {
+                return Ok(Err(found));
+            }
+            old_bytes = current.map(|v| v.to_vec());
         }
+        Ok(Err(self.get_lease(thread).await?))
     }
 
     fn snapshot_cost(&self, state_bytes: usize) -> usize {
@@ -701,6 +704,49 @@ mod tests {
         let conf =
             String::from_utf8_lossy(&std::fs::read(dir.path().join("conf")).unwrap()).to_string();
         assert!(conf.contains("segment_size: 524288"), "{conf}");
+    }
+
+    #[tokio::test]
+    async fn a_lease_stored_in_another_encoding_still_swaps_and_a_changed_one_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledCheckpointer::open(dir.path()).unwrap();
+        let lease = Lease {
+            owner: "a".into(),
+            pid: 1,
+            host: "h".into(),
+            expires_at_ms: 5,
+        };
+        // The same lease with its fields in another order: other bytes, equal value.
+        let reordered =
+            serde_json::json!({"expires_at_ms": 5, "host": "h", "pid": 1, "owner": "a"});
+        let bytes = codec::encode(&reordered).unwrap();
+        assert_ne!(bytes, codec::encode(&lease).unwrap());
+        store.leases.insert("t", bytes).unwrap();
+
+        let renewed = Lease {
+            expires_at_ms: 9,
+            ..lease.clone()
+        };
+        let stale = Lease {
+            owner: "b".into(),
+            ..lease.clone()
+        };
+        assert_eq!(
+            store.swap_lease("t", Some(&stale), None).await.unwrap(),
+            Err(Some(lease.clone()))
+        );
+        assert_eq!(
+            store
+                .swap_lease("t", Some(&lease), Some(&renewed))
+                .await
+                .unwrap(),
+            Ok(())
+        );
+        assert_eq!(store.get_lease("t").await.unwrap(), Some(renewed.clone()));
+        assert_eq!(
+            store.swap_lease("t", None, Some(&lease)).await.unwrap(),
+            Err(Some(renewed))
+        );
     }
 
     #[test]

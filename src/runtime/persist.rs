@@ -375,8 +375,9 @@ impl LeaseGuard {
     ) -> Result<LeaseGuard, CheckpointError> {
         let host = host_name();
         let ttl_ms = ttl.as_millis() as u64;
+        // Most threads are free: claim first, and a refused claim says who holds the thread.
+        let mut current: Option<Lease> = None;
         for _ in 0..5 {
-            let current = store.get_lease(thread).await?;
             if let Some(held) = &current {
                 let now = now_ms();
                 if lease_is_live(held) {
@@ -384,7 +385,7 @@ impl LeaseGuard {
                         thread: thread.to_string(),
                         pid: held.pid,
                         host: held.host.clone(),
-                        expires_in_ms: held.expires_at_ms - now,
+                        expires_in_ms: held.expires_at_ms.saturating_sub(now),
                     });
                 }
             }
@@ -394,17 +395,19 @@ impl LeaseGuard {
                 host: host.to_string(),
                 expires_at_ms: now_ms() + ttl_ms,
             };
-            if store
+            match store
                 .swap_lease(thread, current.as_ref(), Some(&lease))
                 .await?
-                .is_ok()
             {
-                return Ok(LeaseGuard {
-                    store,
-                    thread: thread.to_string(),
-                    lease: tokio::sync::Mutex::new(lease),
-                    ttl,
-                });
+                Ok(()) => {
+                    return Ok(LeaseGuard {
+                        store,
+                        thread: thread.to_string(),
+                        lease: tokio::sync::Mutex::new(lease),
+                        ttl,
+                    })
+                }
+                Err(found) => current = found,
             }
         }
         let held = store.get_lease(thread).await?;
