@@ -13,6 +13,8 @@
 //! - `resume`: a fresh process opens the store `loop --db PATH` wrote and reads the thread's
 //!   latest state (`--steps N` must match the loop's). `seconds` is open + read; the split goes
 //!   to stderr.
+//! - `open` (ours only): a fresh process opens the sled store at `--db PATH`, a new empty one if
+//!   nothing is there, and reads nothing: run on an empty path, the floor under `resume`'s open.
 //!
 //! `--quick` does a tenth of the work (CI checks the output's shape with it, never its speed).
 //! Only the JSON line goes to stdout. `tests/workloads_quick.rs` includes this file as a module.
@@ -45,6 +47,7 @@ pub enum Workload {
     Loop,
     Fanout,
     Resume,
+    Open,
 }
 
 impl Workload {
@@ -54,6 +57,7 @@ impl Workload {
             Workload::Loop => "loop",
             Workload::Fanout => "fanout",
             Workload::Resume => "resume",
+            Workload::Open => "open",
         }
     }
 }
@@ -121,18 +125,20 @@ impl Options {
                             format!("--concurrency takes a number >= 1, not `{n}`")
                         })?;
                 }
-                "chain" | "loop" | "fanout" | "resume" if workload.is_none() => {
+                "chain" | "loop" | "fanout" | "resume" | "open" if workload.is_none() => {
                     workload = Some(match arg.as_str() {
                         "chain" => Workload::Chain,
                         "loop" => Workload::Loop,
                         "fanout" => Workload::Fanout,
+                        "open" => Workload::Open,
                         _ => Workload::Resume,
                     })
                 }
                 other => return Err(format!("unexpected argument `{other}`")),
             }
         }
-        options.workload = workload.ok_or("name a workload: chain, loop, fanout or resume")?;
+        options.workload =
+            workload.ok_or("name a workload: chain, loop, fanout, resume or open")?;
         if options.concurrency > 1
             && !matches!(options.workload, Workload::Chain | Workload::Fanout)
         {
@@ -451,7 +457,7 @@ async fn run_async(options: &Options) -> Result<Report, Error> {
             .await?;
             (threads * 12, seconds)
         }
-        Workload::Resume => unreachable!("resume is timed from the open"),
+        Workload::Resume | Workload::Open => unreachable!("timed from the open"),
     };
     Ok(Report {
         workload: options.workload.name(),
@@ -529,6 +535,26 @@ async fn resume(options: &Options) -> Result<Report, Error> {
     })
 }
 
+/// `open`: open the store and close it, timed.
+fn open(options: &Options) -> Result<Report, Error> {
+    let dir = match (&options.db, options.sled) {
+        (Some(dir), true) => dir.clone(),
+        _ => return Err("open times opening a sled store: pass --saver sled --db PATH".into()),
+    };
+    let started = Instant::now();
+    let saver = SledCheckpointer::open(&dir)?;
+    let seconds = started.elapsed().as_secs_f64();
+    drop(saver);
+    Ok(Report {
+        workload: "open",
+        saver: "sled",
+        durability: durability_name(options.durability),
+        steps: 1,
+        seconds,
+        db_bytes: Some(dir_bytes(&dir)?),
+    })
+}
+
 fn durability_name(d: Durability) -> &'static str {
     match d {
         Durability::Sync => "sync",
@@ -545,6 +571,7 @@ pub fn run(options: &Options) -> Result<Report, Error> {
     runtime.block_on(async {
         match options.workload {
             Workload::Resume => resume(options).await,
+            Workload::Open => open(options),
             _ => run_async(options).await,
         }
     })

@@ -101,6 +101,13 @@ fn resume_reads_the_store_the_loop_wrote() {
     assert_eq!((report.workload, report.steps), ("resume", 1));
     assert!(fields["db_bytes"].as_u64().unwrap() > 0);
 
+    // `open` times the open alone, of that store or of a new empty one.
+    for store in [db.clone(), dir.path().join("empty")] {
+        let (report, fields) = run(&format!("open --saver sled --db {}", store.display()));
+        assert_eq!(report.workload, "open");
+        assert!(fields["db_bytes"].as_u64().unwrap() > 0);
+    }
+
     let args: Vec<String> = ["resume", "--saver", "memory"].map(String::from).to_vec();
     assert!(
         workloads::run(&Options::parse(&args).unwrap()).is_err(),
