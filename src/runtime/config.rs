@@ -42,7 +42,7 @@ impl std::str::FromStr for Durability {
 /// Deltas keep storage proportional to what changed; a snapshot bounds how much a read replays.
 /// A snapshot is taken when the delta bytes since the last one reach `ratio` times its cost, or
 /// when there have been `max_chain` deltas and their bytes reach `min_ratio` times its cost; and
-/// never before they reach 1/128 of the state, which every snapshot encodes whole. Its cost is
+/// never before they reach 1/16 of the state, which every snapshot encodes whole. Its cost is
 /// what the store says storing it takes ([`Checkpointer::snapshot_cost`]): the state's size for
 /// a store that keeps snapshots whole, about what changed for one that shares their pieces (both
 /// built-in stores do, from 256 KiB).

@@ -192,9 +192,11 @@ pub(crate) fn to_raw<T: serde::Serialize>(value: &T) -> Result<Box<RawValue>, Ru
 }
 
 /// Bytes of state a snapshot may re-encode per byte of delta since the last one. At 10 MB of
-/// state that is a snapshot every ~80 KB of deltas: ~40 us per step spent encoding, against a
-/// chain of ~650 deltas (a few ms) for a reader; the state's own decoding costs ~20 ms there.
-const REENCODE_SHARE: usize = 128;
+/// state that is a snapshot every ~640 KB of deltas (~5,000 steps of 100-byte messages): the
+/// 100k-step loop then spends no more CPU than with snapshots stored whole, where 128 cost 30%
+/// more user time (BENCHMARKS.md); a reader replays those small deltas in a few ms, beside ~20 ms
+/// to decode the state itself.
+const REENCODE_SHARE: usize = 16;
 
 /// Decides when a checkpoint stores the whole state.
 pub(crate) struct SnapshotTracker {

@@ -166,14 +166,16 @@ pub async fn snapshots_stay_linear_on_long_threads(backend: &dyn Backend) {
         })
         .sum();
     assert!(
-        snapshot_bytes > 3 * stored,
+        snapshot_bytes > 2 * stored,
         "{snapshot_bytes} bytes of snapshots read back from {stored} stored"
     );
-    // Once snapshots share pieces they are cheap, so they come often and reads stay short.
+    // Once snapshots share pieces they are cheap to store, so they come as often as encoding
+    // the whole state allows (each 1/16 of it in deltas, ~420 steps here) and reads stay short;
+    // kept whole, they would wait for a quarter of the state (~1,700 steps).
     let lengths = chain_lengths(&records);
     let newest = &lengths[..2000];
     assert!(
-        newest.iter().all(|&l| l <= 128),
+        newest.iter().all(|&l| l <= 512),
         "longest chain among the newest: {:?}",
         newest.iter().max()
     );
