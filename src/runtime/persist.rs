@@ -193,7 +193,7 @@ pub(crate) fn to_raw<T: serde::Serialize>(value: &T) -> Result<Box<RawValue>, Ru
 
 /// Bytes of state a snapshot may re-encode per byte of delta since the last one. At 10 MB of
 /// state that is a snapshot every ~640 KB of deltas (~5,000 steps of 100-byte messages): the
-/// 100k-step loop then spends no more CPU than with snapshots stored whole, where 128 cost 30%
+/// 100k-step loop then spends no more CPU than with snapshots stored whole, where 1/64 cost 29%
 /// more user time (BENCHMARKS.md); a reader replays those small deltas in a few ms, beside ~20 ms
 /// to decode the state itself.
 const REENCODE_SHARE: usize = 16;
