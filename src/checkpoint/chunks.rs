@@ -28,7 +28,8 @@ use std::collections::HashSet;
 pub(crate) const CHUNKED_FROM: usize = 256 * 1024;
 const MIN_CHUNK: usize = 2 * 1024;
 const AVG_CHUNK: usize = 4 * 1024;
-/// Below a quarter of sled's default 64 KiB segment, so no piece becomes a separate blob file.
+/// Below a quarter of sled's default 64 KiB segment, so no piece on its own becomes a separate
+/// blob file (a sled leaf holding several still can).
 const MAX_CHUNK: usize = 12 * 1024;
 /// One index entry: the piece's hash and its length (u32, little-endian).
 const ENTRY: usize = 16 + 4;
@@ -226,6 +227,12 @@ pub(crate) fn decode_checkpoint(
     };
     super::codec::decode_checkpoint_with(thread, bytes, &mut resolve)
         .map_err(|e| corrupt(thread, id, "checkpoint", e))
+}
+
+/// Whether removing this stored checkpoint may leave pieces nothing names: it names some, or it
+/// is too damaged to tell (then nothing can read its pieces any more either).
+pub(crate) fn may_hold_pieces(record: &[u8]) -> bool {
+    !matches!(super::codec::chunk_root(record), Ok(None))
 }
 
 /// The pieces still referenced by any of a thread's stored checkpoints (`records`, as stored).

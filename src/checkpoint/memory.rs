@@ -245,9 +245,7 @@ impl Checkpointer for MemoryCheckpointer {
             let mut removed_pieces = false;
             for id in ids {
                 let removed = t.checkpoints.remove(id);
-                // A damaged record's pieces are swept as well: nothing can read them any more.
-                removed_pieces |=
-                    removed.is_some_and(|r| !matches!(codec::chunk_root(&r), Ok(None)));
+                removed_pieces |= removed.is_some_and(|r| chunks::may_hold_pieces(&r));
                 t.writes.remove(id);
                 let prefix = format!("{id}/");
                 t.journal.retain(|k, _| !k.starts_with(&prefix));

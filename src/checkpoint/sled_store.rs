@@ -599,8 +599,7 @@ impl Checkpointer for SledCheckpointer {
                 .checkpoints
                 .remove(&key)
                 .map_err(CheckpointError::storage)?;
-            // A damaged record's pieces are swept as well: nothing can read them any more.
-            removed_pieces |= removed.is_some_and(|r| !matches!(codec::chunk_root(&r), Ok(None)));
+            removed_pieces |= removed.is_some_and(|r| chunks::may_hold_pieces(&r));
             remove_prefix(&self.writes, &key)?;
             let mut journal_prefix = thread_prefix(thread);
             journal_prefix.extend_from_slice(format!("{id}/").as_bytes());
