@@ -209,12 +209,13 @@ pub async fn pruning_and_deleting_free_the_pieces_of_large_snapshots(backend: &d
         assert_eq!(read.values.steps.len(), 3000 - i);
     }
 
-    // Down to one checkpoint, a snapshot: every piece only pruned snapshots held is gone (all
-    // of them together held ~2x the state).
+    // Down to one checkpoint, a snapshot: every piece only pruned snapshots held is gone. What
+    // is left is that snapshot's pieces and index, ~0.3% over the state; the pieces only pruned
+    // snapshots held (their last pieces and indexes) were another ~11%.
     assert_eq!(graph.prune("big", 1).await.unwrap(), 9);
     let after = backend.stored_bytes("big") as usize;
     assert!(
-        after < final_state + final_state / 10,
+        after < final_state + final_state / 50,
         "{after} bytes left for one {final_state}-byte snapshot ({before} before)"
     );
     assert_eq!(
