@@ -41,7 +41,8 @@ pub struct SledCheckpointer {
     known_threads: Mutex<HashSet<String>>,
     /// Per thread, pieces known to be stored: a large snapshot names thousands, nearly all
     /// stored already, and asking sled for each cost a lookup. Only this process writes the
-    /// store (sled locks it), and sweeping or deleting a thread forgets its entry.
+    /// store (sled locks it), and sweeping or deleting a thread forgets its entry. At most
+    /// `KNOWN_PIECES_THREADS` threads are remembered; forgetting only costs lookups.
     known_pieces: Mutex<HashMap<String, HashSet<ChunkHash>>>,
     flushes: GroupCommit,
 }
@@ -329,6 +330,9 @@ fn id_from_key(thread: &str, key: &[u8]) -> Option<CheckpointId> {
     Some(CheckpointId::from_bytes(bytes))
 }
 
+/// Threads whose stored pieces a store remembers at once.
+const KNOWN_PIECES_THREADS: usize = 64;
+
 /// One thread's snapshot pieces in the `pieces` tree.
 struct SledPieces<'a> {
     tree: &'a sled::Tree,
@@ -348,9 +352,13 @@ impl SledPieces<'_> {
     }
 
     fn remember(&self, hash: &ChunkHash) {
-        self.known
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        // A server that writes many large threads would otherwise keep every set; the threads
+        // being written now refill theirs on their next snapshot.
+        if known.len() >= KNOWN_PIECES_THREADS && !known.contains_key(self.thread) {
+            known.clear();
+        }
+        known
             .entry(self.thread.to_string())
             .or_default()
             .insert(*hash);
@@ -746,6 +754,26 @@ mod tests {
             store.swap_lease("t", None, Some(&lease)).await.unwrap(),
             Err(Some(renewed))
         );
+    }
+
+    #[test]
+    fn the_pieces_a_store_remembers_are_bounded_and_forgetting_them_only_costs_lookups() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledCheckpointer::open(dir.path()).unwrap();
+        let piece = [7u8; 16];
+        for i in 0..KNOWN_PIECES_THREADS + 6 {
+            let thread = format!("t{i}");
+            let mut pieces = store.pieces_of(&thread);
+            pieces.insert(&piece, b"bytes").unwrap();
+        }
+        let remembered = store.known_pieces.lock().unwrap().len();
+        assert!(
+            remembered <= KNOWN_PIECES_THREADS,
+            "{remembered} threads remembered"
+        );
+        // A forgotten thread's pieces are still found, in sled.
+        assert!(store.pieces_of("t0").contains(&piece).unwrap());
+        assert!(!store.pieces_of("t0").contains(&[8u8; 16]).unwrap());
     }
 
     #[test]
