@@ -3,9 +3,9 @@
 //! corrupt, never decoded into something else.
 //!
 //! Formats: 1 is JSON (every kind of record; checkpoints written before format 2 existed); 2 is
-//! a checkpoint in the compact binary layout of [`super::compact`], which is what checkpoints
+//! a checkpoint in the compact binary layout of `checkpoint/compact.rs`, which is what checkpoints
 //! are written as now; 3 is the same layout for a checkpoint whose snapshot is stored as pieces
-//! beside it ([`super::chunks`]), so only a backend that holds the pieces can read it. Readers
+//! beside it (`checkpoint/chunks.rs`), so only a backend that holds the pieces can read it. Readers
 //! keep every format they ever wrote.
 
 use super::chunks::ChunkRoot;
