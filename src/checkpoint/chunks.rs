@@ -217,7 +217,7 @@ pub(crate) fn encode_checkpoint(
 /// chunked snapshot from `store`.
 pub(crate) fn decode_checkpoint(
     thread: &str,
-    id: Option<super::record::CheckpointId>,
+    id: super::record::CheckpointId,
     bytes: &[u8],
     store: &dyn ChunkStore,
 ) -> Result<CheckpointRecord, CheckpointError> {
@@ -225,8 +225,8 @@ pub(crate) fn decode_checkpoint(
         let json = join(store, root)?;
         String::from_utf8(json).map_err(|_| "a reassembled snapshot is not UTF-8".to_string())
     };
-    super::codec::decode_checkpoint_with(thread, bytes, &mut resolve)
-        .map_err(|e| corrupt(thread, id, "checkpoint", e))
+    super::codec::decode_checkpoint_with(thread, id, bytes, &mut resolve)
+        .map_err(|e| corrupt(thread, Some(id), "checkpoint", e))
 }
 
 /// Whether removing this stored checkpoint may leave pieces nothing names: it names some, or it
@@ -273,6 +273,47 @@ mod tests {
         }
         fn get(&self, hash: &ChunkHash) -> Result<Option<Vec<u8>>, CheckpointError> {
             Ok(self.map.get(hash).cloned())
+        }
+    }
+
+    #[test]
+    fn a_snapshot_stored_as_pieces_reads_back_from_format_3_and_format_4() {
+        use crate::checkpoint::{CheckpointMetadata, Frontier, Source};
+        let json = String::from_utf8(messages(3_000)).unwrap();
+        let record = CheckpointRecord {
+            thread_id: "t".into(),
+            id: uuid::Uuid::from_u128(9),
+            parent_id: Some(uuid::Uuid::from_u128(8)),
+            step: 4,
+            state: StateData::Snapshot(serde_json::value::RawValue::from_string(json).unwrap()),
+            frontier: Frontier::default(),
+            metadata: CheckpointMetadata {
+                source: Source::Loop,
+                writers: vec!["agent".into()],
+                created_at_ms: 1,
+                schema_version: 1,
+                run_id: "r".into(),
+                graph: None,
+            },
+        };
+        let mut pieces = Pieces::default();
+        let slim = encode_checkpoint(&record, &mut pieces).unwrap();
+        assert_eq!(slim[2], 4);
+        let StateData::Snapshot(json) = &record.state else {
+            unreachable!()
+        };
+        let root = store(&mut pieces, json.get().as_bytes());
+        let old = super::super::codec::encode_checkpoint_as_before(&record, Some(&root));
+        assert_eq!(old[2], 3);
+        for bytes in [&slim, &old] {
+            let read = decode_checkpoint("t", record.id, bytes, &pieces).unwrap();
+            assert_eq!(
+                serde_json::to_value(&read).unwrap(),
+                serde_json::to_value(&record).unwrap()
+            );
+            // Both name their pieces, so pruning keeps them.
+            let live = live_pieces("t", [bytes.as_slice()], &pieces).unwrap();
+            assert_eq!(live.len(), pieces.map.len());
         }
     }
 

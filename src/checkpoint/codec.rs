@@ -3,13 +3,14 @@
 //! corrupt, never decoded into something else.
 //!
 //! Formats: 1 is JSON (every kind of record; checkpoints written before format 2 existed); 2 is
-//! a checkpoint in the compact binary layout of `checkpoint/compact.rs`, which is what checkpoints
-//! are written as now; 3 is the same layout for a checkpoint whose snapshot is stored as pieces
-//! beside it (`checkpoint/chunks.rs`), so only a backend that holds the pieces can read it. Readers
+//! a checkpoint in the compact binary layout of `checkpoint/compact.rs`; 3 is the same layout for
+//! a checkpoint whose snapshot is stored as pieces beside it (`checkpoint/chunks.rs`), so only a
+//! backend that holds the pieces can read it; 4, what checkpoints are written as now, is a slimmer
+//! layout that leaves the checkpoint's id to its key, and holds a snapshot either way. Readers
 //! keep every format they ever wrote.
 
 use super::chunks::ChunkRoot;
-use super::record::CheckpointRecord;
+use super::record::{CheckpointId, CheckpointRecord};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -17,8 +18,9 @@ const MAGIC: [u8; 2] = *b"SG";
 const JSON: u8 = 1;
 const COMPACT_CHECKPOINT: u8 = 2;
 const CHUNKED_CHECKPOINT: u8 = 3;
+const SLIM_CHECKPOINT: u8 = 4;
 /// The newest format this build reads.
-const NEWEST: u8 = CHUNKED_CHECKPOINT;
+const NEWEST: u8 = SLIM_CHECKPOINT;
 const HEADER: usize = 2 + 1 + 4 + 4;
 
 /// Why a stored record could not be read.
@@ -63,8 +65,8 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, FrameError> {
     seal(out, JSON)
 }
 
-/// Frames a checkpoint in the compact layout. Its thread id is left out: every backend keeps
-/// it in the record's key, and gives it back to [`decode_checkpoint`].
+/// Frames a checkpoint in the compact layout. Its thread id and id are left out: every backend
+/// keeps them in the record's key, and gives them back to [`decode_checkpoint`].
 pub fn encode_checkpoint(record: &CheckpointRecord) -> Result<Vec<u8>, FrameError> {
     encode_checkpoint_with(record, None)
 }
@@ -76,23 +78,18 @@ pub(crate) fn encode_checkpoint_with(
 ) -> Result<Vec<u8>, FrameError> {
     let mut out = vec![0u8; HEADER];
     super::compact::encode(record, chunked, &mut out).map_err(FrameError::Encode)?;
-    // A record that does not need format 3 stays readable by builds that predate it.
-    let chunked = chunked.is_some() && record.state.is_snapshot();
-    seal(
-        out,
-        if chunked {
-            CHUNKED_CHECKPOINT
-        } else {
-            COMPACT_CHECKPOINT
-        },
-    )
+    seal(out, SLIM_CHECKPOINT)
 }
 
-/// Checks a frame and decodes the checkpoint in it, in whichever format it was written. A
-/// checkpoint whose snapshot is stored as pieces (format 3) is refused: read it through the
-/// store that holds them.
-pub fn decode_checkpoint(thread: &str, bytes: &[u8]) -> Result<CheckpointRecord, FrameError> {
-    decode_checkpoint_with(thread, bytes, &mut |_| {
+/// Checks a frame and decodes the checkpoint in it, in whichever format it was written, giving
+/// it back the thread and id it is stored under. A checkpoint whose snapshot is stored as pieces
+/// is refused: read it through the store that holds them.
+pub fn decode_checkpoint(
+    thread: &str,
+    id: CheckpointId,
+    bytes: &[u8],
+) -> Result<CheckpointRecord, FrameError> {
+    decode_checkpoint_with(thread, id, bytes, &mut |_| {
         Err("its snapshot is stored as pieces beside it; read it through its store".into())
     })
 }
@@ -100,25 +97,59 @@ pub fn decode_checkpoint(thread: &str, bytes: &[u8]) -> Result<CheckpointRecord,
 /// Checks a frame and decodes the checkpoint in it; `resolve` reads a snapshot stored as pieces.
 pub(crate) fn decode_checkpoint_with(
     thread: &str,
+    id: CheckpointId,
     bytes: &[u8],
     resolve: &mut dyn FnMut(&ChunkRoot) -> Result<String, String>,
 ) -> Result<CheckpointRecord, FrameError> {
-    match open(bytes)? {
-        (COMPACT_CHECKPOINT | CHUNKED_CHECKPOINT, body) => {
-            super::compact::decode(thread, body, resolve).map_err(FrameError::Decode)
+    let record: CheckpointRecord = match open(bytes)? {
+        (SLIM_CHECKPOINT, body) => {
+            return super::compact::decode(thread, id, body, resolve).map_err(FrameError::Decode)
         }
-        (JSON, body) => serde_json::from_slice(body).map_err(|e| FrameError::Decode(e.to_string())),
+        (COMPACT_CHECKPOINT | CHUNKED_CHECKPOINT, body) => {
+            super::compact::decode_with_id(thread, body, resolve).map_err(FrameError::Decode)?
+        }
+        (JSON, body) => {
+            serde_json::from_slice(body).map_err(|e| FrameError::Decode(e.to_string()))?
+        }
         // `open` only passes known formats; naming each keeps a new one from being read as JSON.
-        (format, _) => Err(FrameError::UnknownFormat(format)),
+        (format, _) => return Err(FrameError::UnknownFormat(format)),
+    };
+    // An older record names itself: one filed under another id was moved, or its key damaged.
+    if record.id != id {
+        return Err(FrameError::Decode(format!(
+            "the record stored as checkpoint {id} is checkpoint {}",
+            record.id
+        )));
     }
+    Ok(record)
+}
+
+/// Frames a checkpoint as formats 2 and 3 did (3 with `chunked`), for tests that they still
+/// read.
+#[cfg(test)]
+pub(crate) fn encode_checkpoint_as_before(
+    record: &CheckpointRecord,
+    chunked: Option<&ChunkRoot>,
+) -> Vec<u8> {
+    let mut out = vec![0u8; HEADER];
+    super::compact::encode_with_id(record, chunked, &mut out).expect("a test record encodes");
+    let format = if chunked.is_some() {
+        CHUNKED_CHECKPOINT
+    } else {
+        COMPACT_CHECKPOINT
+    };
+    seal(out, format).expect("a test record fits a frame")
 }
 
 /// The pieces a stored checkpoint's snapshot is kept as, if it is kept that way.
 pub(crate) fn chunk_root(bytes: &[u8]) -> Result<Option<ChunkRoot>, FrameError> {
-    match open(bytes)? {
-        (CHUNKED_CHECKPOINT, body) => super::compact::chunk_root(body).map_err(FrameError::Decode),
-        _ => Ok(None),
-    }
+    let (format, body) = open(bytes)?;
+    let slim = match format {
+        CHUNKED_CHECKPOINT => false,
+        SLIM_CHECKPOINT => true,
+        _ => return Ok(None),
+    };
+    super::compact::chunk_root(body, slim).map_err(FrameError::Decode)
 }
 
 /// Fills in the header of `out`, whose first `HEADER` bytes were reserved for it.
@@ -278,11 +309,14 @@ mod tests {
     }
 
     #[test]
-    fn a_compact_checkpoint_round_trips_every_field_and_gets_its_thread_back() {
+    fn a_compact_checkpoint_round_trips_every_field_and_gets_its_thread_and_id_back() {
         let record = full_record();
         let bytes = encode_checkpoint(&record).unwrap();
-        assert_eq!(bytes[2], COMPACT_CHECKPOINT);
-        same(&decode_checkpoint("thread-1", &bytes).unwrap(), &record);
+        assert_eq!(bytes[2], SLIM_CHECKPOINT);
+        same(
+            &decode_checkpoint("thread-1", record.id, &bytes).unwrap(),
+            &record,
+        );
 
         let snapshot = CheckpointRecord {
             state: crate::checkpoint::StateData::Snapshot(
@@ -292,44 +326,108 @@ mod tests {
             ..full_record()
         };
         let bytes = encode_checkpoint(&snapshot).unwrap();
-        same(&decode_checkpoint("thread-1", &bytes).unwrap(), &snapshot);
+        same(
+            &decode_checkpoint("thread-1", snapshot.id, &bytes).unwrap(),
+            &snapshot,
+        );
     }
 
     #[test]
-    fn checkpoints_written_as_json_still_read() {
+    fn writers_and_run_ids_read_back_as_written_whichever_way_they_are_stored() {
+        let uuid = "0193a0b1-c2d3-7e4f-8a9b-0c1d2e3f4a5b";
+        let cases: [(&[&str], &str); 6] = [
+            (&["a", "b"], uuid),
+            (&["b", "a"], uuid),
+            (&["a"], uuid),
+            (&[], uuid),
+            (&["a", "b"], "0193A0B1-C2D3-7E4F-8A9B-0C1D2E3F4A5B"),
+            (&["a", "b"], "run-7"),
+        ];
+        for (writers, run_id) in cases {
+            let mut record = full_record();
+            record.metadata.writers = writers.iter().map(|w| w.to_string()).collect();
+            record.metadata.run_id = run_id.to_string();
+            let bytes = encode_checkpoint(&record).unwrap();
+            same(
+                &decode_checkpoint("thread-1", record.id, &bytes).unwrap(),
+                &record,
+            );
+        }
+        // A snapshot names its writers: it has no delta to take them from.
+        let mut snapshot = full_record();
+        snapshot.state = crate::checkpoint::StateData::Snapshot(
+            serde_json::value::to_raw_value(&serde_json::json!({"n": 1})).unwrap(),
+        );
+        let bytes = encode_checkpoint(&snapshot).unwrap();
+        same(
+            &decode_checkpoint("thread-1", snapshot.id, &bytes).unwrap(),
+            &snapshot,
+        );
+    }
+
+    fn format_2(record: &CheckpointRecord) -> Vec<u8> {
+        let bytes = encode_checkpoint_as_before(record, None);
+        assert_eq!(bytes[2], COMPACT_CHECKPOINT);
+        bytes
+    }
+
+    #[test]
+    fn checkpoints_written_in_older_formats_still_read() {
         let record = full_record();
-        let old = encode(&record).unwrap();
-        assert_eq!(old[2], JSON);
-        same(&decode_checkpoint("thread-1", &old).unwrap(), &record);
+        let json = encode(&record).unwrap();
+        assert_eq!(json[2], JSON);
+        same(
+            &decode_checkpoint("thread-1", record.id, &json).unwrap(),
+            &record,
+        );
+        same(
+            &decode_checkpoint("thread-1", record.id, &format_2(&record)).unwrap(),
+            &record,
+        );
+    }
+
+    #[test]
+    fn an_older_record_stored_under_another_id_is_reported() {
+        let record = full_record();
+        let elsewhere = uuid::Uuid::from_u128(7);
+        for bytes in [encode(&record).unwrap(), format_2(&record)] {
+            let err = decode_checkpoint("thread-1", elsewhere, &bytes).unwrap_err();
+            assert!(
+                matches!(&err, FrameError::Decode(m) if m.contains(&record.id.to_string())),
+                "{err}"
+            );
+        }
     }
 
     #[test]
     fn a_damaged_compact_checkpoint_is_reported_not_read() {
-        let bytes = encode_checkpoint(&full_record()).unwrap();
+        let record = full_record();
+        let id = record.id;
+        let bytes = encode_checkpoint(&record).unwrap();
         for at in [HEADER, HEADER + 20, bytes.len() - 1] {
             let mut flipped = bytes.clone();
             flipped[at] ^= 0x10;
             assert!(matches!(
-                decode_checkpoint("thread-1", &flipped),
+                decode_checkpoint("thread-1", id, &flipped),
                 Err(FrameError::Checksum { .. })
             ));
         }
         assert!(matches!(
-            decode_checkpoint("thread-1", &bytes[..bytes.len() - 3]),
+            decode_checkpoint("thread-1", id, &bytes[..bytes.len() - 3]),
             Err(FrameError::Truncated { .. })
         ));
         let mut future = bytes.clone();
         future[2] = NEWEST + 1;
         assert!(matches!(
-            decode_checkpoint("thread-1", &future),
+            decode_checkpoint("thread-1", id, &future),
             Err(FrameError::UnknownFormat(_))
         ));
         // A frame whose checksum holds but whose body is cut short still fails to decode.
         let mut short = bytes[..HEADER].to_vec();
         short.extend_from_slice(&bytes[HEADER..HEADER + 10]);
-        let resealed = seal(short, COMPACT_CHECKPOINT).unwrap();
+        let resealed = seal(short, SLIM_CHECKPOINT).unwrap();
         assert!(matches!(
-            decode_checkpoint("thread-1", &resealed),
+            decode_checkpoint("thread-1", id, &resealed),
             Err(FrameError::Decode(_))
         ));
         // And a checkpoint is never taken for a JSON record.
@@ -349,8 +447,13 @@ mod tests {
         }]);
         record.frontier.tasks.truncate(1);
         record.frontier.tasks[0].arg = None;
-        let compact = encode_checkpoint(&record).unwrap().len();
+        record.metadata.writers = vec!["agent".into()];
+        record.metadata.run_id = "0193a0b1-c2d3-7e4f-8a9b-0c1d2e3f4a5b".into();
+        let slim = encode_checkpoint(&record).unwrap().len();
         let json = encode(&record).unwrap().len();
-        assert!(compact * 2 < json, "{compact} compact vs {json} JSON bytes");
+        assert!(slim * 2 < json, "{slim} compact vs {json} JSON bytes");
+        // Format 4 leaves out the id (16 bytes), the writers (6) and 20 of the run id's 37.
+        let format_2 = format_2(&record).len();
+        assert_eq!(format_2 - slim, 16 + 6 + 20, "{slim} vs {format_2} bytes");
     }
 }

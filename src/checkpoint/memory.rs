@@ -100,7 +100,7 @@ impl ThreadRecords {
         id: CheckpointId,
         bytes: &[u8],
     ) -> Result<CheckpointRecord, CheckpointError> {
-        chunks::decode_checkpoint(thread, Some(id), bytes, &self.pieces)
+        chunks::decode_checkpoint(thread, id, bytes, &self.pieces)
     }
 }
 

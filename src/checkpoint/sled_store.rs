@@ -390,7 +390,18 @@ impl SledPieces<'_> {
     }
 
     fn decode(&self, key: &[u8], bytes: &[u8]) -> Result<CheckpointRecord, CheckpointError> {
-        chunks::decode_checkpoint(self.thread, id_from_key(self.thread, key), bytes, self)
+        let id = id_from_key(self.thread, key).ok_or_else(|| {
+            corrupt(
+                self.thread,
+                None,
+                "checkpoint",
+                codec::FrameError::Decode(format!(
+                    "its key of {} bytes names no checkpoint",
+                    key.len()
+                )),
+            )
+        })?;
+        chunks::decode_checkpoint(self.thread, id, bytes, self)
     }
 
     fn remember(&self, hash: &ChunkHash) {

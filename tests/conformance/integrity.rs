@@ -153,8 +153,8 @@ pub async fn a_thread_stored_in_the_json_format_reads_and_resumes(backend: &dyn 
     for id in &ids {
         before.push(graph.get_state("t", Some(*id)).await.unwrap().values);
         backend.tamper("t", *id, &mut |bytes| {
-            assert_eq!(bytes[2], 2, "written in the compact format");
-            let record = codec::decode_checkpoint("t", bytes).unwrap();
+            assert_eq!(bytes[2], 4, "written in the compact format");
+            let record = codec::decode_checkpoint("t", *id, bytes).unwrap();
             *bytes = codec::encode(&record).unwrap();
         });
     }
@@ -183,7 +183,7 @@ pub async fn a_thread_stored_in_the_json_format_reads_and_resumes(backend: &dyn 
     let newest = checkpoint_ids(&graph, "t").await[0];
     assert!(!ids.contains(&newest));
     backend.tamper("t", newest, &mut |bytes| {
-        assert_eq!(bytes[2], 2, "new checkpoints are compact")
+        assert_eq!(bytes[2], 4, "new checkpoints are compact")
     });
 }
 
