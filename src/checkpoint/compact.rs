@@ -140,8 +140,12 @@ pub(crate) fn encode(
         _ => Writers::Named(record.metadata.writers.iter().map(String::as_str).collect()),
     };
     let run_id = &record.metadata.run_id;
+    // Checked against the text it reads back as, formatted on the stack: this runs per step.
+    let mut spelled = uuid::Uuid::encode_buffer();
     let run_id = match uuid::Uuid::try_parse(run_id) {
-        Ok(u) if u.hyphenated().to_string() == *run_id => RunId::Uuid(*u.as_bytes()),
+        Ok(u) if u.hyphenated().encode_lower(&mut spelled) == run_id.as_str() => {
+            RunId::Uuid(*u.as_bytes())
+        }
         _ => RunId::Text(run_id),
     };
     let wire = SlimWire {
