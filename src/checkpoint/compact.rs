@@ -28,7 +28,8 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// Formats 2 and 3: read, no longer written (but by tests, to check they still read).
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
 struct Wire<'a> {
     id: [u8; 16],
     parent: Option<[u8; 16]>,
@@ -105,7 +106,8 @@ struct WireFrontier<'a> {
     joins: Vec<(&'a str, Vec<&'a str>)>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
 struct WireMetadata<'a> {
     source: Source,
     #[serde(borrow)]
