@@ -456,4 +456,66 @@ mod tests {
         let format_2 = format_2(&record).len();
         assert_eq!(format_2 - slim, 16 + 6 + 20, "{slim} vs {format_2} bytes");
     }
+
+    /// Stored bytes outlive the code that wrote them. Format 4's were written by 64697e9,
+    /// format 2's by e40de32, the last build that wrote that format. Each must still decode, and
+    /// today's encoders must write the same bytes, so a layout change cannot slip in without a
+    /// new format number.
+    const FORMAT_4_DELTA: &[&str] = &[
+        "5347040f01bee4b10000000100000000000000000000000000000029ac02010201611f7b226d657373616765",
+        "73223a5b2268c3a9205c2271756f7465645c22225d7d01621a7b22636f756e74223a7b22246f766572777269",
+        "7465223a337d7d02036d6170011c7b22646f63223a312c2274616773223a5b747275652c6e756c6c5d7d0672",
+        "656475636500010973756d6d6172697a6501066a6f696e3a7802016101620200d9be8f90a03403010572756e",
+        "2d3701087265736561726368",
+    ];
+    /// A snapshot, whose writers are named, with a UUID run id.
+    const FORMAT_4_SNAPSHOT: &[&str] = &[
+        "534704dc4a2534900000000100000000000000000000000000000029ac02000f7b226e223a5b312c2274776f",
+        "225d7d02036d6170011c7b22646f63223a312c2274616773223a5b747275652c6e756c6c5d7d067265647563",
+        "6500010973756d6d6172697a6501066a6f696e3a78020161016202010201610162d9be8f90a03403000193a0",
+        "b1c2d37e4f8a9b0c1d2e3f4a5b01087265736561726368",
+    ];
+    const FORMAT_2_DELTA: &[&str] = &[
+        "53470210100377c4000000019300000000700080000000000000420100000000000000000000000000000029",
+        "ac02010201611f7b226d65737361676573223a5b2268c3a9205c2271756f7465645c22225d7d01621a7b2263",
+        "6f756e74223a7b22246f7665727772697465223a337d7d02036d6170011c7b22646f63223a312c2274616773",
+        "223a5b747275652c6e756c6c5d7d0672656475636500010973756d6d6172697a6501066a6f696e3a78020161",
+        "0162020201610162d9be8f90a034030572756e2d3701087265736561726368",
+    ];
+
+    fn unhex(lines: &[&str]) -> Vec<u8> {
+        let hex = lines.concat();
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn records_written_by_earlier_builds_read_and_today_s_encoder_writes_the_same_bytes() {
+        let delta = full_record();
+        let mut snapshot = full_record();
+        snapshot.state = crate::checkpoint::StateData::Snapshot(
+            serde_json::value::to_raw_value(&serde_json::json!({"n": [1, "two"]})).unwrap(),
+        );
+        snapshot.metadata.run_id = "0193a0b1-c2d3-7e4f-8a9b-0c1d2e3f4a5b".into();
+        for (stored, record, format) in [
+            (FORMAT_4_DELTA, &delta, SLIM_CHECKPOINT),
+            (FORMAT_4_SNAPSHOT, &snapshot, SLIM_CHECKPOINT),
+            (FORMAT_2_DELTA, &delta, COMPACT_CHECKPOINT),
+        ] {
+            let bytes = unhex(stored);
+            assert_eq!(bytes[2], format);
+            same(
+                &decode_checkpoint("thread-1", record.id, &bytes).unwrap(),
+                record,
+            );
+            let written = if format == SLIM_CHECKPOINT {
+                encode_checkpoint(record).unwrap()
+            } else {
+                encode_checkpoint_as_before(record, None)
+            };
+            assert_eq!(written, bytes, "format {format}");
+        }
+    }
 }
