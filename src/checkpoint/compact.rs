@@ -27,33 +27,27 @@ use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-/// Formats 2 and 3: read, no longer written (but by tests, to check they still read).
-#[derive(Deserialize)]
-#[cfg_attr(test, derive(Serialize))]
-struct Wire<'a> {
-    id: [u8; 16],
+/// What formats 2 to 4 share, in this order. `M` is the metadata's layout: besides format 2's
+/// leading id, the one place they differ.
+#[derive(Serialize, Deserialize)]
+struct Body<'a, M> {
     parent: Option<[u8; 16]>,
     step: u64,
     #[serde(borrow)]
     state: WireState<'a>,
     #[serde(borrow)]
     frontier: WireFrontier<'a>,
-    #[serde(borrow)]
-    metadata: WireMetadata<'a>,
+    metadata: M,
 }
 
-/// Format 4: format 2's layout without the id, with [`Writers`] and [`RunId`].
-#[derive(Serialize, Deserialize)]
-struct SlimWire<'a> {
-    parent: Option<[u8; 16]>,
-    step: u64,
-    #[serde(borrow)]
-    state: WireState<'a>,
-    #[serde(borrow)]
-    frontier: WireFrontier<'a>,
-    #[serde(borrow)]
-    metadata: SlimMetadata<'a>,
-}
+/// Format 4: the body with [`SlimMetadata`].
+type SlimWire<'a> = Body<'a, SlimMetadata<'a>>;
+
+/// Formats 2 and 3, read and no longer written (but by tests, to check they still read): the
+/// checkpoint's id, then the body with [`WireMetadata`]. postcard writes a tuple's elements
+/// one after another, as it writes a struct's fields, so these are the bytes of the one struct
+/// format 2 was first defined as.
+type Wire<'a> = ([u8; 16], Body<'a, WireMetadata<'a>>);
 
 #[derive(Serialize, Deserialize)]
 struct SlimMetadata<'a> {
@@ -128,10 +122,9 @@ pub(crate) fn encode(
     chunked: Option<&ChunkRoot>,
     out: &mut Vec<u8>,
 ) -> Result<(), CompactError> {
-    let state = wire_state(&record.state, chunked);
-    let writers = match &state {
-        WireState::Delta(writes)
-            if writes.iter().map(|(node, _)| *node).eq(record
+    let writers = match &record.state {
+        StateData::Delta(writes)
+            if writes.iter().map(|w| w.node.as_str()).eq(record
                 .metadata
                 .writers
                 .iter()
@@ -150,22 +143,31 @@ pub(crate) fn encode(
         }
         _ => RunId::Text(run_id),
     };
-    let wire = SlimWire {
-        parent: record.parent_id.map(|p| *p.as_bytes()),
-        step: record.step,
-        state,
-        frontier: wire_frontier(&record.frontier)?,
-        metadata: SlimMetadata {
-            source: record.metadata.source,
-            writers,
-            created_at_ms: record.metadata.created_at_ms,
-            schema_version: record.metadata.schema_version,
-            run_id,
-            graph: record.metadata.graph.as_deref(),
-        },
+    let metadata = SlimMetadata {
+        source: record.metadata.source,
+        writers,
+        created_at_ms: record.metadata.created_at_ms,
+        schema_version: record.metadata.schema_version,
+        run_id,
+        graph: record.metadata.graph.as_deref(),
     };
+    let wire: SlimWire = body(record, chunked, metadata)?;
     postcard::to_io(&wire, out).map_err(|e| e.to_string())?;
     Ok(())
+}
+
+fn body<'a, M>(
+    record: &'a CheckpointRecord,
+    chunked: Option<&ChunkRoot>,
+    metadata: M,
+) -> Result<Body<'a, M>, CompactError> {
+    Ok(Body {
+        parent: record.parent_id.map(|p| *p.as_bytes()),
+        step: record.step,
+        state: wire_state(&record.state, chunked),
+        frontier: wire_frontier(&record.frontier)?,
+        metadata,
+    })
 }
 
 fn wire_state<'a>(state: &'a StateData, chunked: Option<&ChunkRoot>) -> WireState<'a> {
@@ -215,6 +217,7 @@ pub(crate) fn chunk_root(bytes: &[u8], slim: bool) -> Result<Option<ChunkRoot>, 
     } else {
         postcard::from_bytes::<Wire>(bytes)
             .map_err(|e| e.to_string())?
+            .1
             .state
     };
     Ok(match state {
@@ -232,33 +235,8 @@ pub(crate) fn decode(
     resolve: &mut dyn FnMut(&ChunkRoot) -> Result<String, CompactError>,
 ) -> Result<CheckpointRecord, CompactError> {
     let wire: SlimWire = postcard::from_bytes(bytes).map_err(|e| e.to_string())?;
-    let writers = match wire.metadata.writers {
-        Writers::OfTheDelta => match &wire.state {
-            WireState::Delta(writes) => writes.iter().map(|(node, _)| node.to_string()).collect(),
-            _ => return Err("its writers are those of a delta it does not hold".into()),
-        },
-        Writers::Named(names) => strings(names),
-    };
-    let run_id = match wire.metadata.run_id {
-        RunId::Uuid(bytes) => uuid::Uuid::from_bytes(bytes).hyphenated().to_string(),
-        RunId::Text(text) => text.to_string(),
-    };
-    Ok(CheckpointRecord {
-        thread_id: thread.to_string(),
-        id,
-        parent_id: wire.parent.map(uuid::Uuid::from_bytes),
-        step: wire.step,
-        state: state_of(wire.state, resolve)?,
-        frontier: frontier_of(wire.frontier)?,
-        metadata: CheckpointMetadata {
-            source: wire.metadata.source,
-            writers,
-            created_at_ms: wire.metadata.created_at_ms,
-            schema_version: wire.metadata.schema_version,
-            run_id,
-            graph: wire.metadata.graph.map(str::to_string),
-        },
-    })
+    let metadata = wire.metadata.read(&wire.state)?;
+    wire.into_record(thread, id, metadata, resolve)
 }
 
 /// Decodes a record written in format 2 or 3, which holds its own id.
@@ -267,27 +245,74 @@ pub(crate) fn decode_with_id(
     bytes: &[u8],
     resolve: &mut dyn FnMut(&ChunkRoot) -> Result<String, CompactError>,
 ) -> Result<CheckpointRecord, CompactError> {
-    let wire: Wire = postcard::from_bytes(bytes).map_err(|e| e.to_string())?;
-    Ok(CheckpointRecord {
-        thread_id: thread.to_string(),
-        id: uuid::Uuid::from_bytes(wire.id),
-        parent_id: wire.parent.map(uuid::Uuid::from_bytes),
-        step: wire.step,
-        state: state_of(wire.state, resolve)?,
-        frontier: frontier_of(wire.frontier)?,
-        metadata: CheckpointMetadata {
-            source: wire.metadata.source,
-            writers: strings(wire.metadata.writers),
-            created_at_ms: wire.metadata.created_at_ms,
-            schema_version: wire.metadata.schema_version,
-            run_id: wire.metadata.run_id.to_string(),
-            graph: wire.metadata.graph.map(str::to_string),
-        },
-    })
+    let (id, wire): Wire = postcard::from_bytes(bytes).map_err(|e| e.to_string())?;
+    let metadata = wire.metadata.read();
+    wire.into_record(thread, uuid::Uuid::from_bytes(id), metadata, resolve)
 }
 
-fn strings(v: Vec<&str>) -> Vec<String> {
-    v.into_iter().map(str::to_string).collect()
+impl<M> Body<'_, M> {
+    /// The record, once its metadata has been read in its format's way.
+    fn into_record(
+        self,
+        thread: &str,
+        id: CheckpointId,
+        metadata: CheckpointMetadata,
+        resolve: &mut dyn FnMut(&ChunkRoot) -> Result<String, CompactError>,
+    ) -> Result<CheckpointRecord, CompactError> {
+        Ok(CheckpointRecord {
+            thread_id: thread.to_string(),
+            id,
+            parent_id: self.parent.map(uuid::Uuid::from_bytes),
+            step: self.step,
+            state: state_of(self.state, resolve)?,
+            frontier: frontier_of(self.frontier)?,
+            metadata,
+        })
+    }
+}
+
+impl SlimMetadata<'_> {
+    /// `state` is the record's: the writers may be its delta's nodes.
+    fn read(&self, state: &WireState<'_>) -> Result<CheckpointMetadata, CompactError> {
+        let writers = match &self.writers {
+            Writers::OfTheDelta => match state {
+                WireState::Delta(writes) => {
+                    writes.iter().map(|(node, _)| node.to_string()).collect()
+                }
+                _ => return Err("its writers are those of a delta it does not hold".into()),
+            },
+            Writers::Named(names) => strings(names),
+        };
+        let run_id = match self.run_id {
+            RunId::Uuid(bytes) => uuid::Uuid::from_bytes(bytes).hyphenated().to_string(),
+            RunId::Text(text) => text.to_string(),
+        };
+        Ok(CheckpointMetadata {
+            source: self.source,
+            writers,
+            created_at_ms: self.created_at_ms,
+            schema_version: self.schema_version,
+            run_id,
+            graph: self.graph.map(str::to_string),
+        })
+    }
+}
+
+impl WireMetadata<'_> {
+    fn read(&self) -> CheckpointMetadata {
+        CheckpointMetadata {
+            source: self.source,
+            writers: strings(&self.writers),
+            created_at_ms: self.created_at_ms,
+            schema_version: self.schema_version,
+            run_id: self.run_id.to_string(),
+            graph: self.graph.map(str::to_string),
+        }
+    }
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
 }
 
 fn state_of(
@@ -328,11 +353,11 @@ fn frontier_of(frontier: WireFrontier<'_>) -> Result<Frontier, CompactError> {
         .collect::<Result<_, CompactError>>()?;
     Ok(Frontier {
         tasks,
-        deferred: strings(frontier.deferred),
+        deferred: strings(&frontier.deferred),
         joins: frontier
             .joins
             .into_iter()
-            .map(|(k, v)| (k.to_string(), strings(v)))
+            .map(|(k, v)| (k.to_string(), strings(&v)))
             .collect::<BTreeMap<_, _>>(),
     })
 }
@@ -344,22 +369,15 @@ pub(crate) fn encode_with_id(
     chunked: Option<&ChunkRoot>,
     out: &mut Vec<u8>,
 ) -> Result<(), CompactError> {
-    let state = wire_state(&record.state, chunked);
-    let wire = Wire {
-        id: *record.id.as_bytes(),
-        parent: record.parent_id.map(|p| *p.as_bytes()),
-        step: record.step,
-        state,
-        frontier: wire_frontier(&record.frontier)?,
-        metadata: WireMetadata {
-            source: record.metadata.source,
-            writers: record.metadata.writers.iter().map(String::as_str).collect(),
-            created_at_ms: record.metadata.created_at_ms,
-            schema_version: record.metadata.schema_version,
-            run_id: &record.metadata.run_id,
-            graph: record.metadata.graph.as_deref(),
-        },
+    let metadata = WireMetadata {
+        source: record.metadata.source,
+        writers: record.metadata.writers.iter().map(String::as_str).collect(),
+        created_at_ms: record.metadata.created_at_ms,
+        schema_version: record.metadata.schema_version,
+        run_id: &record.metadata.run_id,
+        graph: record.metadata.graph.as_deref(),
     };
+    let wire: Wire = (*record.id.as_bytes(), body(record, chunked, metadata)?);
     postcard::to_io(&wire, out).map_err(|e| e.to_string())?;
     Ok(())
 }
