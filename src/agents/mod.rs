@@ -9,6 +9,7 @@
 
 pub mod pipeline;
 pub mod research;
+pub mod tree;
 
 use crate::registry::AnyFactory;
 use std::sync::Arc;
