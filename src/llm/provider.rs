@@ -12,12 +12,14 @@
 //! # let _ = model; Ok(()) }
 //! ```
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use async_trait::async_trait;
 
 use super::anthropic::{AnthropicChat, AnthropicConfig};
 use super::http::{non_empty_env, HttpSettings, Secret};
 use super::openai::{OpenAiChat, OpenAiConfig};
-use super::{ChatModel, LlmError};
+use super::{ChatModel, ChatRequest, ChatResponse, LlmError};
 
 /// What the caller knows; anything left `None` comes from the environment.
 #[derive(Clone, Debug, Default)]
@@ -126,6 +128,47 @@ pub fn build(
             config.http = http;
             Ok(Arc::new(AnthropicChat::new(config)?))
         }
+    }
+}
+
+/// A [`ChatModel`] built by [`from_env`] on its first call, so a graph that holds it can be
+/// built, drawn and its threads inspected with no key. Without a configured provider every
+/// call fails with [`LlmError::NotConfigured`], which is not transient, so a node fails at
+/// once instead of retrying; check [`from_env`] before a run to fail earlier still.
+///
+/// ```
+/// use stategraph::llm::provider::{LazyModel, ProviderSettings};
+/// let model = LazyModel::new(ProviderSettings::default()); // reads nothing yet
+/// # let _ = model;
+/// ```
+pub struct LazyModel {
+    settings: ProviderSettings,
+    model: OnceLock<Arc<dyn ChatModel>>,
+}
+
+impl LazyModel {
+    /// A model to be built from `settings` and the environment when first called.
+    pub fn new(settings: ProviderSettings) -> Self {
+        LazyModel {
+            settings,
+            model: OnceLock::new(),
+        }
+    }
+
+    fn get(&self) -> Result<Arc<dyn ChatModel>, LlmError> {
+        if let Some(model) = self.model.get() {
+            return Ok(model.clone());
+        }
+        let built = from_env(self.settings.clone())?;
+        // Two first calls racing may both build one; either is fine, the first is kept.
+        Ok(self.model.get_or_init(|| built).clone())
+    }
+}
+
+#[async_trait]
+impl ChatModel for LazyModel {
+    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.get()?.chat(request).await
     }
 }
 

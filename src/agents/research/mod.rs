@@ -50,7 +50,6 @@
 //! how to configure one) and whose [`ResearchPlanEditor`] lets `graph plan THREAD` show and edit
 //! a paused run's plan without the command line knowing this agent.
 
-mod model;
 mod nodes;
 mod plan;
 mod plan_editor;
@@ -71,7 +70,7 @@ pub use settings::{
 pub use state::{merge_usage, Kind, PlanState, PlanStateUpdate, Source, Status, Todo};
 
 use crate::graph::{CompiledGraph, GraphError, RetryPolicy, StateGraph};
-use crate::llm::provider::{self, ProviderSettings};
+use crate::llm::provider::{self, LazyModel, ProviderSettings};
 use crate::llm::{ChatModel, LlmError};
 use crate::registry::{BuildError, GraphFactory, GraphFile, PlanEditor};
 use crate::runtime::{Context, NodeError};
@@ -305,7 +304,7 @@ impl GraphFactory for Research {
         let settings = settings_of(file)?;
         let model: Arc<dyn ChatModel> = match &self.model {
             Some(model) => model.clone(),
-            None => Arc::new(model::LazyModel::new(provider_settings(&settings))),
+            None => Arc::new(LazyModel::new(provider_settings(&settings))),
         };
         let mut agent = ResearchAgent::new(model);
         if let Some(tool) = &self.search {
