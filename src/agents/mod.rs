@@ -4,6 +4,8 @@
 //!
 //! - [`pipeline`]: the keyless demo: outline, parallel drafts, a review pause, publish.
 //! - [`research`]: the plan-execute-reflect research agent over a reviewable plan of todos.
+//! - [`tree`]: the task-tree workflow: decompose a task file into a tree of task files, let a
+//!   person edit them, solve the tree leaves first.
 //!
 //! Invariant: agents build graphs with the public API and know nothing of the command line.
 
@@ -22,11 +24,12 @@ use std::sync::Arc;
 ///
 /// ```
 /// let names: Vec<String> = stategraph::agents::builtin_factories().iter().map(|f| f.name().to_string()).collect();
-/// assert_eq!(names, ["pipeline", "research"]);
+/// assert_eq!(names, ["pipeline", "research", "tree"]);
 /// ```
 pub fn builtin_factories() -> Vec<Arc<dyn AnyFactory>> {
     vec![
         Arc::new(pipeline::Pipeline),
         Arc::new(research::Research::from_env()),
+        Arc::new(tree::TreeGraph::from_env()),
     ]
 }

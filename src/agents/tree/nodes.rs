@@ -1,0 +1,309 @@
+//! The graph's nodes. Each reads the files again, so what a person changed between two steps
+//! (or while the thread was stopped) is what the next step works from.
+
+use super::decompose::{decompose_request, prepare, to_decompose, TaskPlan};
+use super::disk::write_atomic;
+use super::plan_file::PlanFile;
+use super::prompts;
+use super::settings::TreeSettings;
+use super::solve::{inputs, progress_text, solve_request, SolvePlan};
+use super::state::{CurrentTask, Mode, SolvedTask, TreeState, TreeStateUpdate};
+use super::task_tree::{plan_path, TaskTree, TreeView};
+use super::TreeAgent;
+use crate::llm::{
+    structured_validated, ChatRequest, LlmError, Message, StructuredOptions, Usage, UsageLedger,
+};
+use crate::runtime::{Context, NodeError};
+use std::path::Path;
+use std::sync::Arc;
+
+fn settings(ctx: &Context) -> Result<TreeSettings, NodeError> {
+    TreeSettings::from_map(ctx.settings()).map_err(|e| NodeError::new(e.to_string()))
+}
+
+fn load(task: &str) -> Result<TaskTree, NodeError> {
+    TaskTree::load(Path::new(task)).map_err(|e| NodeError::new(e.to_string()))
+}
+
+fn io_error(what: &str, e: std::io::Error) -> NodeError {
+    NodeError::new(format!("{what}: {e}"))
+}
+
+/// A model error as a node error: transient ones stay retryable.
+fn model_error(what: &str, e: LlmError) -> NodeError {
+    let message = format!("{what}: {e}");
+    if e.is_transient() {
+        NodeError::transient(message)
+    } else {
+        NodeError::new(message)
+    }
+}
+
+/// A ledger holding one call of `node` (the state's reducer adds it to the run's); a call
+/// a resume got from the journal is counted as reused, not paid again.
+fn ledger(ctx: &Context, key: &str, usage: Usage, settings: &TreeSettings) -> UsageLedger {
+    let mut ledger = UsageLedger::default();
+    let pricing = settings.pricing.as_ref();
+    if ctx.was_replayed(key) {
+        ledger.record_reused(ctx.node(), usage, pricing);
+    } else {
+        ledger.record(ctx.node(), usage, pricing);
+    }
+    ledger
+}
+
+fn system(custom: &Option<String>, builtin: &str) -> Message {
+    Message::system(custom.clone().unwrap_or_else(|| builtin.to_string()))
+}
+
+/// `decompose`: one decomposition call per step, depth-first through complex tasks without
+/// children, until none is left or the node limit is reached.
+pub(crate) async fn decompose(
+    agent: &TreeAgent,
+    s: Arc<TreeState>,
+    ctx: Context,
+) -> Result<TreeStateUpdate, NodeError> {
+    let settings = settings(&ctx)?;
+    let tree = load(&s.task)?;
+    let max = s.max_nodes.unwrap_or(settings.max_nodes) as usize;
+    let candidates = to_decompose(&tree, &s.decomposed);
+    let Some(&target) = candidates.first() else {
+        return Ok(TreeStateUpdate::default()
+            .decompose_done(true)
+            .not_decomposed(Vec::new())
+            .log(vec!["nothing left to decompose".to_string()]));
+    };
+    if s.decomposed.len() >= max {
+        let left: Vec<String> = candidates
+            .iter()
+            .map(|&i| tree.task(i).path.clone())
+            .collect();
+        return Ok(TreeStateUpdate::default()
+            .decompose_done(true)
+            .log(vec![format!(
+                "node limit of {max} reached; not decomposed: {}",
+                left.join(", ")
+            )])
+            .not_decomposed(left));
+    }
+    let task = tree.task(target);
+    let max_children = settings.max_children;
+    let messages = vec![
+        system(&settings.prompts.decompose, prompts::DECOMPOSE),
+        Message::user(decompose_request(&tree, target, max_children)),
+    ];
+    let mut opts = StructuredOptions::default().with_name("TaskPlan");
+    opts.temperature = settings.temperature;
+    let model = agent.model.clone();
+    // Keyed by the file's hash: a file edited while the thread was stopped is asked about anew.
+    let key = format!("decompose {} {}", task.path, &task.hash[..16]);
+    let checked = &tree;
+    let (plan, usage): (TaskPlan, Usage) = ctx
+        .record(&key, || async move {
+            structured_validated(model.as_ref(), messages, opts, |p: &TaskPlan| {
+                prepare(p, checked, target, max_children).map(|_| ())
+            })
+            .await
+            .map_err(|e| model_error(&format!("decomposing {}", task.path), e))
+        })
+        .await?;
+    let files = prepare(&plan, &tree, target, max_children).map_err(|e| {
+        NodeError::new(format!(
+            "the recorded decomposition of {} no longer fits the files: {e}",
+            task.path
+        ))
+    })?;
+    let report = files
+        .write(&tree)
+        .map_err(|e| io_error(&format!("writing the decomposition of {}", task.path), e))?;
+    let mut decomposed = s.decomposed.clone();
+    decomposed.push(task.path.clone());
+    let mut log = vec![format!(
+        "decomposed {} into {} children",
+        task.path,
+        files.children.len()
+    )];
+    for kept in &report.kept {
+        log.push(format!(
+            "kept {kept} as it was (a file of that name existed)"
+        ));
+    }
+    let after = load(&s.task)?;
+    let left: Vec<String> = to_decompose(&after, &decomposed)
+        .into_iter()
+        .map(|i| after.task(i).path.clone())
+        .collect();
+    let done = left.is_empty() || decomposed.len() >= max;
+    if done && !left.is_empty() {
+        log.push(format!(
+            "node limit of {max} reached; not decomposed: {}",
+            left.join(", ")
+        ));
+    }
+    Ok(TreeStateUpdate::default()
+        .decomposed(decomposed)
+        .decompose_done(done)
+        .not_decomposed(if done { left } else { Vec::new() })
+        .usage(ledger(&ctx, &key, usage, &settings))
+        .log(log))
+}
+
+/// `review`: pauses with the tree so a person can edit the files; any answer goes on to solve.
+pub(crate) async fn review(s: Arc<TreeState>, ctx: Context) -> Result<TreeStateUpdate, NodeError> {
+    let tree = load(&s.task)?;
+    let payload = serde_json::json!({
+        "message": "The tree is decomposed. Review and edit the task files (text, simple/complex, \
+                    children, dependency links), then solve it.",
+        "tree": tree.render(&TreeView::default()),
+        "problems": tree.problems().iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "decomposed": s.decomposed,
+        "not_decomposed": s.not_decomposed,
+    });
+    let _answer: serde_json::Value = ctx.interrupt(payload).await?;
+    Ok(TreeStateUpdate::default()
+        .mode(Mode::Solve)
+        .log(vec!["reviewed; solving".to_string()]))
+}
+
+/// `next_task`: reads and checks the tree, and picks the next task to solve (post-order), or
+/// ends with the root's result.
+pub(crate) async fn next_task(
+    s: Arc<TreeState>,
+    ctx: Context,
+) -> Result<TreeStateUpdate, NodeError> {
+    let settings = settings(&ctx)?;
+    let tree =
+        TaskTree::load_solvable(Path::new(&s.task)).map_err(|e| NodeError::new(e.to_string()))?;
+    let plan = SolvePlan::new(&tree, &s.solved);
+    let Some((i, reason)) = plan.next().cloned() else {
+        let root = &tree.task(0).path;
+        let result = s.solved_task(root).map(|r| r.result.clone());
+        return Ok(TreeStateUpdate::default()
+            .current(None)
+            .result(result)
+            .log(vec!["the tree is solved".to_string()]));
+    };
+    let task = tree.task(i);
+    let request = solve_request(&tree, &plan, &s.solved, i, settings.max_result_chars);
+    write_progress(&tree, &plan, &s.solved, i, &ctx, Some(ctx.step()))?;
+    Ok(TreeStateUpdate::default()
+        .current(Some(CurrentTask {
+            path: task.path.clone(),
+            title: task.file.title.clone(),
+            file_hash: task.hash.clone(),
+            fingerprint: plan.fingerprint(i).to_string(),
+            inputs: inputs(&tree, i),
+            reason: reason.to_string(),
+            messages: vec![
+                system(&settings.prompts.solve, prompts::SOLVE),
+                Message::user(request),
+            ],
+            result: None,
+        }))
+        .log(vec![format!("solving {}: {reason}", task.path)]))
+}
+
+/// `work`: the model solves the current task. The call is journaled under the task's key, so
+/// a resume after a kill does not pay for an answer already given.
+pub(crate) async fn work(
+    agent: &TreeAgent,
+    s: Arc<TreeState>,
+    ctx: Context,
+) -> Result<TreeStateUpdate, NodeError> {
+    let settings = settings(&ctx)?;
+    let mut current = s
+        .current
+        .clone()
+        .ok_or_else(|| NodeError::new("`work` ran with no current task"))?;
+    let key = format!("solve {} {}", current.path, &current.fingerprint[..16]);
+    let model = agent.model.clone();
+    let mut request = ChatRequest::new(current.messages.clone());
+    request.temperature = settings.temperature;
+    request.stream = ctx.text_sink(crate::runtime::TOKEN_EVENT);
+    let path = current.path.clone();
+    let (text, usage): (String, Usage) = ctx
+        .record(&key, || async move {
+            let reply = model
+                .chat(request)
+                .await
+                .map_err(|e| model_error(&format!("solving {path}"), e))?;
+            Ok::<_, NodeError>((reply.message.content, reply.usage))
+        })
+        .await?;
+    current.result = Some(text);
+    Ok(TreeStateUpdate::default()
+        .current(Some(current))
+        .usage(ledger(&ctx, &key, usage, &settings)))
+}
+
+/// `finish_task`: records the current task as solved and writes its plan file (`## Progress`
+/// and `## Result`) and the progress of its ancestors.
+pub(crate) async fn finish_task(
+    s: Arc<TreeState>,
+    ctx: Context,
+) -> Result<TreeStateUpdate, NodeError> {
+    let current = s
+        .current
+        .clone()
+        .ok_or_else(|| NodeError::new("`finish_task` ran with no current task"))?;
+    let result = current.result.clone().unwrap_or_default();
+    let record = SolvedTask {
+        path: current.path.clone(),
+        title: current.title.clone(),
+        file_hash: current.file_hash.clone(),
+        fingerprint: current.fingerprint.clone(),
+        inputs: current.inputs.clone(),
+        result: result.clone(),
+        step: ctx.step(),
+    };
+    let mut solved = s.solved.clone();
+    solved.retain(|r| r.path != record.path);
+    solved.push(record.clone());
+    let tree = load(&s.task)?;
+    if let Some(i) = tree.find(&current.path) {
+        let plan = SolvePlan::new(&tree, &solved);
+        let path = tree.file_path(&plan_path(&current.path));
+        let mut file = read_plan(&path, &current.title);
+        file.set(
+            "Progress",
+            &progress_text(&tree, &plan, &solved, i, ctx.thread_id(), None),
+        );
+        file.set("Result", &result);
+        write_atomic(&path, &file.text())
+            .map_err(|e| io_error(&format!("writing {}", path.display()), e))?;
+        let ancestors = std::iter::successors(tree.task(i).parent, |&a| tree.task(a).parent);
+        for a in ancestors {
+            write_progress(&tree, &plan, &solved, a, &ctx, None)?;
+        }
+    }
+    Ok(TreeStateUpdate::default()
+        .solved(vec![record])
+        .current(None)
+        .log(vec![format!("solved {}", current.path)]))
+}
+
+fn read_plan(path: &Path, title: &str) -> PlanFile {
+    std::fs::read_to_string(path)
+        .map(|t| PlanFile::parse(&t))
+        .unwrap_or_else(|_| PlanFile::new(title))
+}
+
+/// Rewrites the `## Progress` of task `i`'s plan file.
+fn write_progress(
+    tree: &TaskTree,
+    plan: &SolvePlan,
+    solved: &[SolvedTask],
+    i: usize,
+    ctx: &Context,
+    solving: Option<u64>,
+) -> Result<(), NodeError> {
+    let task = tree.task(i);
+    let path = tree.file_path(&plan_path(&task.path));
+    let mut file = read_plan(&path, &task.file.title);
+    file.set(
+        "Progress",
+        &progress_text(tree, plan, solved, i, ctx.thread_id(), solving),
+    );
+    write_atomic(&path, &file.text())
+        .map_err(|e| io_error(&format!("writing {}", path.display()), e))
+}
