@@ -9,8 +9,9 @@
 //! - [`graph`]: building a graph (nodes, edges, joins, routers, Send), validating and drawing it.
 //! - [`runtime`]: the superstep loop, node contexts, events, errors, and thread operations
 //!   (inspect, edit, fork, replay).
-//! - [`checkpoint`]: the storage contract, its in-memory and sled backends, integrity framing,
-//!   and large snapshots kept as pieces that a thread's snapshots share.
+//! - [`checkpoint`]: the storage contract, its in-memory and sled backends (one store, or a
+//!   folder per thread as the CLI keeps them), integrity framing, and large snapshots kept as
+//!   pieces that a thread's snapshots share.
 //! - [`llm`]: chat-model clients (OpenAI-compatible, Anthropic, a fake for tests), structured output.
 //! - [`tools`]: web search, local corpus search, page fetch.
 //! - [`registry`]: named graphs ([`registry::GraphFactory`]), the TOML graph files that configure

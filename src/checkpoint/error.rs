@@ -59,6 +59,36 @@ pub enum CheckpointError {
         /// The store's path.
         path: String,
     },
+    /// The disk holding the store has no space left. What was saved before stays readable.
+    #[error("the disk holding {path} is full (no space left on device)")]
+    DiskFull {
+        /// The store (or file) that could not be written.
+        path: String,
+    },
+    /// The store's files are damaged: the store cannot be opened, or it lost checkpoints it held
+    /// when it was last closed. Nothing was changed; what can still be read stays readable, and a
+    /// repair (`FolderCheckpointer::repair`, `graph repair`) keeps a backup first.
+    #[error("the store of thread `{thread}` is damaged: {reason} (file {file})")]
+    Damaged {
+        /// The thread whose store it is (empty for a store of many threads).
+        thread: String,
+        /// The damaged file, or the store's directory when sled does not say which file.
+        file: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A thread that does not exist (or holds no checkpoint yet).
+    #[error("no thread `{thread}`")]
+    ThreadNotFound {
+        /// The thread.
+        thread: String,
+    },
+    /// Creating a thread whose id is taken.
+    #[error("thread `{thread}` already exists")]
+    ThreadExists {
+        /// The thread.
+        thread: String,
+    },
 }
 
 /// The error for a stored record that fails its frame check or does not decode.

@@ -6,6 +6,8 @@
 //!   Postgres backend can implement it as well.
 //! - [`MemoryCheckpointer`] keeps records in memory (tests, short-lived runs).
 //! - [`SledCheckpointer`] keeps them in one sled directory on disk (the default).
+//! - [`FolderCheckpointer`] keeps one sled store per thread in a folder per thread: what the
+//!   `graph` command uses, so threads can be read and run from several processes at once.
 //! - Every record goes through [`codec`]: checksummed framing, so a damaged record is reported as
 //!   such and never read as an empty or default state.
 //!
@@ -15,15 +17,19 @@ mod chunks;
 pub mod codec;
 mod compact;
 mod error;
+mod folders;
 mod group_commit;
 mod memory;
 mod record;
 mod sled_store;
+pub(crate) mod status;
 
 pub use error::{validate_thread_id, CheckpointError};
+pub use folders::{Damage, FolderCheckpointer, RepairReport, ThreadListing};
 pub use memory::MemoryCheckpointer;
 pub use record::*;
 pub use sled_store::{SledCheckpointer, SledOptions};
+pub use status::{summarize, TaskError, ThreadStatus, ThreadSummary};
 
 use async_trait::async_trait;
 

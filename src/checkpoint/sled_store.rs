@@ -161,6 +161,50 @@ impl SledCheckpointer {
         &self.path
     }
 
+    /// Makes everything written so far durable, on this thread, without sharing the flush.
+    pub(crate) fn flush_now(&self) -> Result<(), CheckpointError> {
+        self.db.flush().map(drop).map_err(CheckpointError::storage)
+    }
+
+    /// The ids of the thread's checkpoints, newest first, read from their keys only (so a
+    /// damaged record is still listed).
+    pub(crate) fn checkpoint_ids(
+        &self,
+        thread: &str,
+    ) -> Result<Vec<CheckpointId>, CheckpointError> {
+        self.checkpoints
+            .scan_prefix(thread_prefix(thread))
+            .keys()
+            .rev()
+            .map(|k| {
+                let k = k.map_err(CheckpointError::storage)?;
+                id_from_key(thread, &k).ok_or_else(|| {
+                    CheckpointError::Storage(format!(
+                        "a checkpoint key of thread `{thread}` holds no checkpoint id"
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// When the thread's oldest checkpoint was written; `None` when it has none.
+    pub(crate) fn first_checkpoint_time(
+        &self,
+        thread: &str,
+    ) -> Result<Option<u64>, CheckpointError> {
+        let first = self
+            .checkpoints
+            .scan_prefix(thread_prefix(thread))
+            .next()
+            .transpose()
+            .map_err(CheckpointError::storage)?;
+        let pieces = self.pieces_of(thread);
+        Ok(first
+            .map(|(k, v)| pieces.decode(&k, &v))
+            .transpose()?
+            .map(|r| r.metadata.created_at_ms))
+    }
+
     /// Bytes the store occupies on disk (as sled reports it).
     pub fn size_on_disk(&self) -> Result<u64, CheckpointError> {
         self.db.size_on_disk().map_err(CheckpointError::storage)
@@ -339,6 +383,13 @@ fn created_with_segment_size(e: &sled::Error) -> Option<usize> {
 }
 
 fn open_error(path: &Path, e: sled::Error) -> CheckpointError {
+    if let sled::Error::Corruption { at, .. } = &e {
+        return CheckpointError::Damaged {
+            thread: String::new(),
+            file: damaged_file(path, at.as_ref()),
+            reason: format!("sled refuses to open it: {e}"),
+        };
+    }
     let text = e.to_string();
     let locked = match &e {
         sled::Error::Io(io) => io.kind() == std::io::ErrorKind::WouldBlock || text.contains("lock"),
@@ -350,6 +401,25 @@ fn open_error(path: &Path, e: sled::Error) -> CheckpointError {
         }
     } else {
         CheckpointError::Storage(format!("cannot open store at {}: {text}", path.display()))
+    }
+}
+
+/// The file (relative to the store) sled found damaged: the log (`db`), a blob, or when sled does
+/// not say, its newest snapshot file (which it reads first) if there is one.
+fn damaged_file(path: &Path, at: Option<&sled::DiskPtr>) -> String {
+    match at {
+        Some(sled::DiskPtr::Blob(_, blob)) => format!("blobs/{blob}"),
+        Some(sled::DiskPtr::Inline(_)) => "db".to_string(),
+        None => std::fs::read_dir(path)
+            .ok()
+            .and_then(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("snap.") && !n.ends_with(".generating"))
+                    .max()
+            })
+            .unwrap_or_else(|| "db".to_string()),
     }
 }
 

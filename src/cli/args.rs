@@ -47,6 +47,8 @@ pub(crate) enum Command {
     Delete(DeleteArgs),
     /// Delete old checkpoints, keeping the newest of each thread.
     Prune(PruneArgs),
+    /// Make a damaged thread usable again from its newest intact checkpoint (keeps a backup).
+    Repair(RepairArgs),
     /// List the graphs that can be run.
     Graphs(JsonArg),
     /// Draw a graph as Mermaid or Graphviz DOT.
@@ -310,6 +312,15 @@ pub(crate) struct DeleteArgs {
 }
 
 #[derive(Args, Debug)]
+pub(crate) struct RepairArgs {
+    /// The thread.
+    pub thread: String,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
 pub(crate) struct PruneArgs {
     /// Checkpoints to keep per thread (at least 1).
     #[arg(long, default_value_t = 10, value_name = "N")]
@@ -352,6 +363,7 @@ impl Command {
             Command::Fork(a) => a.json,
             Command::Delete(a) => a.json,
             Command::Prune(a) => a.json,
+            Command::Repair(a) => a.json,
             Command::Draw(_) => false,
         }
     }

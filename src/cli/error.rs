@@ -48,8 +48,30 @@ pub(crate) fn run_error_code(e: &RunError) -> u8 {
 
 fn checkpoint_error_code(e: &CheckpointError) -> u8 {
     match e {
-        CheckpointError::InvalidThreadId { .. } => EXIT_USAGE,
+        CheckpointError::InvalidThreadId { .. }
+        | CheckpointError::ThreadNotFound { .. }
+        | CheckpointError::ThreadExists { .. } => EXIT_USAGE,
         _ => EXIT_FAILURE,
+    }
+}
+
+/// What to do about an error, when the error alone does not say it in CLI terms.
+pub(crate) fn hint(ctx: &super::Ctx, err: &anyhow::Error) -> Option<String> {
+    let checkpoint_error = err.chain().find_map(|c| {
+        c.downcast_ref::<CheckpointError>()
+            .or_else(|| match c.downcast_ref::<RunError>() {
+                Some(RunError::Checkpoint(e)) => Some(e),
+                _ => None,
+            })
+    })?;
+    match checkpoint_error {
+        CheckpointError::Damaged { thread, .. } if !thread.is_empty() => Some(format!(
+            "nothing was changed. Its intact checkpoints can still be read (`{}`); to make it \
+             usable again from the newest intact one, keeping a backup of it as it is: {}",
+            ctx.command_line(&["history", thread]),
+            ctx.command_line(&["repair", thread])
+        )),
+        _ => None,
     }
 }
 

@@ -10,10 +10,10 @@
 //! A binary with its own graphs registers their factories instead (or as well):
 //! `App::new().register(MyGraph).run()` (see `examples/custom_cli.rs`).
 //!
-//! Layout: `args.rs` is the command line; `cmd/` holds one file per group of commands; `store.rs`
-//! is the on-disk layout (one sled store per thread plus a `meta.json` index) and `owner.rs`
-//! serves reads of a running thread to other processes; `progress.rs` draws a run's events;
-//! `error.rs` maps the library's typed errors to exit codes.
+//! Layout: `args.rs` is the command line; `cmd/` holds one file per group of commands;
+//! `origin.rs` is how a thread was started (kept in its store); `progress.rs` draws a run's
+//! events; `error.rs` maps the library's typed errors to exit codes. Threads are stored by
+//! [`FolderCheckpointer`](crate::checkpoint::FolderCheckpointer), which owns the on-disk layout.
 //!
 //! Exit codes: [`EXIT_DONE`] 0, [`EXIT_FAILURE`] 1 (also: the thread is busy with another run),
 //! [`EXIT_USAGE`] 2 (bad command line or input; nothing changed), [`EXIT_PAUSED`] 3 (waiting for a
@@ -26,13 +26,12 @@
 mod args;
 mod cmd;
 mod error;
-mod owner;
+mod origin;
 mod progress;
-mod store;
 
 pub use error::{EXIT_DONE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PAUSED, EXIT_USAGE};
 
-use crate::checkpoint::{validate_thread_id, Checkpointer};
+use crate::checkpoint::{validate_thread_id, Checkpointer, FolderCheckpointer, ThreadStatus};
 use crate::registry::{GraphFactory, Override, Registry, Resolved};
 use crate::runtime::{RunError, StateSnapshot};
 use anyhow::Context as _;
@@ -40,12 +39,12 @@ use args::Cli;
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 use error::bad_input;
+use origin::Origin;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use store::{Db, Status, ThreadMeta, ThreadStores};
 
 /// The `graph` command line, with the graphs registered into it.
 ///
@@ -141,9 +140,16 @@ impl App {
                 return error::EXIT_FAILURE;
             }
         };
+        let mut hint = None;
         let result = runtime.block_on(async {
             let ctx = Ctx::new(self.registry, bin, &cli, explicit_db)?;
-            cmd::dispatch(&ctx, cli.command).await
+            let result = cmd::dispatch(&ctx, cli.command).await;
+            // Threads this command held are flushed, closed and indexed before it exits.
+            ctx.store.close();
+            if let Err(e) = &result {
+                hint = error::hint(&ctx, e);
+            }
+            result
         });
         // A task still waiting (the Ctrl+C watcher) must not keep the process alive.
         runtime.shutdown_timeout(std::time::Duration::from_secs(1));
@@ -152,6 +158,9 @@ impl App {
             Err(err) => {
                 let code = error::exit_code(&err);
                 eprintln!("error: {err:#}");
+                if let Some(hint) = hint {
+                    eprintln!("{hint}");
+                }
                 if json {
                     let doc = serde_json::json!({"error": {"message": format!("{err:#}"), "exit_code": code}});
                     out(&format!("{doc:#}"));
@@ -189,8 +198,7 @@ pub(crate) fn out(text: &str) {
 /// What every command needs: the graphs, the store, how to phrase follow-up commands.
 pub(crate) struct Ctx {
     pub registry: Registry,
-    pub db: Db,
-    pub stores: Arc<ThreadStores>,
+    pub store: Arc<FolderCheckpointer>,
     pub bin: String,
     /// The database path, when it must be repeated in follow-up commands.
     pub db_flag: Option<PathBuf>,
@@ -216,11 +224,9 @@ impl Ctx {
                 root.display()
             ));
         }
-        let db = Db::new(root);
         Ok(Ctx {
             registry,
-            stores: Arc::new(ThreadStores::new(db.clone())),
-            db,
+            store: Arc::new(FolderCheckpointer::open(&root)?),
             bin,
             db_flag: if explicit_db { cli.db.clone() } else { None },
             quiet: cli.quiet,
@@ -229,7 +235,7 @@ impl Ctx {
     }
 
     pub(crate) fn checkpointer(&self) -> Arc<dyn Checkpointer> {
-        self.stores.clone()
+        self.store.clone()
     }
 
     /// A follow-up command, ready to paste: `graph <words> [--db PATH]`.
@@ -252,27 +258,27 @@ impl Ctx {
         parts.join(" ")
     }
 
-    /// The graph a thread was run with, its `--set` overrides plus `extra` applied, and its
-    /// index entry.
+    /// The graph a thread was run with, its `--set` overrides plus `extra` applied, and how it
+    /// was started (`None` for a thread written by another program, whose checkpoints name
+    /// the graph).
     pub(crate) async fn graph_for_thread(
         &self,
         thread: &str,
         extra: &[String],
-    ) -> anyhow::Result<(Resolved, Option<ThreadMeta>)> {
-        if !self.db.exists(thread) {
-            return Err(RunError::ThreadNotFound {
-                thread_id: thread.to_string(),
-            }
-            .into());
-        }
-        let meta = self.db.read_meta(thread).map_err(anyhow::Error::msg)?;
-        let (graph_ref, mut sets) = match &meta {
-            Some(m) => (m.graph_file.clone(), m.overrides.clone()),
+    ) -> anyhow::Result<(Resolved, Option<Origin>)> {
+        let origin = Origin::read(&self.store, thread).await?;
+        let (graph_ref, mut sets) = match &origin {
+            Some(o) => (o.graph_file.clone(), o.overrides.clone()),
             None => {
-                // No index entry (written by another tool): the checkpoint names its graph.
-                let record = self.stores.get_checkpoint(thread, None).await?;
-                let graph = record.and_then(|r| r.metadata.graph).ok_or_else(|| {
-                    anyhow::anyhow!("thread `{thread}` has neither a meta.json nor a graph name in its checkpoints; cannot tell which graph runs it")
+                let record = self
+                    .store
+                    .get_checkpoint(thread, None)
+                    .await?
+                    .ok_or_else(|| RunError::ThreadNotFound {
+                        thread_id: thread.to_string(),
+                    })?;
+                let graph = record.metadata.graph.ok_or_else(|| {
+                    anyhow::anyhow!("thread `{thread}` has no graph name in its checkpoints; cannot tell which graph runs it")
                 })?;
                 (graph, Vec::new())
             }
@@ -283,7 +289,7 @@ impl Ctx {
             .registry
             .resolve(&graph_ref, &overrides)
             .with_context(|| format!("thread `{thread}` was run with graph `{graph_ref}`"))?;
-        Ok((resolved, meta))
+        Ok((resolved, origin))
     }
 }
 
@@ -306,15 +312,15 @@ pub(crate) fn check_thread_id(thread: &str) -> anyhow::Result<()> {
 }
 
 /// Where a thread stands at a checkpoint, from what the checkpoint says comes next.
-pub(crate) fn status_of<S>(snapshot: &StateSnapshot<S>) -> Status {
+pub(crate) fn status_of<S>(snapshot: &StateSnapshot<S>) -> ThreadStatus {
     if !snapshot.errors.is_empty() {
-        Status::Failed
+        ThreadStatus::Failed
     } else if !snapshot.interrupts.is_empty() {
-        Status::Paused
+        ThreadStatus::Paused
     } else if snapshot.next.is_empty() {
-        Status::Done
+        ThreadStatus::Done
     } else {
-        Status::Stopped
+        ThreadStatus::Stopped
     }
 }
 

@@ -5,15 +5,17 @@ use super::error::RunError;
 use super::persist::{self, LeaseGuard, SnapshotTracker};
 use super::triggers::{self, Finished};
 use super::{Resume, RunOutcome};
+pub(crate) use crate::checkpoint::status::{pending_interrupts, task_errors};
 use crate::checkpoint::{
-    now_ms, validate_thread_id, CheckpointError, CheckpointId, CheckpointMetadata,
-    CheckpointRecord, Checkpointer, Frontier, InterruptRecord, InterruptWhen, NodeWrite,
-    PendingKind, PendingWrite, Source, StateData,
+    now_ms, summarize, validate_thread_id, CheckpointError, CheckpointId, CheckpointMetadata,
+    CheckpointRecord, Checkpointer, Frontier, InterruptRecord, NodeWrite, PendingKind, Source,
+    StateData,
 };
+pub use crate::checkpoint::{TaskError, ThreadStatus, ThreadSummary};
 use crate::graph::{CompiledGraph, GraphError};
 use crate::state::{State, TaggedUpdate};
 use serde::Serialize;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,62 +43,6 @@ pub struct StateSnapshot<S> {
     pub step: u64,
     /// Why and by whom it was written.
     pub metadata: CheckpointMetadata,
-}
-
-/// A task that failed after its retries.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct TaskError {
-    /// The task's node.
-    pub node: String,
-    /// The task's position in its step.
-    pub task: usize,
-    /// The error.
-    pub message: String,
-}
-
-/// Where a thread stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ThreadStatus {
-    /// A live run holds it.
-    Running,
-    /// Waiting for a person.
-    Paused,
-    /// The graph reached its end.
-    Done,
-    /// A task failed; resuming retries it.
-    Failed,
-    /// Stopped mid-run (cancelled, killed, recursion limit); resuming continues it.
-    Stopped,
-}
-
-impl std::fmt::Display for ThreadStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ThreadStatus::Running => "running",
-            ThreadStatus::Paused => "paused",
-            ThreadStatus::Done => "done",
-            ThreadStatus::Failed => "failed",
-            ThreadStatus::Stopped => "stopped",
-        })
-    }
-}
-
-/// One line of `threads()`.
-#[derive(Clone, Debug, Serialize)]
-pub struct ThreadSummary {
-    /// The thread.
-    pub thread_id: String,
-    /// Where it stands.
-    pub status: ThreadStatus,
-    /// Supersteps done.
-    pub step: u64,
-    /// When its newest checkpoint was written (ms since the epoch).
-    pub updated_at_ms: u64,
-    /// The graph that wrote it.
-    pub graph: Option<String>,
-    /// Its newest checkpoint.
-    pub checkpoint_id: CheckpointId,
 }
 
 /// One entry of a thread's history.
@@ -138,55 +84,6 @@ impl Default for HistoryQuery {
             writer: None,
         }
     }
-}
-
-/// The interrupts still waiting at a checkpoint, oldest first. A task that asks again after a
-/// partial resume (another task's interrupt was answered) saves the same interrupt again; it is
-/// listed once, as last saved.
-pub(crate) fn pending_interrupts(pending: &[PendingWrite]) -> Vec<InterruptRecord> {
-    let answered: HashSet<&str> = pending
-        .iter()
-        .filter_map(|w| match &w.kind {
-            PendingKind::Resume { interrupt_id, .. } => Some(interrupt_id.as_str()),
-            _ => None,
-        })
-        .collect();
-    let mut waiting: Vec<InterruptRecord> = Vec::new();
-    for w in pending {
-        let PendingKind::Interrupt(r) = &w.kind else {
-            continue;
-        };
-        if r.when == InterruptWhen::Dynamic && answered.contains(r.id.as_str()) {
-            continue;
-        }
-        match waiting.iter_mut().find(|seen| seen.id == r.id) {
-            Some(seen) => *seen = r.clone(),
-            None => waiting.push(r.clone()),
-        }
-    }
-    waiting
-}
-
-/// The tasks whose latest attempt at a checkpoint failed, in task order. A task that failed on
-/// several resumes shows its latest error; one that has since finished shows none.
-pub(crate) fn task_errors(pending: &[PendingWrite]) -> Vec<TaskError> {
-    let mut errors: Vec<TaskError> = Vec::new();
-    for w in pending {
-        match &w.kind {
-            PendingKind::Error { message } => {
-                errors.retain(|e| e.task != w.task);
-                errors.push(TaskError {
-                    node: w.node.clone(),
-                    task: w.task,
-                    message: message.clone(),
-                });
-            }
-            PendingKind::Update { .. } => errors.retain(|e| e.task != w.task),
-            PendingKind::Interrupt(_) | PendingKind::Resume { .. } => {}
-        }
-    }
-    errors.sort_by_key(|e| e.task);
-    errors
 }
 
 impl<S: State> CompiledGraph<S> {
@@ -329,30 +226,14 @@ impl<S: State> CompiledGraph<S> {
         let store = self.store("threads")?;
         let mut out = Vec::new();
         for thread_id in store.list_threads().await? {
-            let Some(record) = store.get_checkpoint(&thread_id, None).await? else {
+            let Some(mut summary) = summarize(store.as_ref(), &thread_id).await? else {
                 continue;
             };
-            let pending = store.get_writes(&thread_id, record.id).await?;
             let lease = store.get_lease(&thread_id).await?;
-            let status = if lease.as_ref().is_some_and(persist::lease_is_live) {
-                ThreadStatus::Running
-            } else if !task_errors(&pending).is_empty() {
-                ThreadStatus::Failed
-            } else if !pending_interrupts(&pending).is_empty() {
-                ThreadStatus::Paused
-            } else if record.frontier.is_done() {
-                ThreadStatus::Done
-            } else {
-                ThreadStatus::Stopped
-            };
-            out.push(ThreadSummary {
-                thread_id,
-                status,
-                step: record.step,
-                updated_at_ms: record.metadata.created_at_ms,
-                graph: record.metadata.graph.clone(),
-                checkpoint_id: record.id,
-            });
+            if lease.as_ref().is_some_and(persist::lease_is_live) {
+                summary.status = ThreadStatus::Running;
+            }
+            out.push(summary);
         }
         out.sort_by_key(|t| std::cmp::Reverse(t.updated_at_ms));
         Ok(out)

@@ -1,44 +1,25 @@
 //! `update`, `fork`, `delete` and `prune`: commands that change stored threads.
 
 use super::inspect::parse_checkpoint;
-use crate::checkpoint::{now_ms, CheckpointError};
-use crate::cli::args::{DeleteArgs, ForkArgs, PruneArgs, UpdateArgs};
+use crate::checkpoint::{CheckpointError, Checkpointer};
+use crate::cli::args::{DeleteArgs, ForkArgs, PruneArgs, RepairArgs, UpdateArgs};
 use crate::cli::error::EXIT_DONE;
-use crate::cli::store::{Status, ThreadMeta};
-use crate::cli::{check_thread_id, out, parse_json, status_of, Ctx};
-use crate::registry::ErasedGraph;
+use crate::cli::origin::Origin;
+use crate::cli::{check_thread_id, out, parse_json, Ctx};
 use crate::runtime::RunError;
 use serde_json::{json, Value};
-
-/// Rewrites a thread's index entry from its newest checkpoint.
-pub(crate) async fn refresh_meta(ctx: &Ctx, graph: &dyn ErasedGraph, mut meta: ThreadMeta) {
-    if let Ok(s) = graph.get_state(&meta.thread_id, None).await {
-        meta.status = status_of(&s);
-        meta.step = s.step;
-        meta.checkpoint_id = Some(s.checkpoint_id.to_string());
-    }
-    meta.updated_at_ms = now_ms();
-    if let Err(e) = ctx.db.write_meta(&meta) {
-        eprintln!(
-            "warning: could not update the index of thread {}: {e}",
-            meta.thread_id
-        );
-    }
-}
 
 /// `graph update`.
 pub(crate) async fn update(ctx: &Ctx, args: UpdateArgs) -> anyhow::Result<u8> {
     check_thread_id(&args.thread)?;
     let edit = parse_json(&args.set_json, "--set-json")?;
-    let (resolved, meta) = ctx.graph_for_thread(&args.thread, &[]).await?;
+    let (resolved, _) = ctx.graph_for_thread(&args.thread, &[]).await?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
+    ctx.store.hold(&args.thread).await?;
     let id = graph
         .update_state(&args.thread, edit, args.as_node.as_deref())
         .await?;
-    if let Some(meta) = meta {
-        refresh_meta(ctx, graph.as_ref(), meta).await;
-    }
-    ctx.stores.flush_all().await?;
+    ctx.store.release(&args.thread)?;
     if args.json {
         out(&format!(
             "{:#}",
@@ -61,36 +42,36 @@ pub(crate) async fn fork(ctx: &Ctx, args: ForkArgs) -> anyhow::Result<u8> {
     let checkpoint = parse_checkpoint(&args.checkpoint)?;
     if let Some(new) = &args.new_thread {
         check_thread_id(new)?;
-        if ctx.db.exists(new) {
+    }
+    let (resolved, origin) = ctx.graph_for_thread(&args.thread, &[]).await?;
+    let graph = resolved.build(Some(ctx.checkpointer()))?;
+    let new = args
+        .new_thread
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    match ctx.store.create(&new).await {
+        Ok(()) => {}
+        Err(CheckpointError::ThreadExists { .. }) => {
             return Err(RunError::InvalidInput(format!(
                 "thread `{new}` already exists: fork into a new thread id"
             ))
-            .into());
+            .into())
         }
+        Err(e) => return Err(e.into()),
     }
-    let (resolved, meta) = ctx.graph_for_thread(&args.thread, &[]).await?;
-    let graph = resolved.build(Some(ctx.checkpointer()))?;
-    let new = graph
-        .fork(&args.thread, checkpoint, args.new_thread.clone())
-        .await?;
-    let now = now_ms();
-    let new_meta = ThreadMeta {
-        thread_id: new.clone(),
-        graph: resolved.file.graph.clone(),
-        graph_file: meta
-            .as_ref()
-            .map(|m| m.graph_file.clone())
-            .unwrap_or_else(|| resolved.origin.clone()),
-        overrides: meta.map(|m| m.overrides).unwrap_or_default(),
-        status: Status::Stopped,
-        step: 0,
-        checkpoint_id: None,
-        created_at_ms: now,
-        updated_at_ms: now,
-        pid: None,
-    };
-    refresh_meta(ctx, graph.as_ref(), new_meta).await;
-    ctx.stores.flush_all().await?;
+    let forked = graph
+        .fork(&args.thread, checkpoint, Some(new.clone()))
+        .await;
+    if let Err(e) = forked {
+        // Nothing was copied: the new thread does not stay behind empty.
+        let _ = ctx.store.delete_thread(&new).await;
+        return Err(e.into());
+    }
+    let mut origin =
+        origin.unwrap_or_else(|| Origin::new(&resolved.file.graph, &resolved.origin, Vec::new()));
+    origin.created_at_ms = crate::checkpoint::now_ms();
+    origin.write(&ctx.store, &new).await?;
+    ctx.store.release(&new)?;
     if args.json {
         out(&format!(
             "{:#}",
@@ -107,36 +88,75 @@ pub(crate) async fn fork(ctx: &Ctx, args: ForkArgs) -> anyhow::Result<u8> {
     Ok(EXIT_DONE)
 }
 
-/// `graph delete`: needs no graph, so threads of a graph no longer registered can go too.
+/// `graph delete`: needs no graph, so threads of a graph no longer registered (or whose store
+/// is damaged) can go too.
 pub(crate) async fn delete(ctx: &Ctx, args: DeleteArgs) -> anyhow::Result<u8> {
     check_thread_id(&args.thread)?;
-    if !ctx.db.exists(&args.thread) {
-        return Err(RunError::ThreadNotFound {
-            thread_id: args.thread.clone(),
+    match ctx.store.delete_thread(&args.thread).await {
+        Ok(()) => {}
+        Err(CheckpointError::ThreadNotFound { .. }) => {
+            return Err(RunError::ThreadNotFound {
+                thread_id: args.thread.clone(),
+            }
+            .into())
         }
-        .into());
-    }
-    // Holding the store proves no run has it; a running thread fails here as busy.
-    ctx.stores.open_for_write(&args.thread).await?;
-    let dir = ctx.db.thread_dir(&args.thread);
-    let trash =
-        ctx.db
-            .threads_dir()
-            .join(format!(".deleted-{}-{}", args.thread, std::process::id()));
-    // Renamed first so the thread vanishes at once, whole, even if the removal is cut short.
-    std::fs::rename(&dir, &trash)
-        .map_err(|e| anyhow::anyhow!("cannot delete {}: {e}", dir.display()))?;
-    ctx.stores.close(&args.thread);
-    if let Err(e) = std::fs::remove_dir_all(&trash) {
-        eprintln!(
-            "warning: thread deleted, but {} could not be removed: {e}",
-            trash.display()
-        );
+        Err(e) => return Err(e.into()),
     }
     if args.json {
         out(&format!("{:#}", json!({"deleted": args.thread})));
     } else {
         eprintln!("deleted thread {}", args.thread);
+    }
+    Ok(EXIT_DONE)
+}
+
+/// `graph repair`: an explicit repair, which keeps a backup of the thread first.
+pub(crate) async fn repair(ctx: &Ctx, args: RepairArgs) -> anyhow::Result<u8> {
+    check_thread_id(&args.thread)?;
+    let report = match ctx.store.repair(&args.thread).await {
+        Err(CheckpointError::ThreadNotFound { .. }) => {
+            return Err(RunError::ThreadNotFound {
+                thread_id: args.thread.clone(),
+            }
+            .into())
+        }
+        other => other?,
+    };
+    if args.json {
+        out(&format!("{:#}", serde_json::to_value(&report)?));
+        return Ok(EXIT_DONE);
+    }
+    eprintln!(
+        "repaired thread {}; its folder as it was is kept in {}",
+        report.thread_id,
+        report.backup.display()
+    );
+    for file in &report.set_aside {
+        eprintln!("  set aside the unreadable file {file} (as damaged-{file})");
+    }
+    if !report.removed.is_empty() {
+        eprintln!(
+            "  removed {} checkpoint(s) that could not be read",
+            report.removed.len()
+        );
+    }
+    match (&report.now, report.lost_from_step) {
+        (Some(now), lost) => {
+            if let Some(step) = lost {
+                eprintln!(
+                    "  the thread had reached step {step}; it continues from step {}",
+                    now.step
+                );
+            }
+            eprintln!(
+                "continue with: {}",
+                ctx.command_line(&["resume", &report.thread_id])
+            );
+        }
+        (None, _) => eprintln!(
+            "  no checkpoint of it could be read; delete it with: {}",
+            ctx.command_line(&["delete", &report.thread_id])
+        ),
     }
     Ok(EXIT_DONE)
 }
@@ -147,7 +167,7 @@ pub(crate) async fn prune(ctx: &Ctx, args: PruneArgs) -> anyhow::Result<u8> {
     let threads = match &args.thread {
         Some(t) => {
             check_thread_id(t)?;
-            if !ctx.db.exists(t) {
+            if ctx.store.get_checkpoint(t, None).await?.is_none() {
                 return Err(RunError::ThreadNotFound {
                     thread_id: t.clone(),
                 }
@@ -155,11 +175,7 @@ pub(crate) async fn prune(ctx: &Ctx, args: PruneArgs) -> anyhow::Result<u8> {
             }
             vec![t.clone()]
         }
-        None => {
-            let mut ids = ctx.db.thread_ids()?;
-            ids.sort();
-            ids
-        }
+        None => ctx.store.list_threads().await?,
     };
     let mut report: Vec<Value> = Vec::new();
     let mut total = 0usize;
@@ -209,12 +225,11 @@ pub(crate) async fn prune(ctx: &Ctx, args: PruneArgs) -> anyhow::Result<u8> {
 }
 
 async fn prune_one(ctx: &Ctx, thread: &str, keep: usize) -> anyhow::Result<usize> {
-    ctx.stores.open_for_write(thread).await?;
+    ctx.store.hold(thread).await?;
     let (resolved, _) = ctx.graph_for_thread(thread, &[]).await?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     let removed = graph.prune(thread, keep).await?;
-    ctx.stores.flush_all().await?;
     // Done with it: let other processes have it while the next thread is pruned.
-    ctx.stores.close(thread);
+    ctx.store.release(thread)?;
     Ok(removed)
 }

@@ -1,9 +1,8 @@
 //! `threads`, `state` and `history`: reading threads, including running ones.
 
-use crate::checkpoint::{CheckpointId, InterruptWhen};
+use crate::checkpoint::{CheckpointId, InterruptWhen, ThreadListing, ThreadStatus};
 use crate::cli::args::{HistoryArgs, StateArgs};
 use crate::cli::error::{bad_input, EXIT_DONE};
-use crate::cli::store::{Status, ThreadMeta};
 use crate::cli::{check_thread_id, format_ago, format_time, out, status_of, Ctx};
 use crate::runtime::HistoryQuery;
 use serde_json::{json, Value};
@@ -17,93 +16,103 @@ pub(crate) fn parse_checkpoint(text: &str) -> anyhow::Result<CheckpointId> {
     })
 }
 
-/// `graph threads`: reads only the index files, plus a probe of each running thread's socket.
+/// `graph threads`: every thread's line, from the index where the store has not changed since,
+/// else from the store (a private copy, or the process that runs it). Damaged stores are listed
+/// with what is wrong and where.
 pub(crate) async fn threads(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
-    let ids = ctx.db.thread_ids().map_err(|e| {
-        anyhow::anyhow!(
-            "cannot list threads in {}: {e}",
-            ctx.db.threads_dir().display()
-        )
-    })?;
-    let mut rows: Vec<ThreadMeta> = Vec::new();
-    let mut unindexed = Vec::new();
-    for id in ids {
-        match ctx.db.read_meta(&id) {
-            Ok(Some(mut meta)) => {
-                // A run that died (kill -9, power loss) never wrote its last status.
-                if meta.status == Status::Running && !ctx.db.is_running(&id).await {
-                    meta.status = Status::Stopped;
-                }
-                rows.push(meta);
-            }
-            Ok(None) => unindexed.push(id),
-            Err(message) => {
-                eprintln!("warning: {message}");
-                unindexed.push(id);
-            }
-        }
-    }
+    let mut rows = ctx.store.threads().await?;
     rows.sort_by(|a, b| {
-        b.updated_at_ms
-            .cmp(&a.updated_at_ms)
+        let updated = |l: &ThreadListing| l.summary.as_ref().map(|s| s.updated_at_ms);
+        updated(b)
+            .cmp(&updated(a))
             .then_with(|| a.thread_id.cmp(&b.thread_id))
     });
     if json {
-        let mut list: Vec<Value> = rows
+        let list: Vec<Value> = rows
             .iter()
-            .map(|m| {
+            .map(|l| {
+                let s = l.summary.as_ref();
                 json!({
-                    "thread_id": m.thread_id,
-                    "graph": m.graph,
-                    "status": m.status,
-                    "step": m.step,
-                    "checkpoint_id": m.checkpoint_id,
-                    "created_at_ms": m.created_at_ms,
-                    "updated_at_ms": m.updated_at_ms,
+                    "thread_id": l.thread_id,
+                    "graph": s.and_then(|s| s.graph.clone()),
+                    "status": if l.damage.is_some() { json!("damaged") } else { json!(s.map(|s| s.status)) },
+                    "step": s.map(|s| s.step),
+                    "checkpoint_id": s.map(|s| s.checkpoint_id.to_string()),
+                    "created_at_ms": l.created_at_ms,
+                    "updated_at_ms": s.map(|s| s.updated_at_ms),
+                    "damage": l.damage,
                 })
             })
             .collect();
-        list.extend(
-            unindexed
-                .iter()
-                .map(|id| json!({"thread_id": id, "status": "unknown"})),
-        );
         out(&format!("{:#}", Value::Array(list)));
         return Ok(EXIT_DONE);
     }
-    if rows.is_empty() && unindexed.is_empty() {
+    if rows.is_empty() {
         eprintln!(
             "no threads in {}; start one with: {}",
-            ctx.db.root().display(),
+            ctx.store.root().display(),
             ctx.command_line_with(&["run"], "<GRAPH>")
         );
         return Ok(EXIT_DONE);
     }
     let width = rows
         .iter()
-        .map(|m| m.thread_id.len())
-        .chain(unindexed.iter().map(String::len))
+        .map(|l| l.thread_id.len())
         .max()
         .unwrap_or(6)
         .max(6);
-    let gwidth = rows.iter().map(|m| m.graph.len()).max().unwrap_or(5).max(5);
+    let graph_of = |l: &ThreadListing| {
+        l.summary
+            .as_ref()
+            .and_then(|s| s.graph.clone())
+            .unwrap_or_else(|| "?".to_string())
+    };
+    let gwidth = rows
+        .iter()
+        .map(|l| graph_of(l).len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
     out(&format!(
         "{:<width$}  {:<gwidth$}  {:<8}  {:>5}  UPDATED (UTC)",
         "THREAD", "GRAPH", "STATUS", "STEPS"
     ));
-    for m in &rows {
+    for l in &rows {
+        let status = match (&l.damage, &l.summary) {
+            (Some(_), _) => "damaged".to_string(),
+            (None, Some(s)) => s.status.to_string(),
+            (None, None) => "unknown".to_string(),
+        };
+        let (step, updated) = match &l.summary {
+            Some(s) => (
+                s.step.to_string(),
+                format!(
+                    "{} ({})",
+                    format_time(s.updated_at_ms),
+                    format_ago(s.updated_at_ms)
+                ),
+            ),
+            None => ("?".to_string(), "-".to_string()),
+        };
         out(&format!(
-            "{:<width$}  {:<gwidth$}  {:<8}  {:>5}  {} ({})",
-            m.thread_id,
-            m.graph,
-            m.status.to_string(),
-            m.step,
-            format_time(m.updated_at_ms),
-            format_ago(m.updated_at_ms)
+            "{:<width$}  {:<gwidth$}  {:<8}  {:>5}  {updated}",
+            l.thread_id,
+            graph_of(l),
+            status,
+            step,
         ));
+        if let Some(d) = &l.damage {
+            out(&format!(
+                "{:<width$}  damaged: {} ({})",
+                "", d.reason, d.file
+            ));
+        }
     }
-    for id in &unindexed {
-        out(&format!("{id:<width$}  {:<gwidth$}  {:<8}", "?", "unknown"));
+    if rows.iter().any(|l| l.damage.is_some()) {
+        eprintln!(
+            "damaged threads can still be read where their checkpoints are intact; `{}` keeps a backup and makes the thread writable again",
+            ctx.command_line_with(&["repair"], "<THREAD>")
+        );
     }
     Ok(EXIT_DONE)
 }
@@ -119,8 +128,8 @@ pub(crate) async fn state(ctx: &Ctx, args: StateArgs) -> anyhow::Result<u8> {
     let (resolved, _) = ctx.graph_for_thread(&args.thread, &[]).await?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     let snapshot = graph.get_state(&args.thread, checkpoint).await?;
-    let status = if ctx.stores.is_remote(&args.thread) && checkpoint.is_none() {
-        Status::Running
+    let status = if checkpoint.is_none() && ctx.store.is_running(&args.thread).await {
+        ThreadStatus::Running
     } else {
         status_of(&snapshot)
     };
@@ -178,7 +187,7 @@ pub(crate) async fn state(ctx: &Ctx, args: StateArgs) -> anyhow::Result<u8> {
         };
         lines.push(format!("waiting     {what}"));
     }
-    if status != Status::Done && status != Status::Running && checkpoint.is_none() {
+    if status != ThreadStatus::Done && status != ThreadStatus::Running && checkpoint.is_none() {
         lines.push(format!(
             "continue    {}",
             ctx.command_line(&["resume", &args.thread])

@@ -23,6 +23,7 @@ pub(crate) async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> 
         Command::Fork(a) => edit::fork(ctx, a).await,
         Command::Delete(a) => edit::delete(ctx, a).await,
         Command::Prune(a) => edit::prune(ctx, a).await,
+        Command::Repair(a) => edit::repair(ctx, a).await,
         Command::Graphs(a) => graphs::graphs(ctx, a.json),
         Command::Draw(a) => graphs::draw(ctx, a),
     }

@@ -5,7 +5,6 @@
 //! turns an edit into a state update; this file reads the thread, runs `$EDITOR`, and stores
 //! the update as a new checkpoint (like `graph update`, so the run continues where it paused).
 
-use super::edit::refresh_meta;
 use crate::cli::args::{PlanArgs, PlanChange, Position};
 use crate::cli::error::{bad_input, EXIT_DONE};
 use crate::cli::{check_thread_id, out, Ctx};
@@ -24,7 +23,7 @@ pub(crate) async fn plan(ctx: &Ctx, args: PlanArgs) -> anyhow::Result<u8> {
         ));
     }
     let thread = args.thread.as_str();
-    let (resolved, meta) = ctx.graph_for_thread(thread, &[]).await?;
+    let (resolved, _) = ctx.graph_for_thread(thread, &[]).await?;
     let editor: Arc<dyn PlanEditor> = resolved.factory.plan_editor().ok_or_else(|| {
         bad_input(format!(
             "graph `{}` keeps no plan: `plan` works on threads of graphs that do (e.g. research); \
@@ -36,7 +35,7 @@ pub(crate) async fn plan(ctx: &Ctx, args: PlanArgs) -> anyhow::Result<u8> {
     if changing {
         // Holding the store proves no run has it: a running thread is refused as busy, before
         // anything is read or an editor opened.
-        ctx.stores.open_for_write(thread).await?;
+        ctx.store.hold(thread).await?;
     }
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     let snapshot = graph.get_state(thread, None).await?;
@@ -65,17 +64,15 @@ pub(crate) async fn plan(ctx: &Ctx, args: PlanArgs) -> anyhow::Result<u8> {
     let state = match update {
         Some(update) => {
             graph.update_state(thread, update, None).await?;
-            if let Some(meta) = meta {
-                refresh_meta(ctx, graph.as_ref(), meta).await;
-            }
-            ctx.stores.flush_all().await?;
+            let state = graph.get_state(thread, None).await?.values;
+            ctx.store.release(thread)?;
             if !args.json {
                 eprintln!(
                     "plan of thread {thread} updated; continue with: {}",
                     ctx.command_line(&["resume", thread])
                 );
             }
-            graph.get_state(thread, None).await?.values
+            state
         }
         None => state,
     };

@@ -1,23 +1,26 @@
 //! `run`, `resume` and `rerun`: the commands that run a graph on a thread.
 
-use crate::checkpoint::{now_ms, InterruptWhen, SledCheckpointer};
+use crate::checkpoint::{CheckpointError, Checkpointer, InterruptWhen, ThreadStatus};
 use crate::cli::args::{RerunArgs, ResumeArgs, RunArgs, RunSettings};
 use crate::cli::error::{
     bad_input, run_error_code, EXIT_DONE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PAUSED,
 };
-use crate::cli::owner::OwnerServer;
+use crate::cli::origin::Origin;
 use crate::cli::progress::Progress;
-use crate::cli::store::{Status, ThreadMeta};
 use crate::cli::{check_thread_id, out, parse_json, parse_overrides, status_of, Ctx};
 use crate::registry::{AnyFactory, ErasedGraph, Registry, Resolved};
 use crate::runtime::{Event, Resume, RunError, RunOutcome, RunStatus};
 use serde_json::{json, Value};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-/// How often, at most, the index entry is rewritten while a run goes.
-const META_EVERY: Duration = Duration::from_millis(500);
+/// How a run ended, for the report.
+struct Ended {
+    thread: String,
+    graph: String,
+    status: ThreadStatus,
+    step: u64,
+    checkpoint_id: Option<String>,
+}
 
 enum Action {
     Run(Value),
@@ -97,17 +100,6 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
         }
         None => uuid::Uuid::now_v7().to_string(),
     };
-    let existing = ctx.db.read_meta(&thread).map_err(anyhow::Error::msg)?;
-    if let Some(m) = &existing {
-        if m.graph != resolved.file.graph {
-            return Err(bad_input(format!(
-                "thread `{thread}` runs graph `{}`, not `{}`: pick another --thread",
-                m.graph, resolved.file.graph
-            )));
-        }
-    }
-    eprintln!("thread {thread}");
-    let store = ctx.stores.open_for_write(&thread).await?;
     let graph_file = if Registry::is_path(&args.graph) {
         std::fs::canonicalize(&args.graph)
             .map(|p| p.to_string_lossy().into_owned())
@@ -115,25 +107,27 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
     } else {
         args.graph.clone()
     };
-    let now = now_ms();
-    let meta = ThreadMeta {
-        thread_id: thread.clone(),
-        graph: resolved.file.graph.clone(),
-        graph_file,
-        overrides: sets,
-        status: Status::Running,
-        step: existing.as_ref().map(|m| m.step).unwrap_or(0),
-        checkpoint_id: existing.as_ref().and_then(|m| m.checkpoint_id.clone()),
-        created_at_ms: existing.as_ref().map(|m| m.created_at_ms).unwrap_or(now),
-        updated_at_ms: now,
-        pid: Some(std::process::id()),
-    };
+    match ctx.store.create(&thread).await {
+        Ok(()) => {}
+        Err(CheckpointError::ThreadExists { .. }) => {
+            return Err(bad_input(format!(
+                "thread `{thread}` already exists: continue it with `{}`, or copy one of its \
+                 checkpoints into a new thread with `{}`",
+                ctx.command_line(&["resume", &thread]),
+                ctx.command_line_with(&["fork", &thread], "--checkpoint <ID> --to <NEW-ID>")
+            )))
+        }
+        Err(e) => return Err(e.into()),
+    }
+    eprintln!("thread {thread}");
+    Origin::new(&resolved.file.graph, &graph_file, sets)
+        .write(&ctx.store, &thread)
+        .await?;
     execute(
         ctx,
         &resolved,
         graph.as_ref(),
-        meta,
-        store,
+        &thread,
         Action::Run(input),
         &args.settings,
         &[],
@@ -145,7 +139,7 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
 pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
     check_thread_id(&args.thread)?;
     let extra = thread_overrides(&args.settings);
-    let (resolved, meta) = ctx.graph_for_thread(&args.thread, &extra).await?;
+    let (resolved, origin) = ctx.graph_for_thread(&args.thread, &extra).await?;
     resolved.preflight()?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     check_breakpoints(graph.as_ref(), &args.settings)?;
@@ -154,8 +148,9 @@ pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
         (None, Some(text)) => Some(parse_json(text, "--resume-json")?),
         (None, None) => None,
     };
+    ctx.store.hold(&args.thread).await?;
     eprintln!("thread {}", args.thread);
-    let store = ctx.stores.open_for_write(&args.thread).await?;
+    remember_overrides(ctx, &resolved, origin, &args.thread, extra).await?;
     let snapshot = graph.get_state(&args.thread, None).await?;
     let dynamic: Vec<&str> = snapshot
         .interrupts
@@ -173,14 +168,12 @@ pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
         }
         Some(v) => Resume::Value(v),
     };
-    let meta = meta_for(ctx, &resolved, meta, &args.thread, extra);
     let next = snapshot.next.clone();
     execute(
         ctx,
         &resolved,
         graph.as_ref(),
-        meta,
-        store,
+        &args.thread,
         Action::Resume(resume),
         &args.settings,
         &next,
@@ -192,21 +185,20 @@ pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
 pub(crate) async fn rerun(ctx: &Ctx, args: RerunArgs) -> anyhow::Result<u8> {
     check_thread_id(&args.thread)?;
     let extra = thread_overrides(&args.settings);
-    let (resolved, meta) = ctx.graph_for_thread(&args.thread, &extra).await?;
+    let (resolved, origin) = ctx.graph_for_thread(&args.thread, &extra).await?;
     resolved.preflight()?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     check_nodes(graph.as_ref(), std::slice::from_ref(&args.from), "--from")?;
     check_breakpoints(graph.as_ref(), &args.settings)?;
+    ctx.store.hold(&args.thread).await?;
     eprintln!("thread {}", args.thread);
-    let store = ctx.stores.open_for_write(&args.thread).await?;
-    let meta = meta_for(ctx, &resolved, meta, &args.thread, extra);
+    remember_overrides(ctx, &resolved, origin, &args.thread, extra).await?;
     let from = std::slice::from_ref(&args.from);
     execute(
         ctx,
         &resolved,
         graph.as_ref(),
-        meta,
-        store,
+        &args.thread,
         Action::Rerun(args.from.clone()),
         &args.settings,
         from,
@@ -214,33 +206,22 @@ pub(crate) async fn rerun(ctx: &Ctx, args: RerunArgs) -> anyhow::Result<u8> {
     .await
 }
 
-/// The index entry of an existing thread, about to run again with `extra` overrides.
-fn meta_for(
+/// Keeps the `--set` overrides of a resume with the thread, so later resumes apply them too.
+async fn remember_overrides(
     ctx: &Ctx,
     resolved: &Resolved,
-    meta: Option<ThreadMeta>,
+    origin: Option<Origin>,
     thread: &str,
     extra: Vec<String>,
-) -> ThreadMeta {
-    let now = now_ms();
-    let mut meta = meta.unwrap_or_else(|| ThreadMeta {
-        thread_id: thread.to_string(),
-        graph: resolved.file.graph.clone(),
-        graph_file: resolved.origin.clone(),
-        overrides: Vec::new(),
-        status: Status::Stopped,
-        step: 0,
-        checkpoint_id: None,
-        created_at_ms: now,
-        updated_at_ms: now,
-        pid: None,
-    });
-    let _ = ctx;
-    meta.overrides.extend(extra);
-    meta.status = Status::Running;
-    meta.pid = Some(std::process::id());
-    meta.updated_at_ms = now;
-    meta
+) -> anyhow::Result<()> {
+    if extra.is_empty() && origin.is_some() {
+        return Ok(());
+    }
+    let mut origin =
+        origin.unwrap_or_else(|| Origin::new(&resolved.file.graph, &resolved.origin, Vec::new()));
+    origin.overrides.extend(extra);
+    origin.write(&ctx.store, thread).await?;
+    Ok(())
 }
 
 /// Stops the run on the first Ctrl+C (its last checkpoint is kept); quits on the second.
@@ -258,35 +239,23 @@ fn watch_ctrl_c(token: CancellationToken, hint: String) -> tokio::task::JoinHand
     })
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn execute(
     ctx: &Ctx,
     resolved: &Resolved,
     graph: &dyn ErasedGraph,
-    mut meta: ThreadMeta,
-    store: Arc<SledCheckpointer>,
+    thread: &str,
     action: Action,
     settings: &RunSettings,
     first_step: &[String],
 ) -> anyhow::Result<u8> {
-    let thread = meta.thread_id.clone();
-    let resume_hint = ctx.command_line(&["resume", &thread]);
-    // Other processes read this thread through the socket while the run holds its store.
-    let _server = match OwnerServer::start(ctx.db.socket_path(&thread), thread.clone(), store) {
-        Ok(server) => Some(server),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot serve reads of this thread to other processes");
-            None
-        }
-    };
-    write_meta(ctx, &meta);
+    let resume_hint = ctx.command_line(&["resume", thread]);
     let token = CancellationToken::new();
     let watcher = watch_ctrl_c(token.clone(), resume_hint.clone());
 
     let config = resolved
         .file
         .run_config()
-        .thread(thread.clone())
+        .thread(thread.to_string())
         .cancel_on(token.clone())
         .interrupt_before(settings.interrupt_before.iter().cloned())
         .interrupt_after(settings.interrupt_after.iter().cloned());
@@ -296,27 +265,15 @@ async fn execute(
     let run = async {
         match action {
             Action::Run(input) => graph.run(input, config, Some(tx)).await,
-            Action::Resume(resume) => graph.resume(&thread, resume, config, Some(tx)).await,
-            Action::Rerun(node) => graph.rerun_from(&thread, &node, config, Some(tx)).await,
+            Action::Resume(resume) => graph.resume(thread, resume, config, Some(tx)).await,
+            Action::Rerun(node) => graph.rerun_from(thread, &node, config, Some(tx)).await,
         }
     };
     tokio::pin!(run);
-    let mut last_meta: Option<Instant> = None;
     let result = loop {
         tokio::select! {
             biased;
-            Some(event) = rx.recv() => {
-                progress.event(&event);
-                if let Event::CheckpointSaved { step, checkpoint_id, .. } = &event {
-                    meta.step = *step;
-                    meta.checkpoint_id = Some(checkpoint_id.clone());
-                    if last_meta.is_none_or(|t| t.elapsed() >= META_EVERY) {
-                        meta.updated_at_ms = now_ms();
-                        write_meta(ctx, &meta);
-                        last_meta = Some(Instant::now());
-                    }
-                }
-            }
+            Some(event) = rx.recv() => progress.event(&event),
             result = &mut run => break result,
         }
     };
@@ -326,41 +283,37 @@ async fn execute(
     progress.clear();
     drop(progress);
     watcher.abort();
-    if let Err(e) = ctx.stores.flush_all().await {
+    let snapshot = graph.get_state(thread, None).await.ok();
+    let ended = Ended {
+        thread: thread.to_string(),
+        graph: resolved.file.graph.clone(),
+        status: snapshot
+            .as_ref()
+            .map(status_of)
+            .unwrap_or(ThreadStatus::Failed),
+        step: snapshot.as_ref().map(|s| s.step).unwrap_or(0),
+        checkpoint_id: snapshot.as_ref().map(|s| s.checkpoint_id.to_string()),
+    };
+    if matches!(ctx.store.get_checkpoint(thread, None).await, Ok(None)) {
+        // Nothing was saved: the thread is not kept half-made (an id without a checkpoint).
+        let _ = ctx.store.delete_thread(thread).await;
+    }
+    if let Err(e) = ctx.store.release(thread) {
         eprintln!("warning: could not flush the thread's store: {e}");
     }
-    let snapshot = graph.get_state(&thread, None).await.ok();
-    if let Some(s) = &snapshot {
-        meta.status = status_of(s);
-        meta.step = s.step;
-        meta.checkpoint_id = Some(s.checkpoint_id.to_string());
-    } else {
-        meta.status = Status::Failed;
-    }
-    meta.updated_at_ms = now_ms();
-    write_meta(ctx, &meta);
-    report(ctx, resolved, &meta, result, settings.json, &resume_hint)
-}
-
-fn write_meta(ctx: &Ctx, meta: &ThreadMeta) {
-    if let Err(e) = ctx.db.write_meta(meta) {
-        eprintln!(
-            "warning: could not update {}: {e}",
-            ctx.db.meta_path(&meta.thread_id).display()
-        );
-    }
+    report(ctx, resolved, &ended, result, settings.json, &resume_hint)
 }
 
 /// Prints how the run ended and returns the exit code.
 fn report(
     ctx: &Ctx,
     resolved: &Resolved,
-    meta: &ThreadMeta,
+    meta: &Ended,
     result: Result<RunOutcome<Value>, RunError>,
     json: bool,
     resume_hint: &str,
 ) -> anyhow::Result<u8> {
-    let thread = &meta.thread_id;
+    let thread = &meta.thread;
     let mut doc = json!({
         "thread_id": thread,
         "graph": meta.graph,
@@ -462,7 +415,7 @@ fn report(
             } else {
                 eprintln!("error: {e}");
             }
-            if code == EXIT_FAILURE && meta.status != Status::Done {
+            if code == EXIT_FAILURE && meta.status != ThreadStatus::Done {
                 eprintln!("the thread keeps its last checkpoint; after fixing the cause, continue with:\n  {resume_hint}");
                 doc["continue_with"] = json!(resume_hint);
             }

@@ -1,0 +1,129 @@
+//! Reading a store without writing it: open a private copy.
+//!
+//! sled 0.34 has no read-only mode: opening a store recovers its log, writes a new snapshot of
+//! its page table, zeroes torn segments and removes blob files past the recovered end. A read
+//! must never change a store (a damaged one least of all: recovery would make the damage
+//! permanent), so readers copy the store's files while holding a shared lock on `store/db`
+//! (which keeps writers from opening it mid-copy), let go, and open the copy.
+//!
+//! The copy goes to the temporary directory, or to `/dev/shm` when that fails (a full disk):
+//! reading must work when the disk is full.
+
+use super::super::error::CheckpointError;
+use super::super::{SledCheckpointer, SledOptions};
+use super::index::Damage;
+use super::layout::{copy_tree, io_error, FileLock};
+use std::path::{Path, PathBuf};
+
+/// A private, opened copy of a thread's store.
+pub(super) struct ReadCopy {
+    // Declared first: the store closes before its directory is removed.
+    pub store: SledCheckpointer,
+    _dir: tempfile::TempDir,
+    /// What was wrong with the store, when the copy could be read only after setting a damaged
+    /// file aside.
+    pub damage: Option<Damage>,
+}
+
+/// What trying to copy a store found.
+pub(super) enum Copied {
+    Open(Box<ReadCopy>),
+    /// A writer has the store open (or is opening it).
+    Busy,
+    /// No store there.
+    Missing,
+}
+
+/// Copies the store in `store_dir` and opens the copy. `thread` names it in errors.
+pub(super) fn open_copy(
+    store_dir: &Path,
+    thread: &str,
+    options: SledOptions,
+) -> Result<Copied, CheckpointError> {
+    let db_file = store_dir.join("db");
+    let file = match std::fs::File::open(&db_file) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Copied::Missing),
+        Err(e) => return Err(io_error("cannot read", &db_file, e)),
+    };
+    let Some(lock) =
+        FileLock::try_take(file, false).map_err(|e| io_error("cannot lock", &db_file, e))?
+    else {
+        return Ok(Copied::Busy);
+    };
+    let dir = copy_to_temp(store_dir)?;
+    drop(lock);
+    let copy = dir.path().join("store");
+    match SledCheckpointer::open_with(&copy, options) {
+        Ok(store) => Ok(Copied::Open(Box::new(ReadCopy {
+            store,
+            _dir: dir,
+            damage: None,
+        }))),
+        Err(CheckpointError::Damaged { file, reason, .. }) => {
+            // A damaged snapshot of sled's page table: without it sled rebuilds the table from
+            // the log, and our records carry their own checksums, so what reads back is sound.
+            let original = store_dir.join(&file);
+            if file.starts_with("snap.")
+                && std::fs::rename(copy.join(&file), dir.path().join(&file)).is_ok()
+            {
+                if let Ok(store) = SledCheckpointer::open_with(&copy, options) {
+                    return Ok(Copied::Open(Box::new(ReadCopy {
+                        store,
+                        _dir: dir,
+                        damage: Some(Damage {
+                            file: original.display().to_string(),
+                            reason,
+                        }),
+                    })));
+                }
+            }
+            Err(CheckpointError::Damaged {
+                thread: thread.to_string(),
+                file: original.display().to_string(),
+                reason,
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Copies a store into a fresh temporary directory (as `<tmp>/store`).
+fn copy_to_temp(store_dir: &Path) -> Result<tempfile::TempDir, CheckpointError> {
+    let mut last = None;
+    for parent in temp_parents() {
+        let attempt = tempfile::Builder::new()
+            .prefix("stategraph-read-")
+            .tempdir_in(&parent)
+            .and_then(|dir| {
+                let copy = dir.path().join("store");
+                std::fs::create_dir(&copy)?;
+                copy_tree(store_dir, &copy)?;
+                Ok(dir)
+            });
+        match attempt {
+            Ok(dir) => return Ok(dir),
+            Err(e) => last = Some((parent, e)),
+        }
+    }
+    let (parent, e) = last.unwrap_or_else(|| {
+        (
+            std::env::temp_dir(),
+            std::io::Error::other("no temporary directory"),
+        )
+    });
+    Err(CheckpointError::Storage(format!(
+        "cannot copy the store at {} to read it (into {}): {e}",
+        store_dir.display(),
+        parent.display()
+    )))
+}
+
+fn temp_parents() -> Vec<PathBuf> {
+    let mut parents = vec![std::env::temp_dir()];
+    let shm = PathBuf::from("/dev/shm");
+    if shm.is_dir() && !parents.contains(&shm) {
+        parents.push(shm);
+    }
+    parents
+}
