@@ -95,26 +95,11 @@ impl Research {
 }
 
 fn unconfigured(cmd: TestCommand) -> TestCommand {
-    [
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_BASE_URL",
-        "GRAPH_PROVIDER",
-        "GRAPH_MODEL",
-        "TAVILY_API_KEY",
-        "EDITOR",
-        "VISUAL",
-    ]
-    .iter()
-    .fold(cmd, |cmd, var| cmd.env_remove(var))
+    cmd.without_model()
 }
 
 fn configured(cmd: TestCommand, base_url: &str) -> TestCommand {
-    unconfigured(cmd)
-        .env("OPENAI_BASE_URL", base_url)
-        .env("OPENAI_API_KEY", "sk-test")
-        .env("GRAPH_MODEL", "fake-model")
+    cmd.with_model_at(base_url)
 }
 
 /// An `EDITOR` that replaces the file it is given with `text`.

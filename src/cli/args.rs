@@ -53,6 +53,12 @@ pub(crate) enum Command {
     Graphs(JsonArg),
     /// Draw a graph as Mermaid or Graphviz DOT.
     Draw(DrawArgs),
+    /// Decompose a task file into a tree of task files with a model, then pause for review.
+    Decompose(DecomposeArgs),
+    /// Show a task tree: each task's type, summary and status, and what is wrong in the files.
+    Tree(TreeArgs),
+    /// Solve a task tree leaves first (run again, it continues; what was edited is solved again).
+    Solve(SolveArgs),
 }
 
 #[derive(Args, Debug)]
@@ -342,6 +348,63 @@ pub(crate) struct DrawArgs {
     pub format: FormatArg,
 }
 
+/// `graph decompose TASK.md`.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "The model splits the task into child tasks, written beside it:\n  \
+      TASK_plan.md               the analysis and links to the children\n  \
+      TASK_children/CHILD.md     one file per child: # Title, ## Type (simple or complex),\n  \
+\x20                          ## Summary, ### Dependents (links to tasks it needs first)\n\
+    then decomposes complex children the same way, at most --max-nodes times in all. No file is\n\
+    moved or overwritten. It pauses (exit code 3) so you can edit the files; then `solve`.\n\
+    Run it again after a kill, it continues; run it again later, it decomposes the complex\n\
+    tasks that have no children yet."
+)]
+pub(crate) struct DecomposeArgs {
+    /// The task file (Markdown; `# Title` first).
+    pub task: PathBuf,
+    /// Most decomposition calls (model calls) in all [default: the setting `max_nodes`, 5].
+    #[arg(long, value_name = "N")]
+    pub max_nodes: Option<u32>,
+    /// Override a setting of graphs/tree.toml (`model=x`, `max_children=4`). Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `graph tree TASK.md`.
+#[derive(Args, Debug)]
+pub(crate) struct TreeArgs {
+    /// The root task file.
+    pub task: PathBuf,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `graph solve TASK.md`.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Reads the task files again and refuses them (exit code 2, nothing run) when one \
+    cannot be\nread as a task, a link is broken or dependencies make a cycle. Then solves each \
+    task after the\ntasks its ### Dependents name and after its children, the root last, writing \
+    ## Progress and\n## Result into each TASK_plan.md (never into the task files). Run it again \
+    after a kill or\nCtrl+C and it continues; a task whose file was edited since it was solved is \
+    solved again,\nwith everything that builds on it."
+)]
+pub(crate) struct SolveArgs {
+    /// The root task file.
+    pub task: PathBuf,
+    /// Override a setting of graphs/tree.toml (`model=x`). Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Copy, Clone, Debug, ValueEnum)]
 pub(crate) enum FormatArg {
     Mermaid,
@@ -365,6 +428,9 @@ impl Command {
             Command::Prune(a) => a.json,
             Command::Repair(a) => a.json,
             Command::Draw(_) => false,
+            Command::Decompose(a) => a.json,
+            Command::Tree(a) => a.json,
+            Command::Solve(a) => a.json,
         }
     }
 }

@@ -96,6 +96,31 @@ impl TestCommand {
         self
     }
 
+    /// With no model provider configured: nothing inherited from the environment names one.
+    pub fn without_model(self) -> Self {
+        [
+            "OPENAI_API_KEY",
+            "OPENAI_BASE_URL",
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
+            "GRAPH_PROVIDER",
+            "GRAPH_MODEL",
+            "TAVILY_API_KEY",
+            "EDITOR",
+            "VISUAL",
+        ]
+        .iter()
+        .fold(self, |cmd, var| cmd.env_remove(var))
+    }
+
+    /// Pointed at a stand-in OpenAI-compatible server, and at nothing else.
+    pub fn with_model_at(self, base_url: &str) -> Self {
+        self.without_model()
+            .env("OPENAI_BASE_URL", base_url)
+            .env("OPENAI_API_KEY", "sk-test")
+            .env("GRAPH_MODEL", "fake-model")
+    }
+
     /// Runs it to the end.
     pub fn output(mut self) -> Output {
         let out = self.cmd.output().expect("run the graph binary");

@@ -3,7 +3,8 @@
 //!
 //! It answers each request by what it asks for: the structured-output schema name (`Plan`,
 //! `PlanUpdate`, `Split`) or, for plain calls, the prompt (a summary of a `Task:`, or the final
-//! answer). Every request is recorded as a [`Call`], so a test can count what the binary paid
+//! answer); [`FakeOpenAi::answering`] answers with a function of the request instead (the
+//! task-tree agent's `TaskPlan` and `Solve` calls are classified by the task file they name). Every request is recorded as a [`Call`], so a test can count what the binary paid
 //! for; [`FakeOpenAi::hold`] keeps chosen requests waiting (no reply) until
 //! [`FakeOpenAi::release`], so a test can kill the binary while it waits on the model.
 //!
@@ -26,10 +27,11 @@ const PATIENCE: Duration = Duration::from_secs(60);
 /// One request the server received.
 #[derive(Clone, Debug)]
 pub struct Call {
-    /// `Plan`, `PlanUpdate`, `Split` (by schema name), `Answer` or `Summary` (by prompt).
+    /// `Plan`, `PlanUpdate`, `Split`, `TaskPlan` (by schema name), `Answer`, `Solve` or
+    /// `Summary` (by prompt).
     pub kind: String,
-    /// What it is about: the task of a `Summary` or `Split`, the todo id of a `PlanUpdate`,
-    /// empty for `Plan` and `Answer`.
+    /// What it is about: the task of a `Summary` or `Split`, the todo id of a `PlanUpdate`, the
+    /// task file of a `TaskPlan` or a `Solve`, empty for `Plan` and `Answer`.
     pub key: String,
     /// The request body.
     pub body: Value,
@@ -37,10 +39,13 @@ pub struct Call {
 
 type Verdict = Box<dyn Fn(&str) -> Value + Send + Sync>;
 type Hold = Box<dyn Fn(&Call) -> bool + Send + Sync>;
+type Respond = Box<dyn Fn(&Call) -> String + Send + Sync>;
 
 struct Inner {
     plan: Value,
     verdict: Verdict,
+    /// Answers every request when set (instead of the research agent's script).
+    respond: Option<Respond>,
     calls: Mutex<Vec<Call>>,
     hold: Mutex<Option<Hold>>,
     /// Signalled when a call is recorded (waits on `calls`).
@@ -59,11 +64,26 @@ impl FakeOpenAi {
     /// Starts a server that plans `plan` (a `Plan` reply: `{"todos": [...]}`) and reviews todo
     /// `id` with `verdict(id)` (a `PlanUpdate` without `completed_task_id`, which is filled in).
     pub fn start(plan: Value, verdict: impl Fn(&str) -> Value + Send + Sync + 'static) -> Self {
+        Self::serve(plan, Box::new(verdict), None)
+    }
+
+    /// Starts a server that answers every request with `respond(call)` (the reply's text: JSON
+    /// for a structured request).
+    pub fn answering(respond: impl Fn(&Call) -> String + Send + Sync + 'static) -> Self {
+        Self::serve(
+            Value::Null,
+            Box::new(|_| Value::Null),
+            Some(Box::new(respond)),
+        )
+    }
+
+    fn serve(plan: Value, verdict: Verdict, respond: Option<Respond>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         let port = listener.local_addr().expect("local addr").port();
         let inner = Arc::new(Inner {
             plan,
-            verdict: Box::new(verdict),
+            verdict,
+            respond,
             calls: Mutex::new(Vec::new()),
             hold: Mutex::new(None),
             changed: Condvar::new(),
@@ -252,7 +272,15 @@ fn classify(body: Value) -> Call {
             "Split".to_string(),
             line_after(&message(&body, 1), "Failed todo: "),
         ),
+        Some("TaskPlan") => (
+            "TaskPlan".to_string(),
+            line_after(&message(&body, 1), "The task to decompose: "),
+        ),
         Some(name) => (name.to_string(), String::new()),
+        None if message(&body, 1).contains("\nYour task: ") => (
+            "Solve".to_string(),
+            line_after(&message(&body, 1), "Your task: "),
+        ),
         None if message(&body, 0).starts_with("Write the final answer") => {
             ("Answer".to_string(), String::new())
         }
@@ -277,6 +305,9 @@ fn first_source(user: &str) -> usize {
 }
 
 fn reply(inner: &Inner, call: &Call) -> String {
+    if let Some(respond) = &inner.respond {
+        return respond(call);
+    }
     match call.kind.as_str() {
         "Plan" => inner.plan.to_string(),
         "PlanUpdate" => {

@@ -5,6 +5,7 @@ mod graphs;
 mod inspect;
 mod plan;
 mod run;
+mod tree;
 
 use super::args::Command;
 use super::Ctx;
@@ -26,5 +27,8 @@ pub(crate) async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> 
         Command::Repair(a) => edit::repair(ctx, a).await,
         Command::Graphs(a) => graphs::graphs(ctx, a.json),
         Command::Draw(a) => graphs::draw(ctx, a),
+        Command::Decompose(a) => tree::decompose(ctx, a).await,
+        Command::Tree(a) => tree::tree(ctx, a).await,
+        Command::Solve(a) => tree::solve(ctx, a).await,
     }
 }

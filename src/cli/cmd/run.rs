@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 /// How a run ended, for the report.
-struct Ended {
+pub(super) struct Ended {
     thread: String,
     graph: String,
     status: ThreadStatus,
@@ -22,7 +22,8 @@ struct Ended {
     checkpoint_id: Option<String>,
 }
 
-enum Action {
+/// What a run does on its thread.
+pub(super) enum Action {
     Run(Value),
     Resume(Resume),
     Rerun(String),
@@ -249,6 +250,46 @@ async fn execute(
     first_step: &[String],
 ) -> anyhow::Result<u8> {
     let resume_hint = ctx.command_line(&["resume", thread]);
+    let (ended, result) = drive(ctx, resolved, graph, thread, action, settings, first_step).await;
+    report(ctx, resolved, &ended, result, settings.json, &resume_hint)
+}
+
+/// Runs `action` on `thread`, made (remembering how it was started, with `sets`) when it does
+/// not exist yet, and hands back how it ended for the caller to report in its own words.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn run_on_thread(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    graph: &dyn ErasedGraph,
+    thread: &str,
+    sets: Vec<String>,
+    action: Action,
+    settings: &RunSettings,
+    first_step: &[String],
+) -> anyhow::Result<(Ended, Result<RunOutcome<Value>, RunError>)> {
+    match ctx.store.create(thread).await {
+        Ok(()) => {
+            Origin::new(&resolved.file.graph, &resolved.origin, sets)
+                .write(&ctx.store, thread)
+                .await?
+        }
+        Err(CheckpointError::ThreadExists { .. }) => ctx.store.hold(thread).await?,
+        Err(e) => return Err(e.into()),
+    }
+    Ok(drive(ctx, resolved, graph, thread, action, settings, first_step).await)
+}
+
+/// The run itself: everything [`execute`] does but the report.
+async fn drive(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    graph: &dyn ErasedGraph,
+    thread: &str,
+    action: Action,
+    settings: &RunSettings,
+    first_step: &[String],
+) -> (Ended, Result<RunOutcome<Value>, RunError>) {
+    let resume_hint = ctx.command_line(&["resume", thread]);
     let token = CancellationToken::new();
     let watcher = watch_ctrl_c(token.clone(), resume_hint.clone());
 
@@ -301,11 +342,11 @@ async fn execute(
     if let Err(e) = ctx.store.release(thread) {
         eprintln!("warning: could not flush the thread's store: {e}");
     }
-    report(ctx, resolved, &ended, result, settings.json, &resume_hint)
+    (ended, result)
 }
 
 /// Prints how the run ended and returns the exit code.
-fn report(
+pub(super) fn report(
     ctx: &Ctx,
     resolved: &Resolved,
     meta: &Ended,
