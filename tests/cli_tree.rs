@@ -7,11 +7,14 @@
 mod fake_openai;
 #[path = "support/cli.rs"]
 mod harness;
+#[path = "support/task_plans.rs"]
+mod task_plans;
 
 use fake_openai::{Call, FakeOpenAi};
 use harness::{Db, TestCommand};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
+use task_plans::{task_plan, Child};
 
 const ROOT: &str = "web_scraper.md";
 const FETCH: &str = "web_scraper_children/fetch.md";
@@ -23,31 +26,22 @@ const REPORT: &str = "web_scraper_children/report.md";
 const CSV: &str = "web_scraper_children/report_children/csv.md";
 const SUMMARY: &str = "web_scraper_children/report_children/summary.md";
 
-/// The model's decomposition of each task: (name, type, dependents).
+/// The model's decomposition of each task.
 fn plan_for(task: &str) -> Value {
-    let children: Vec<(&str, &str, Vec<&str>)> = match task {
-        ROOT => vec![
-            ("fetch", "simple", vec![]),
-            ("parse", "simple", vec!["fetch.md"]),
-            ("extract", "complex", vec!["parse.md"]),
-            ("report", "complex", vec![]),
+    let children: &[Child] = match task {
+        ROOT => &[
+            ("fetch", "simple", &[]),
+            ("parse", "simple", &["fetch.md"]),
+            ("extract", "complex", &["parse.md"]),
+            ("report", "complex", &[]),
         ],
-        EXTRACT => vec![
-            ("selectors", "simple", vec![]),
-            ("fields", "simple", vec!["selectors.md", "../parse.md"]),
+        EXTRACT => &[
+            ("selectors", "simple", &[]),
+            ("fields", "simple", &["selectors.md", "../parse.md"]),
         ],
-        _ => vec![
-            ("csv", "simple", vec![]),
-            ("summary", "simple", vec!["csv"]),
-        ],
+        _ => &[("csv", "simple", &[]), ("summary", "simple", &["csv"])],
     };
-    json!({
-        "analysis": format!("How {task} splits."),
-        "children": children.iter().map(|(name, kind, deps)| json!({
-            "name": name, "title": format!("Title {name}"), "type": kind,
-            "summary": format!("Summary of {name}."), "dependents": deps,
-        })).collect::<Vec<_>>(),
-    })
+    task_plan(task, children)
 }
 
 fn respond(call: &Call) -> String {

@@ -2,6 +2,9 @@
 //! first; edits to the files between runs are what the next run works from. A scripted model
 //! answers by what each request is about; no network, no key.
 
+#[path = "support/task_plans.rs"]
+mod task_plans;
+
 use serde_json::json;
 use stategraph::agents::tree::{
     build, decompose_input, solve_input, TaskTree, TreeState, TreeStateUpdate,
@@ -12,6 +15,7 @@ use stategraph::runtime::{Resume, RunConfig};
 use stategraph::CompiledGraph;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use task_plans::{task_plan, Child};
 
 /// The line of the last user message that starts with `prefix`.
 fn line_after(request: &ChatRequest, prefix: &str) -> Option<String> {
@@ -21,30 +25,21 @@ fn line_after(request: &ChatRequest, prefix: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-/// Children per decomposed task: (name, type, dependents).
+/// The model's decomposition of each task.
 fn plan_for(task: &str) -> serde_json::Value {
-    let children: Vec<(&str, &str, Vec<&str>)> = match task {
-        "app.md" => vec![
-            ("fetch", "simple", vec![]),
-            ("parse", "complex", vec!["fetch.md"]),
-            ("report", "complex", vec![]),
+    let children: &[Child] = match task {
+        "app.md" => &[
+            ("fetch", "simple", &[]),
+            ("parse", "complex", &["fetch.md"]),
+            ("report", "complex", &[]),
         ],
-        "app_children/parse.md" => vec![
-            ("tokens", "simple", vec![]),
-            ("tree", "complex", vec!["tokens.md", "../fetch.md"]),
+        "app_children/parse.md" => &[
+            ("tokens", "simple", &[]),
+            ("tree", "complex", &["tokens.md", "../fetch.md"]),
         ],
-        _ => vec![
-            ("part_a", "simple", vec![]),
-            ("part_b", "simple", vec!["part_a"]),
-        ],
+        _ => &[("part_a", "simple", &[]), ("part_b", "simple", &["part_a"])],
     };
-    json!({
-        "analysis": format!("How {task} splits."),
-        "children": children.iter().map(|(name, kind, deps)| json!({
-            "name": name, "title": format!("Title {name}"), "type": kind,
-            "summary": format!("Summary of {name}."), "dependents": deps,
-        })).collect::<Vec<_>>(),
-    })
+    task_plan(task, children)
 }
 
 fn model() -> FakeChatModel {

@@ -126,6 +126,29 @@ pub enum BuildError {
     Unconfigured(String),
 }
 
+impl BuildError {
+    /// A model that cannot be made: [`Unconfigured`](Self::Unconfigured) (saying what to set)
+    /// when no provider is configured, else a bad `model` setting. For
+    /// [`GraphFactory::preflight`]s that build their model with
+    /// [`provider::from_env`](crate::llm::provider::from_env).
+    ///
+    /// ```
+    /// use stategraph::llm::{provider, LlmError};
+    /// use stategraph::registry::BuildError;
+    /// let e = BuildError::from_model(LlmError::NotConfigured(provider::NOT_CONFIGURED.into()));
+    /// assert!(matches!(e, BuildError::Unconfigured(_)));
+    /// ```
+    pub fn from_model(e: crate::llm::LlmError) -> BuildError {
+        match e {
+            crate::llm::LlmError::NotConfigured(message) => BuildError::Unconfigured(message),
+            other => BuildError::Setting {
+                key: "model".into(),
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
 /// A [`GraphFactory`] with its state type erased, as a registry holds it.
 pub trait AnyFactory: Send + Sync {
     /// See [`GraphFactory::name`].

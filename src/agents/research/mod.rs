@@ -71,7 +71,7 @@ pub use state::{merge_usage, Kind, PlanState, PlanStateUpdate, Source, Status, T
 
 use crate::graph::{CompiledGraph, GraphError, RetryPolicy, StateGraph};
 use crate::llm::provider::{self, LazyModel, ProviderSettings};
-use crate::llm::{ChatModel, LlmError};
+use crate::llm::ChatModel;
 use crate::registry::{BuildError, GraphFactory, GraphFile, PlanEditor};
 use crate::runtime::{Context, NodeError};
 use crate::tools::corpus::CorpusSearch;
@@ -316,13 +316,7 @@ impl GraphFactory for Research {
     fn preflight(&self, file: &GraphFile) -> Result<(), BuildError> {
         let settings = settings_of(file)?;
         if self.model.is_none() {
-            provider::from_env(provider_settings(&settings)).map_err(|e| match e {
-                LlmError::NotConfigured(message) => BuildError::Unconfigured(message),
-                other => BuildError::Setting {
-                    key: "model".into(),
-                    message: other.to_string(),
-                },
-            })?;
+            provider::from_env(provider_settings(&settings)).map_err(BuildError::from_model)?;
         }
         if self.search.is_none() {
             check_search(&settings.search)?;

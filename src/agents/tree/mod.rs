@@ -80,7 +80,7 @@ pub use task_tree::{
 
 use crate::graph::{CompiledGraph, GraphError, RetryPolicy, StateGraph};
 use crate::llm::provider::{self, LazyModel};
-use crate::llm::{ChatModel, LlmError};
+use crate::llm::ChatModel;
 use crate::registry::{BuildError, GraphFactory, GraphFile};
 use crate::runtime::Context;
 use crate::{END, START};
@@ -231,13 +231,7 @@ impl GraphFactory for TreeGraph {
     fn preflight(&self, file: &GraphFile) -> Result<(), BuildError> {
         let settings = settings_of(file)?;
         if self.model.is_none() {
-            provider::from_env(settings.provider()).map_err(|e| match e {
-                LlmError::NotConfigured(message) => BuildError::Unconfigured(message),
-                other => BuildError::Setting {
-                    key: "model".into(),
-                    message: other.to_string(),
-                },
-            })?;
+            provider::from_env(settings.provider()).map_err(BuildError::from_model)?;
         }
         Ok(())
     }

@@ -12,9 +12,10 @@ use crate::agents::tree::{
 use crate::checkpoint::Checkpointer;
 use crate::cli::args::{DecomposeArgs, RunSettings, SolveArgs, TreeArgs};
 use crate::cli::error::{bad_input, EXIT_DONE, EXIT_PAUSED};
+use crate::cli::store::ThreadMeta;
 use crate::cli::{out, parse_overrides, Ctx};
 use crate::registry::{ErasedGraph, Resolved};
-use crate::runtime::{Resume, RunStatus, StateSnapshot};
+use crate::runtime::{Resume, RunError, RunOutcome, RunStatus, StateSnapshot};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -78,17 +79,63 @@ fn tree_error(e: TreeError) -> anyhow::Error {
     bad_input(e.to_string())
 }
 
-/// The `tree` graph with the command's `--set`s, checked for a model, and its thread's state.
-async fn prepare(
-    ctx: &Ctx,
-    sets: &[String],
-    task: &TaskFileArg,
-) -> anyhow::Result<(Resolved, Box<dyn ErasedGraph>, Option<StateSnapshot<Value>>)> {
-    let resolved = ctx.registry.resolve(GRAPH, &parse_overrides(sets)?)?;
-    resolved.preflight()?;
-    let graph = resolved.build(Some(ctx.checkpointer()))?;
-    let snapshot = existing_state(ctx, graph.as_ref(), &task.thread).await?;
-    Ok((resolved, graph, snapshot))
+/// The `tree` graph with a command's `--set`s, checked for a model, and its thread's state.
+struct Prepared {
+    resolved: Resolved,
+    graph: Box<dyn ErasedGraph>,
+    snapshot: Option<StateSnapshot<Value>>,
+    sets: Vec<String>,
+    json: bool,
+}
+
+impl Prepared {
+    async fn new(
+        ctx: &Ctx,
+        sets: &[String],
+        json: bool,
+        task: &TaskFileArg,
+    ) -> anyhow::Result<Prepared> {
+        let resolved = ctx.registry.resolve(GRAPH, &parse_overrides(sets)?)?;
+        resolved.preflight()?;
+        let graph = resolved.build(Some(ctx.checkpointer()))?;
+        let snapshot = existing_state(ctx, graph.as_ref(), &task.thread).await?;
+        Ok(Prepared {
+            resolved,
+            graph,
+            snapshot,
+            sets: sets.to_vec(),
+            json,
+        })
+    }
+
+    /// Runs `action` on the tree's thread; `first_step` names what runs first, for progress.
+    async fn run(
+        &self,
+        ctx: &Ctx,
+        task: &TaskFileArg,
+        action: Action,
+        first_step: &[String],
+    ) -> anyhow::Result<(ThreadMeta, Result<RunOutcome<Value>, RunError>)> {
+        eprintln!("thread {}", task.thread);
+        let settings = RunSettings {
+            sets: self.sets.clone(),
+            json: self.json,
+            ..RunSettings::default()
+        };
+        let graph = self.graph.as_ref();
+        let sets = self.sets.clone();
+        run_on_thread(
+            ctx,
+            &self.resolved,
+            graph,
+            &task.thread,
+            sets,
+            action,
+            &settings,
+            first_step,
+        )
+        .await
+    }
 }
 
 async fn existing_state(
@@ -110,14 +157,6 @@ fn tree_state(snapshot: Option<&StateSnapshot<Value>>) -> anyhow::Result<TreeSta
     }
 }
 
-fn settings(sets: &[String], json: bool) -> RunSettings {
-    RunSettings {
-        sets: sets.to_vec(),
-        json,
-        ..RunSettings::default()
-    }
-}
-
 fn problems_text(problems: &[Problem]) -> String {
     problems
         .iter()
@@ -133,9 +172,10 @@ pub(crate) async fn decompose(ctx: &Ctx, args: DecomposeArgs) -> anyhow::Result<
     }
     let task = TaskFileArg::new(&args.task)?;
     task.load()?;
-    let (resolved, graph, snapshot) = prepare(ctx, &args.sets, &task).await?;
+    let prepared = Prepared::new(ctx, &args.sets, args.json, &task).await?;
     // A decomposition stopped by a kill or Ctrl+C continues; anything else starts a new one.
-    let stopped = snapshot
+    let stopped = prepared
+        .snapshot
         .as_ref()
         .is_some_and(|s| s.interrupts.is_empty() && s.next.iter().any(|n| n == "decompose"));
     let action = if stopped {
@@ -147,24 +187,14 @@ pub(crate) async fn decompose(ctx: &Ctx, args: DecomposeArgs) -> anyhow::Result<
             args.max_nodes,
         ))?)
     };
-    eprintln!("thread {}", task.thread);
-    let settings = settings(&args.sets, args.json);
-    let (meta, result) = run_on_thread(
-        ctx,
-        &resolved,
-        graph.as_ref(),
-        &task.thread,
-        args.sets.clone(),
-        action,
-        &settings,
-        &["decompose".to_string()],
-    )
-    .await?;
+    let (meta, result) = prepared
+        .run(ctx, &task, action, &["decompose".to_string()])
+        .await?;
     let outcome = match result {
         Ok(outcome) if matches!(outcome.status, RunStatus::Interrupted { .. }) => outcome,
         other => {
             let hint = ctx.command_line(&["decompose", &task.given]);
-            return report(ctx, &resolved, &meta, other, args.json, &hint);
+            return report(ctx, &prepared.resolved, &meta, other, args.json, &hint);
         }
     };
     let state: TreeState = serde_json::from_value(outcome.state.clone())
@@ -294,27 +324,16 @@ pub(crate) async fn solve(ctx: &Ctx, args: SolveArgs) -> anyhow::Result<u8> {
     let task = TaskFileArg::new(&args.task)?;
     // The files are the plan: refused before anything runs when they cannot be solved.
     let tree = TaskTree::load_solvable(&task.path).map_err(tree_error)?;
-    let (resolved, graph, snapshot) = prepare(ctx, &args.sets, &task).await?;
-    let state = tree_state(snapshot.as_ref())?;
+    let prepared = Prepared::new(ctx, &args.sets, args.json, &task).await?;
+    let snapshot = prepared.snapshot.as_ref();
+    let state = tree_state(snapshot)?;
     let plan = SolvePlan::new(&tree, &state.solved);
     announce(&tree, &plan, args.json);
     for warning in tree.problems() {
         eprintln!("warning: {warning}");
     }
-    let action = solve_action(&tree, &plan, &state, snapshot.as_ref(), &task)?;
-    eprintln!("thread {}", task.thread);
-    let settings = settings(&args.sets, args.json);
-    let (meta, result) = run_on_thread(
-        ctx,
-        &resolved,
-        graph.as_ref(),
-        &task.thread,
-        args.sets.clone(),
-        action,
-        &settings,
-        &[],
-    )
-    .await?;
+    let action = solve_action(&tree, &plan, &state, snapshot, &task)?;
+    let (meta, result) = prepared.run(ctx, &task, action, &[]).await?;
     let hint = ctx.command_line(&["solve", &task.given]);
     match result {
         Ok(outcome) if outcome.status == RunStatus::Done && !args.json => {
@@ -331,7 +350,7 @@ pub(crate) async fn solve(ctx: &Ctx, args: SolveArgs) -> anyhow::Result<u8> {
             out(outcome.state["result"].as_str().unwrap_or_default());
             Ok(EXIT_DONE)
         }
-        other => report(ctx, &resolved, &meta, other, args.json, &hint),
+        other => report(ctx, &prepared.resolved, &meta, other, args.json, &hint),
     }
 }
 
