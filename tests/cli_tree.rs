@@ -459,3 +459,26 @@ fn with_no_model_configured_decompose_and_solve_fail_at_once_saying_what_to_set(
         .expect(2)
         .stderr_has(&["cannot read the task file missing.md"]);
 }
+
+#[test]
+fn decompose_leaves_a_simple_task_alone_and_refuses_what_is_not_a_task_file() {
+    let s = Setup::new();
+    s.write(
+        ROOT,
+        "# Tiny\n\n## Type\nsimple\n\n## Summary\nPrint hello.\n",
+    );
+    s.graph(&["decompose"])
+        .expect(3)
+        .stderr_has(&["nothing to decompose: web_scraper.md is marked simple"]);
+    assert!(s.decomposed().is_empty());
+    s.write("notes_plan.md", "# Plan: notes\n");
+    let plan = s.path("notes_plan.md").display().to_string();
+    s.db.graph(&["decompose", &plan])
+        .with_model_at(&s.server.base_url())
+        .expect(2)
+        .stderr_has(&["this is a plan file (written by the engine); give its task file"]);
+    s.write(ROOT, "no title here\n");
+    s.graph(&["decompose"])
+        .expect(2)
+        .stderr_has(&["web_scraper.md:1: cannot be read as a task: no `# Title` heading"]);
+}

@@ -219,6 +219,10 @@ pub(crate) async fn decompose(ctx: &Ctx, args: DecomposeArgs) -> anyhow::Result<
     }
     out(tree.render(&TreeView::default()).trim_end());
     match state.decomposed.len() {
+        0 if !tree.task(0).is_complex() => eprintln!(
+            "nothing to decompose: {} is marked simple (make its `## Type` complex to decompose it)",
+            tree.task(0).path
+        ),
         0 => eprintln!("nothing to decompose: every complex task has children"),
         n => eprintln!(
             "decomposed {n} task{}: {}",
