@@ -1,13 +1,12 @@
 //! Decomposing one task: the model's `TaskPlan`, checked against the tree, and the files it
 //! becomes (`{name}_plan.md` and `{name}_children/{child}.md`).
 
+use super::cycles::{find_cycles, needs_edges};
 use super::disk::{write_atomic, write_new, Written};
+use super::paths::{children_dir, plan_path, relative_link, resolve_link};
 use super::plan_file::{child_line, PlanFile};
 use super::task_file::{render_task, TaskType};
-use super::task_tree::{
-    children_dir, find_cycles, needs_edges, plan_path, relative_link, resolve_link, TaskTree,
-    TreeView,
-};
+use super::task_tree::{TaskTree, TreeView};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -110,80 +109,10 @@ pub fn prepare(
     max_children: usize,
 ) -> Result<Decomposition, String> {
     let task = tree.task(index);
-    if plan.children.is_empty() {
-        return Err("the plan has no children; give at least one child task".into());
-    }
-    if plan.children.len() > max_children {
-        return Err(format!(
-            "the plan has {} children but at most {max_children} are allowed; merge some",
-            plan.children.len()
-        ));
-    }
-    if plan.analysis.trim().is_empty() {
-        return Err("the analysis is empty; say how and why the task splits".into());
-    }
+    let names = child_names(plan, max_children)?;
     let folder = children_dir(&task.path);
-    let mut names = Vec::with_capacity(plan.children.len());
-    for (n, child) in plan.children.iter().enumerate() {
-        let name = slug(&child.name);
-        let which = format!("child #{} (`{}`)", n + 1, child.name);
-        if name.is_empty() {
-            return Err(format!("{which}: the name has no letters or digits"));
-        }
-        if name.ends_with("_plan") || name.ends_with("_children") {
-            return Err(format!(
-                "{which}: a name may not end in `_plan` or `_children` (those are the engine's files)"
-            ));
-        }
-        if names.contains(&name) {
-            return Err(format!("{which}: two children are named `{name}`"));
-        }
-        if child.title.trim().is_empty() || child.summary.trim().is_empty() {
-            return Err(format!(
-                "{which}: the title and the summary must not be empty"
-            ));
-        }
-        names.push(name);
-    }
     let paths: Vec<String> = names.iter().map(|n| format!("{folder}/{n}.md")).collect();
-    let ancestors: HashSet<&str> = std::iter::successors(Some(index), |&i| tree.task(i).parent)
-        .map(|i| tree.task(i).path.as_str())
-        .collect();
-    // Each child's dependencies, as tree-relative paths.
-    let mut deps: Vec<Vec<String>> = Vec::with_capacity(names.len());
-    for (n, child) in plan.children.iter().enumerate() {
-        let mut mine = Vec::new();
-        for written in &child.dependents {
-            let path = resolve_dependent(written, &names, &paths[n])
-                .map_err(|why| format!("child `{}`: dependent `{written}`: {why}", names[n]))?;
-            let known = paths.contains(&path) || tree.find(&path).is_some();
-            let problem = if path == paths[n] {
-                Some("a task cannot depend on itself".to_string())
-            } else if ancestors.contains(path.as_str()) {
-                Some(format!(
-                    "{path} is the task being decomposed or one of its ancestors, which are \
-                     finished after their children"
-                ))
-            } else if !known {
-                Some(format!(
-                    "{path} is not a task of this tree; name a sibling (`<name>.md`) or a task \
-                     file listed in the tree"
-                ))
-            } else {
-                None
-            };
-            if let Some(problem) = problem {
-                return Err(format!(
-                    "child `{}`: dependent `{written}`: {problem}",
-                    names[n]
-                ));
-            }
-            if !mine.contains(&path) {
-                mine.push(path);
-            }
-        }
-        deps.push(mine);
-    }
+    let deps = dependencies(plan, tree, index, &names, &paths)?;
     check_cycles(tree, index, &paths, &deps)?;
     let title_of = |path: &str| -> String {
         match paths.iter().position(|p| p == path) {
@@ -234,6 +163,87 @@ pub fn prepare(
         plan_text: plan_text.text(),
         children,
     })
+}
+
+/// The children's file-safe names, once the plan's shape is checked.
+fn child_names(plan: &TaskPlan, max_children: usize) -> Result<Vec<String>, String> {
+    if plan.children.is_empty() {
+        return Err("the plan has no children; give at least one child task".into());
+    }
+    if plan.children.len() > max_children {
+        return Err(format!(
+            "the plan has {} children but at most {max_children} are allowed; merge some",
+            plan.children.len()
+        ));
+    }
+    if plan.analysis.trim().is_empty() {
+        return Err("the analysis is empty; say how and why the task splits".into());
+    }
+    let mut names = Vec::with_capacity(plan.children.len());
+    for (n, child) in plan.children.iter().enumerate() {
+        let name = slug(&child.name);
+        let which = format!("child #{} (`{}`)", n + 1, child.name);
+        if name.is_empty() {
+            return Err(format!("{which}: the name has no letters or digits"));
+        }
+        if name.ends_with("_plan") || name.ends_with("_children") {
+            return Err(format!(
+                "{which}: a name may not end in `_plan` or `_children` (those are the engine's files)"
+            ));
+        }
+        if names.contains(&name) {
+            return Err(format!("{which}: two children are named `{name}`"));
+        }
+        if child.title.trim().is_empty() || child.summary.trim().is_empty() {
+            return Err(format!(
+                "{which}: the title and the summary must not be empty"
+            ));
+        }
+        names.push(name);
+    }
+    Ok(names)
+}
+
+/// Each child's dependencies as tree-relative paths: siblings or tasks of the tree, never the
+/// child itself, the task being decomposed or its ancestors.
+fn dependencies(
+    plan: &TaskPlan,
+    tree: &TaskTree,
+    index: usize,
+    names: &[String],
+    paths: &[String],
+) -> Result<Vec<Vec<String>>, String> {
+    let ancestors: HashSet<&str> = std::iter::successors(Some(index), |&i| tree.task(i).parent)
+        .map(|i| tree.task(i).path.as_str())
+        .collect();
+    let mut deps: Vec<Vec<String>> = Vec::with_capacity(names.len());
+    for (n, child) in plan.children.iter().enumerate() {
+        let mut mine = Vec::new();
+        for written in &child.dependents {
+            let fail = |why: String| format!("child `{}`: dependent `{written}`: {why}", names[n]);
+            let path = resolve_dependent(written, names, &paths[n]).map_err(fail)?;
+            if path == paths[n] {
+                return Err(fail("a task cannot depend on itself".into()));
+            }
+            if ancestors.contains(path.as_str()) {
+                return Err(fail(format!(
+                    "{path} is the task being decomposed or one of its ancestors, which are \
+                     finished after their children"
+                )));
+            }
+            if !paths.contains(&path) && tree.find(&path).is_none() {
+                return Err(fail(format!(
+                    "{path} is not a task of this tree; name a sibling (`<name>.md`) or a task \
+                     file listed in the tree"
+                )));
+            }
+            if !mine.contains(&path) {
+                mine.push(path);
+            }
+        }
+        deps.push(mine);
+    }
+    Ok(deps)
 }
 
 /// A dependent as the model wrote it (`sibling`, `sibling.md`, `../x.md`, `[X](x.md)`) as a

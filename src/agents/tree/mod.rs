@@ -49,11 +49,14 @@
 //!
 //! Settings: see [`TreeSettings`] and `graphs/tree.toml`.
 
+mod cycles;
 mod decompose;
 mod disk;
 mod markdown;
 mod nodes;
+mod paths;
 mod plan_file;
+mod problem;
 pub mod prompts;
 mod settings;
 mod solve;
@@ -65,7 +68,9 @@ pub use decompose::{
     decompose_request, prepare, slug, to_decompose, ChildFile, Decomposition, PlannedChild,
     TaskPlan, WriteReport,
 };
+pub use paths::{children_dir, plan_path, relative_link, resolve_link};
 pub use plan_file::PlanFile;
+pub use problem::{Problem, TreeError};
 pub use settings::{SettingsError, TreePrompts, TreeSettings};
 pub use solve::{inputs, progress_text, solve_request, Reason, SolvePlan};
 pub use state::{
@@ -73,10 +78,7 @@ pub use state::{
     TreeStateUpdate,
 };
 pub use task_file::{render_task, FormatError, TaskFile, TaskLink, TaskType};
-pub use task_tree::{
-    children_dir, plan_path, relative_link, resolve_link, Problem, Task, TaskTree, TreeError,
-    TreeView,
-};
+pub use task_tree::{Task, TaskTree, TreeView};
 
 use crate::graph::{CompiledGraph, GraphError, RetryPolicy, StateGraph};
 use crate::llm::provider::{self, LazyModel};

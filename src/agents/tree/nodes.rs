@@ -3,12 +3,13 @@
 
 use super::decompose::{decompose_request, prepare, to_decompose, TaskPlan};
 use super::disk::write_atomic;
+use super::paths::plan_path;
 use super::plan_file::PlanFile;
 use super::prompts;
 use super::settings::TreeSettings;
 use super::solve::{inputs, progress_text, solve_request, SolvePlan};
 use super::state::{CurrentTask, Mode, SolvedTask, TreeState, TreeStateUpdate};
-use super::task_tree::{plan_path, TaskTree, TreeView};
+use super::task_tree::{TaskTree, TreeView};
 use super::TreeAgent;
 use crate::llm::{
     structured_validated, ChatRequest, LlmError, Message, StructuredOptions, Usage, UsageLedger,
@@ -88,25 +89,7 @@ pub(crate) async fn decompose(
     }
     let task = tree.task(target);
     let max_children = settings.max_children;
-    let messages = vec![
-        system(&settings.prompts.decompose, prompts::DECOMPOSE),
-        Message::user(decompose_request(&tree, target, max_children)),
-    ];
-    let mut opts = StructuredOptions::default().with_name("TaskPlan");
-    opts.temperature = settings.temperature;
-    let model = agent.model.clone();
-    // Keyed by the file's hash: a file edited while the thread was stopped is asked about anew.
-    let key = format!("decompose {} {}", task.path, &task.hash[..16]);
-    let checked = &tree;
-    let (plan, usage): (TaskPlan, Usage) = ctx
-        .record(&key, || async move {
-            structured_validated(model.as_ref(), messages, opts, |p: &TaskPlan| {
-                prepare(p, checked, target, max_children).map(|_| ())
-            })
-            .await
-            .map_err(|e| model_error(&format!("decomposing {}", task.path), e))
-        })
-        .await?;
+    let (plan, key, usage) = ask_for_plan(agent, &ctx, &tree, target, &settings).await?;
     let files = prepare(&plan, &tree, target, max_children).map_err(|e| {
         NodeError::new(format!(
             "the recorded decomposition of {} no longer fits the files: {e}",
@@ -146,6 +129,37 @@ pub(crate) async fn decompose(
         .not_decomposed(if done { left } else { Vec::new() })
         .usage(ledger(&ctx, &key, usage, &settings))
         .log(log))
+}
+
+/// Asks the model to decompose task `target` of `tree`, journaled under a key naming the file
+/// and its hash, so a file edited while the thread was stopped is asked about anew.
+async fn ask_for_plan(
+    agent: &TreeAgent,
+    ctx: &Context,
+    tree: &TaskTree,
+    target: usize,
+    settings: &TreeSettings,
+) -> Result<(TaskPlan, String, Usage), NodeError> {
+    let task = tree.task(target);
+    let max_children = settings.max_children;
+    let messages = vec![
+        system(&settings.prompts.decompose, prompts::DECOMPOSE),
+        Message::user(decompose_request(tree, target, max_children)),
+    ];
+    let mut opts = StructuredOptions::default().with_name("TaskPlan");
+    opts.temperature = settings.temperature;
+    let model = agent.model.clone();
+    let key = format!("decompose {} {}", task.path, &task.hash[..16]);
+    let (plan, usage): (TaskPlan, Usage) = ctx
+        .record(&key, || async move {
+            structured_validated(model.as_ref(), messages, opts, |p: &TaskPlan| {
+                prepare(p, tree, target, max_children).map(|_| ())
+            })
+            .await
+            .map_err(|e| model_error(&format!("decomposing {}", task.path), e))
+        })
+        .await?;
+    Ok((plan, key, usage))
 }
 
 /// `review`: pauses with the tree so a person can edit the files; any answer goes on to solve.

@@ -7,8 +7,9 @@
 //! child changes its parent's fingerprint the same way.
 
 use super::markdown::{escape_link_text, link_dest};
+use super::paths::relative_link;
 use super::state::SolvedTask;
-use super::task_tree::{relative_link, TaskTree, TreeView};
+use super::task_tree::{TaskTree, TreeView};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -190,7 +191,7 @@ pub fn solve_request(
         let more = if cut.len() < text.len() {
             format!(
                 "\n(cut at {max_chars} characters; the whole result is in {})",
-                super::task_tree::plan_path(path)
+                super::paths::plan_path(path)
             )
         } else {
             String::new()

@@ -6,13 +6,13 @@
 //! so `graph tree` can show everything at once; [`TaskTree::check`] refuses a tree that cannot
 //! be solved. Paths are relative to the root task file's folder, with `/` separators.
 
+use super::cycles::{find_cycles, needs_edges};
 use super::markdown::one_line;
+use super::paths::{children_dir, plan_path, resolve_link};
 use super::plan_file::PlanFile;
+use super::problem::{Problem, TreeError};
 use super::task_file::{FormatError, TaskFile, TaskType};
-use petgraph::algo::tarjan_scc;
-use petgraph::graph::{DiGraph, NodeIndex};
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
-use std::fmt;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// One task file of the tree.
@@ -45,136 +45,6 @@ impl Task {
             None => self.parent.is_none(),
         }
     }
-}
-
-/// Something wrong with the tree, found while loading it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Problem {
-    /// A file that cannot be read as a task; it is left out of the tree.
-    Unreadable {
-        /// The file.
-        path: String,
-        /// 1-based; 0 when the file could not be read at all.
-        line: usize,
-        /// What is wrong.
-        message: String,
-    },
-    /// A `### Dependents` link that names no task of the tree.
-    BrokenLink {
-        /// The file holding the link.
-        path: String,
-        /// The link's line.
-        line: usize,
-        /// The link as written.
-        target: String,
-        /// Why it names no task.
-        reason: String,
-    },
-    /// Tasks that each need the next first (dependencies, and children before parents), so
-    /// none of them can be solved. The first path is repeated at the end.
-    Cycle {
-        /// The files, in the order each needs the next.
-        paths: Vec<String>,
-    },
-    /// A complex task with no children: decompose it, or make it simple (it is solved directly).
-    NotDecomposed {
-        /// The file.
-        path: String,
-    },
-    /// A `{name}_children/` folder with no `{name}.md` beside it: its tasks are not in the tree.
-    Orphans {
-        /// The folder.
-        folder: String,
-    },
-    /// A file reached a second time (through a symbolic link): it is counted once.
-    SameFile {
-        /// The second path.
-        path: String,
-        /// The path it was first reached by.
-        same_as: String,
-    },
-}
-
-impl Problem {
-    /// True when the tree cannot be solved while this stands.
-    pub fn blocks_solving(&self) -> bool {
-        matches!(
-            self,
-            Problem::Unreadable { .. } | Problem::BrokenLink { .. } | Problem::Cycle { .. }
-        )
-    }
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Problem::Unreadable {
-                path,
-                line: 0,
-                message,
-            } => write!(f, "{path}: cannot be read: {message}"),
-            Problem::Unreadable {
-                path,
-                line,
-                message,
-            } => write!(f, "{path}:{line}: cannot be read as a task: {message}"),
-            Problem::BrokenLink {
-                path,
-                line,
-                target,
-                reason,
-            } => write!(f, "{path}:{line}: broken link to `{target}`: {reason}"),
-            Problem::Cycle { paths } => write!(
-                f,
-                "dependency cycle: {} (each needs the next first, so none can be solved)",
-                paths.join(" -> ")
-            ),
-            Problem::NotDecomposed { path } => write!(
-                f,
-                "{path}: complex task without children (decompose it, or make it `simple`)"
-            ),
-            Problem::Orphans { folder } => write!(
-                f,
-                "{folder}/: no task file {}.md beside it, so its tasks are not part of the tree",
-                folder.trim_end_matches("_children")
-            ),
-            Problem::SameFile { path, same_as } => {
-                write!(f, "{path}: the same file as {same_as}; counted once")
-            }
-        }
-    }
-}
-
-/// The root task file cannot be loaded, or the tree cannot be solved.
-#[derive(Debug, thiserror::Error)]
-pub enum TreeError {
-    /// The root task file is not a `.md` file, or is a plan file.
-    #[error("{path}: {reason}")]
-    NotATaskFile {
-        /// The path given.
-        path: PathBuf,
-        /// Why it is refused.
-        reason: String,
-    },
-    /// The root task file cannot be read.
-    #[error("cannot read {path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// The root task file cannot be read as a task.
-    #[error("{}:{}: cannot be read as a task: {}", path.display(), error.line, error.message)]
-    Format {
-        /// The file.
-        path: PathBuf,
-        /// The line at fault.
-        error: FormatError,
-    },
-    /// Files of the tree that stop it from being solved.
-    #[error("the task tree cannot be solved as it stands (nothing was changed):\n  {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  "))]
-    Invalid(Vec<Problem>),
 }
 
 /// How [`TaskTree::render`] draws the tree.
@@ -561,124 +431,6 @@ impl TaskTree {
     }
 }
 
-/// `(a, b)` when `a` needs `b` first: its dependencies and its children.
-pub(crate) fn needs_edges(tasks: &[Task]) -> Vec<(usize, usize)> {
-    tasks
-        .iter()
-        .enumerate()
-        .flat_map(|(i, t)| t.depends_on.iter().chain(&t.children).map(move |&j| (i, j)))
-        .collect()
-}
-
-/// Every cycle of the graph over `0..n` with `edges`, one per strongly connected component,
-/// each a shortest cycle through its lowest node, that node repeated at the end.
-pub(crate) fn find_cycles(n: usize, edges: &[(usize, usize)]) -> Vec<Vec<usize>> {
-    let mut graph = DiGraph::<(), ()>::with_capacity(n, edges.len());
-    for _ in 0..n {
-        graph.add_node(());
-    }
-    for &(a, b) in edges {
-        graph.add_edge(NodeIndex::new(a), NodeIndex::new(b), ());
-    }
-    let mut cycles: Vec<Vec<usize>> = tarjan_scc(&graph)
-        .into_iter()
-        .filter_map(|component| {
-            let members: BTreeSet<usize> = component.iter().map(|n| n.index()).collect();
-            let start = *members.first()?;
-            let looped = edges.contains(&(start, start));
-            if members.len() == 1 && !looped {
-                return None;
-            }
-            Some(shortest_cycle(start, &members, edges))
-        })
-        .collect();
-    cycles.sort();
-    cycles
-}
-
-fn shortest_cycle(start: usize, members: &BTreeSet<usize>, edges: &[(usize, usize)]) -> Vec<usize> {
-    let mut from: HashMap<usize, usize> = HashMap::new();
-    let mut queue = VecDeque::from([start]);
-    while let Some(at) = queue.pop_front() {
-        let mut next: Vec<usize> = edges
-            .iter()
-            .filter(|(a, b)| *a == at && members.contains(b))
-            .map(|(_, b)| *b)
-            .collect();
-        next.sort_unstable();
-        for b in next {
-            if b == start {
-                // Walk back from `at` to `start`, then read it forwards: start, ..., at, start.
-                let mut path = vec![at];
-                let mut cur = at;
-                while cur != start {
-                    cur = from[&cur];
-                    path.push(cur);
-                }
-                path.reverse();
-                path.push(start);
-                return path;
-            }
-            if let std::collections::hash_map::Entry::Vacant(e) = from.entry(b) {
-                e.insert(at);
-                queue.push_back(b);
-            }
-        }
-    }
-    vec![start, start]
-}
-
-/// The folder holding a task's children: `a/b.md` -> `a/b_children`.
-pub fn children_dir(task_path: &str) -> String {
-    format!("{}_children", task_path.trim_end_matches(".md"))
-}
-
-/// A task's plan file: `a/b.md` -> `a/b_plan.md`.
-pub fn plan_path(task_path: &str) -> String {
-    format!("{}_plan.md", task_path.trim_end_matches(".md"))
-}
-
-/// The tree-relative path a link in the task file at `from` names, or why it names none
-/// (it leaves the tree's folder, or is absolute).
-pub fn resolve_link(from: &str, target: &str) -> Result<String, String> {
-    if target.starts_with('/') {
-        return Err("links are relative to the task file's folder".into());
-    }
-    let mut parts: Vec<&str> = from.split('/').collect();
-    parts.pop();
-    for part in target.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                if parts.pop().is_none() {
-                    return Err("it leads out of the root task's folder".into());
-                }
-            }
-            other => parts.push(other),
-        }
-    }
-    Ok(parts.join("/"))
-}
-
-/// The path of `to` relative to the folder of `from` (both tree-relative), as a link in
-/// `from` would name it.
-pub fn relative_link(from: &str, to: &str) -> String {
-    let from_dir: Vec<&str> = {
-        let mut p: Vec<&str> = from.split('/').collect();
-        p.pop();
-        p
-    };
-    let to_parts: Vec<&str> = to.split('/').collect();
-    let common = from_dir
-        .iter()
-        .zip(&to_parts)
-        .take_while(|(a, b)| a == b)
-        .count();
-    let mut parts: Vec<&str> = vec![".."; from_dir.len() - common];
-    parts.extend(&to_parts[common..]);
-    parts.join("/")
-}
-
 fn parse_bytes(bytes: &[u8]) -> Result<TaskFile, FormatError> {
     match std::str::from_utf8(bytes) {
         Ok(text) => TaskFile::parse(text),
@@ -850,24 +602,6 @@ mod tests {
                 same_as: "root.md".into()
             }
         );
-    }
-
-    #[test]
-    fn links_resolve_relative_to_their_file() {
-        assert_eq!(resolve_link("a_children/b.md", "../c.md").unwrap(), "c.md");
-        assert_eq!(
-            resolve_link("a_children/b.md", "./d.md").unwrap(),
-            "a_children/d.md"
-        );
-        assert!(resolve_link("a.md", "../x.md").is_err());
-        assert_eq!(relative_link("a_children/b.md", "c.md"), "../c.md");
-        assert_eq!(relative_link("a_children/b.md", "a_children/d.md"), "d.md");
-        assert_eq!(
-            relative_link("a_children/b.md", "a_children/b_children/e.md"),
-            "b_children/e.md"
-        );
-        assert_eq!(children_dir("a_children/b.md"), "a_children/b_children");
-        assert_eq!(plan_path("a.md"), "a_plan.md");
     }
 
     #[test]

@@ -199,10 +199,15 @@ pub(crate) async fn decompose(ctx: &Ctx, args: DecomposeArgs) -> anyhow::Result<
     };
     let state: TreeState = serde_json::from_value(outcome.state.clone())
         .map_err(|e| anyhow::anyhow!("the thread's state is not a task tree's: {e}"))?;
+    paused(ctx, &task, &state, args.json)
+}
+
+/// Prints the tree a decomposition paused on, and what continues.
+fn paused(ctx: &Ctx, task: &TaskFileArg, state: &TreeState, json: bool) -> anyhow::Result<u8> {
     let tree = task.load()?;
     let tree_cmd = ctx.command_line(&["tree", &task.given]);
     let solve_cmd = ctx.command_line(&["solve", &task.given]);
-    if args.json {
+    if json {
         out(&format!(
             "{:#}",
             json!({
@@ -231,8 +236,8 @@ pub(crate) async fn decompose(ctx: &Ctx, args: DecomposeArgs) -> anyhow::Result<
         ),
     }
     if !state.not_decomposed.is_empty() {
-        let limit = outcome.state["max_nodes"]
-            .as_u64()
+        let limit = state
+            .max_nodes
             .map(|n| n.to_string())
             .unwrap_or_else(|| "the `max_nodes` setting".into());
         eprintln!(
