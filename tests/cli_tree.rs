@@ -230,6 +230,20 @@ fn the_node_limit_caps_decompositions_and_a_file_already_seen_is_never_decompose
         .expect(3)
         .stderr_has(&["nothing to decompose: every complex task has children"]);
     assert_eq!(s.decomposed().len(), 3);
+    let json = s.graph(&["decompose", "--json"]).expect(3).json();
+    assert_eq!(json["status"], "paused");
+    assert_eq!(json["decomposed"], json!([]));
+    assert!(
+        json["continue_with"].as_str().unwrap().contains(" solve "),
+        "{json}"
+    );
+    assert!(
+        json["tree"]
+            .as_str()
+            .unwrap()
+            .starts_with("web_scraper.md [complex]"),
+        "{json}"
+    );
 }
 
 #[test]
