@@ -5,14 +5,13 @@
 //! made from the root task file's path, so running a command again on the same file continues
 //! the same thread.
 
-use super::run::{report, run_on_thread, Action};
+use super::run::{report, run_on_thread, Action, Ended};
 use crate::agents::tree::{
     decompose_input, solve_input, Problem, SolvePlan, TaskTree, TreeError, TreeState, TreeView,
 };
 use crate::checkpoint::Checkpointer;
 use crate::cli::args::{DecomposeArgs, RunSettings, SolveArgs, TreeArgs};
 use crate::cli::error::{bad_input, EXIT_DONE, EXIT_PAUSED};
-use crate::cli::store::ThreadMeta;
 use crate::cli::{out, parse_overrides, Ctx};
 use crate::registry::{ErasedGraph, Resolved};
 use crate::runtime::{Resume, RunError, RunOutcome, RunStatus, StateSnapshot};
@@ -115,7 +114,7 @@ impl Prepared {
         task: &TaskFileArg,
         action: Action,
         first_step: &[String],
-    ) -> anyhow::Result<(ThreadMeta, Result<RunOutcome<Value>, RunError>)> {
+    ) -> anyhow::Result<(Ended, Result<RunOutcome<Value>, RunError>)> {
         eprintln!("thread {}", task.thread);
         let settings = RunSettings {
             sets: self.sets.clone(),
