@@ -3,8 +3,8 @@
 use std::io::Write;
 use std::path::Path;
 
-/// Writes `text` to `path` through a temporary file in the same folder and a rename, so a
-/// reader (or a crash) never sees half a file. Creates the folder when missing.
+/// Writes `text` to `path` through a temporary file in the same folder, an fsync and a rename,
+/// so a reader (or a crash) never sees half a file. Creates the folder when missing.
 pub(crate) fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -20,7 +20,9 @@ pub(crate) fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
         let mut file = std::fs::File::create(&temp)?;
         file.write_all(text.as_bytes())?;
         file.sync_all()?;
-        std::fs::rename(&temp, path)
+        std::fs::rename(&temp, path)?;
+        // The rename itself is durable only once the folder is.
+        std::fs::File::open(dir)?.sync_all()
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&temp);
