@@ -144,3 +144,159 @@ fn a_store_that_lost_its_end_is_listed_damaged_refused_for_writing_and_repaired_
     assert_ne!(listed[0]["status"], "damaged", "{listed}");
     assert!(steps > 2);
 }
+
+/// A damage done to a closed store's files.
+struct Damage {
+    name: &'static str,
+    apply: fn(&Path),
+    /// The file the listing must name.
+    file: &'static str,
+    /// Whether the newest checkpoints are gone (rather than only sled's bookkeeping damaged).
+    loses_checkpoints: bool,
+}
+
+fn flip_a_bit_in_the_middle_of_the_log(store: &Path) {
+    let path = store.join("db");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    std::fs::write(&path, bytes).unwrap();
+}
+
+fn truncate_the_log(store: &Path) {
+    let path = store.join("db");
+    let len = std::fs::metadata(&path).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+}
+
+fn leave_a_stray_snapshot(store: &Path) {
+    std::fs::write(
+        store.join("snap.00000000000FFFFF"),
+        b"not a snapshot at all",
+    )
+    .unwrap();
+}
+
+fn flip_a_bit_in_the_configuration(store: &Path) {
+    let path = store.join("conf");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[3] ^= 0x01;
+    std::fs::write(&path, bytes).unwrap();
+}
+
+const DAMAGES: &[Damage] = &[
+    Damage {
+        name: "a flipped bit in the log",
+        apply: flip_a_bit_in_the_middle_of_the_log,
+        file: "store/db",
+        loses_checkpoints: true,
+    },
+    Damage {
+        name: "a truncated log",
+        apply: truncate_the_log,
+        file: "store/db",
+        loses_checkpoints: true,
+    },
+    Damage {
+        name: "a leftover snap.* file",
+        apply: leave_a_stray_snapshot,
+        file: "store/snap.00000000000FFFFF",
+        loses_checkpoints: false,
+    },
+    Damage {
+        name: "a flipped bit in sled's configuration",
+        apply: flip_a_bit_in_the_configuration,
+        file: "store/conf",
+        loses_checkpoints: false,
+    },
+];
+
+#[test]
+fn a_store_emptied_by_damage_without_its_index_is_still_listed_as_damaged() {
+    let db = Db::new();
+    let thread = db.finished_thread();
+    std::fs::remove_file(db.path().join("threads").join(&thread).join("index.json")).unwrap();
+    std::fs::write(db.store_dir(&thread).join("db"), b"").unwrap();
+    let listed = db.graph(&["threads", "--json"]).expect(0).json();
+    assert_eq!(listed[0]["thread_id"], thread.as_str(), "{listed}");
+    assert_eq!(listed[0]["status"], "damaged", "{listed}");
+    db.graph(&["state", &thread])
+        .expect(1)
+        .stderr_has(&["is damaged", "store/db"]);
+}
+
+#[test]
+fn a_damaged_store_never_vanishes_or_rolls_back_in_silence_and_reads_never_repair_it() {
+    for damage in DAMAGES {
+        let db = Db::new();
+        let thread = db.finished_thread();
+        let history = db.graph(&["history", &thread, "--json"]).expect(0).json();
+        let oldest = history.as_array().unwrap().last().unwrap()["checkpoint_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        (damage.apply)(&db.store_dir(&thread));
+        let damaged = files_of(db.path());
+        let context = format!("after {}", damage.name);
+
+        let listed = db.graph(&["threads", "--json"]).expect(0).json();
+        assert_eq!(
+            listed[0]["thread_id"],
+            thread.as_str(),
+            "{context}: {listed}"
+        );
+        assert_eq!(listed[0]["status"], "damaged", "{context}: {listed}");
+        let file = listed[0]["damage"]["file"].as_str().unwrap();
+        assert!(file.ends_with(damage.file), "{context}: names {file}");
+        assert!(
+            db.graph(&["threads"])
+                .expect(0)
+                .stdout
+                .contains("damaged: "),
+            "{context}: the table says what is wrong"
+        );
+
+        let state = db.graph(&["state", &thread]).output();
+        if damage.loses_checkpoints {
+            assert_eq!(state.code, Some(1), "{context}: {state}");
+            state.stderr_has(&[&thread, damage.file, "is damaged", "graph repair"]);
+        } else {
+            assert_eq!(state.code, Some(0), "{context}: {state}");
+            state.stderr_has(&["warning", &thread, damage.file]);
+        }
+        // What is intact still reads: the input checkpoint, at least, is before the damage.
+        db.graph(&["state", &thread, "--checkpoint", &oldest])
+            .expect(0);
+        db.graph(&["history", &thread]).expect(0);
+        // Writing is refused until a person repairs it.
+        db.graph(&["resume", &thread])
+            .expect(1)
+            .stderr_has(&["is damaged", "graph repair"]);
+        assert_unchanged(&damaged, &files_of(db.path()));
+
+        let repaired = db.graph(&["repair", &thread, "--json"]).expect(0).json();
+        let backup = Path::new(repaired["backup"].as_str().unwrap());
+        let backed_up = files_of(&backup.join("store"));
+        let before: BTreeMap<_, _> = damaged
+            .into_iter()
+            .filter_map(|(name, bytes)| {
+                let prefix = format!("threads/{thread}/store/");
+                name.strip_prefix(&prefix).map(|n| (n.to_string(), bytes))
+            })
+            .collect();
+        assert_unchanged(&before, &backed_up);
+        let listed = db.graph(&["threads", "--json"]).expect(0).json();
+        assert_ne!(listed[0]["status"], "damaged", "{context}: {listed}");
+        // It continues from its newest intact checkpoint and finishes.
+        let resumed = db.graph(&["resume", &thread]).output();
+        assert!(
+            resumed.code == Some(0) || resumed.code == Some(3),
+            "{context}: {resumed}"
+        );
+    }
+}

@@ -187,6 +187,16 @@ impl SledCheckpointer {
             .collect()
     }
 
+    /// True when the store holds no record of any kind.
+    pub(crate) fn holds_nothing(&self) -> Result<bool, CheckpointError> {
+        for tree in [&self.checkpoints, &self.journal, &self.writes, &self.leases] {
+            if tree.first().map_err(CheckpointError::storage)?.is_some() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// When the thread's oldest checkpoint was written; `None` when it has none.
     pub(crate) fn first_checkpoint_time(
         &self,
@@ -384,10 +394,17 @@ fn created_with_segment_size(e: &sled::Error) -> Option<usize> {
 
 fn open_error(path: &Path, e: sled::Error) -> CheckpointError {
     if let sled::Error::Corruption { at, .. } = &e {
+        let file = damaged_file(path, at.as_ref());
+        let reason = match at {
+            Some(sled::DiskPtr::Inline(offset)) => {
+                format!("sled finds corrupt data in it at offset {offset}")
+            }
+            _ => "sled finds it corrupt and cannot open the store".to_string(),
+        };
         return CheckpointError::Damaged {
             thread: String::new(),
-            file: damaged_file(path, at.as_ref()),
-            reason: format!("sled refuses to open it: {e}"),
+            file,
+            reason,
         };
     }
     let text = e.to_string();
@@ -405,11 +422,13 @@ fn open_error(path: &Path, e: sled::Error) -> CheckpointError {
 }
 
 /// The file (relative to the store) sled found damaged: the log (`db`), a blob, or when sled does
-/// not say, its newest snapshot file (which it reads first) if there is one.
+/// not say, its configuration if that fails its checksum, else its newest snapshot file (which
+/// it reads first) if there is one.
 fn damaged_file(path: &Path, at: Option<&sled::DiskPtr>) -> String {
     match at {
         Some(sled::DiskPtr::Blob(_, blob)) => format!("blobs/{blob}"),
         Some(sled::DiskPtr::Inline(_)) => "db".to_string(),
+        None if conf_is_damaged(&path.join("conf")) => "conf".to_string(),
         None => std::fs::read_dir(path)
             .ok()
             .and_then(|entries| {
@@ -421,6 +440,20 @@ fn damaged_file(path: &Path, at: Option<&sled::DiskPtr>) -> String {
             })
             .unwrap_or_else(|| "db".to_string()),
     }
+}
+
+/// Whether sled's configuration file fails its checksum (a CRC32 of the text, little-endian, in
+/// its last four bytes).
+fn conf_is_damaged(conf: &Path) -> bool {
+    let Ok(bytes) = std::fs::read(conf) else {
+        return false;
+    };
+    let Some(split) = bytes.len().checked_sub(4).filter(|&n| n > 4) else {
+        return true;
+    };
+    let (text, crc) = bytes.split_at(split);
+    let stored = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
+    crc32fast::hash(text) != stored
 }
 
 fn thread_prefix(thread: &str) -> Vec<u8> {

@@ -174,7 +174,8 @@ impl App {
 fn init_tracing(quiet: bool, verbose: u8) {
     use tracing_subscriber::EnvFilter;
     let default = match (quiet, verbose) {
-        (true, _) | (false, 0) => "error",
+        // sled logs what it then returns as an error, which is reported as ours.
+        (true, _) | (false, 0) => "error,sled=off",
         (false, 1) => "warn,stategraph=info",
         (false, 2) => "debug",
         _ => "trace",

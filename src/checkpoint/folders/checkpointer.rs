@@ -37,7 +37,15 @@ impl Checkpointer for FolderCheckpointer {
         match self.source(thread).await? {
             None => Ok(None),
             Some(Source::Local(s)) => s.get_checkpoint(thread, id).await,
-            Some(Source::Copy(c)) => c.store.get_checkpoint(thread, id).await,
+            Some(Source::Copy(c)) => match (&c.damage, id) {
+                // Its newest checkpoint was lost: an older one is not "the newest".
+                (Some(d), None) if d.lost_checkpoints => Err(CheckpointError::Damaged {
+                    thread: root_thread(thread).to_string(),
+                    file: d.file.clone(),
+                    reason: d.reason.clone(),
+                }),
+                _ => c.store.get_checkpoint(thread, id).await,
+            },
             Some(Source::Remote(socket)) => {
                 let request = Request::GetCheckpoint {
                     thread: thread.into(),

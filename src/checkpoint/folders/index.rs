@@ -36,6 +36,10 @@ pub struct Damage {
     pub file: String,
     /// What is wrong.
     pub reason: String,
+    /// True when the store no longer holds checkpoints it had: its newest checkpoint is not
+    /// known, so reading "the newest" fails; named checkpoints still read.
+    #[serde(default)]
+    pub lost_checkpoints: bool,
 }
 
 impl ThreadListing {
@@ -83,9 +87,21 @@ impl ThreadListing {
                 Some(Damage {
                     file: log(),
                     reason: e.to_string(),
+                    lost_checkpoints: false,
                 }),
             ),
             Err(e) => return Err(e),
+        };
+        // A thread folder is only made to hold records: one whose store holds none at all (not
+        // even how it was started) was emptied by damage, and is listed, not dropped.
+        let damage = match damage {
+            None if summary.is_none() && store.holds_nothing()? => Some(Damage {
+                file: log(),
+                reason: "its store holds no record at all: its files were emptied or damaged"
+                    .to_string(),
+                lost_checkpoints: true,
+            }),
+            other => other,
         };
         if summary.is_none() && damage.is_none() {
             return Ok(None);
@@ -121,6 +137,7 @@ async fn lost_end(
     };
     Some(Damage {
         file,
+        lost_checkpoints: true,
         reason: format!(
             "it held step {} (checkpoint {}) when it was last closed, but {holds}: the end of \
              its log was lost",

@@ -267,7 +267,11 @@ impl FolderCheckpointer {
             thread_id: thread.to_string(),
             summary: witness.and_then(|w| w.summary.clone()),
             created_at_ms: witness.and_then(|w| w.created_at_ms),
-            damage: Some(Damage { file, reason }),
+            damage: Some(Damage {
+                file,
+                reason,
+                lost_checkpoints: false,
+            }),
         };
         match open_copy(&store_dir, thread, self.options) {
             Ok(Copied::Open(copy)) => {

@@ -54,37 +54,40 @@ pub(super) fn open_copy(
     let dir = copy_to_temp(store_dir)?;
     drop(lock);
     let copy = dir.path().join("store");
-    match SledCheckpointer::open_with(&copy, options) {
-        Ok(store) => Ok(Copied::Open(Box::new(ReadCopy {
-            store,
-            _dir: dir,
-            damage: None,
-        }))),
-        Err(CheckpointError::Damaged { file, reason, .. }) => {
-            // A damaged snapshot of sled's page table: without it sled rebuilds the table from
-            // the log, and our records carry their own checksums, so what reads back is sound.
-            let original = store_dir.join(&file);
-            if file.starts_with("snap.")
-                && std::fs::rename(copy.join(&file), dir.path().join(&file)).is_ok()
-            {
-                if let Ok(store) = SledCheckpointer::open_with(&copy, options) {
-                    return Ok(Copied::Open(Box::new(ReadCopy {
-                        store,
-                        _dir: dir,
-                        damage: Some(Damage {
-                            file: original.display().to_string(),
-                            reason,
-                        }),
-                    })));
-                }
+    let mut damage: Option<Damage> = None;
+    loop {
+        match SledCheckpointer::open_with(&copy, options) {
+            Ok(store) => {
+                return Ok(Copied::Open(Box::new(ReadCopy {
+                    store,
+                    _dir: dir,
+                    damage,
+                })))
             }
-            Err(CheckpointError::Damaged {
-                thread: thread.to_string(),
-                file: original.display().to_string(),
-                reason,
-            })
+            Err(CheckpointError::Damaged { file, reason, .. }) => {
+                let original = store_dir.join(&file).display().to_string();
+                // A damaged file of sled's own bookkeeping (its page table's snapshot, its
+                // configuration) is set aside in the copy: sled rebuilds the one from the log
+                // and writes the other afresh, and our records carry their own checksums, so
+                // what reads back is sound. Damage to the log itself is final.
+                let aside = (file.starts_with("snap.") || file == "conf")
+                    && damage.is_none()
+                    && std::fs::rename(copy.join(&file), dir.path().join(&file)).is_ok();
+                if !aside {
+                    return Err(CheckpointError::Damaged {
+                        thread: thread.to_string(),
+                        file: original,
+                        reason,
+                    });
+                }
+                damage = Some(Damage {
+                    file: original,
+                    reason,
+                    lost_checkpoints: false,
+                });
+            }
+            Err(e) => return Err(e),
         }
-        Err(e) => Err(e),
     }
 }
 

@@ -50,7 +50,14 @@ impl FolderCheckpointer {
             IndexEntry::read(&self.layout.index_path(&root)).and_then(|e| e.listing.summary);
         let backup = self.back_up(&root)?;
         let store_dir = self.layout.store_dir(&root);
-        let (store, set_aside) = open_setting_aside(&store_dir, &root, self.options).await?;
+        let (store, set_aside) = open_setting_aside(&store_dir, &root, self.options)
+            .await
+            .map_err(|e| {
+                CheckpointError::Storage(format!(
+                    "cannot repair thread `{root}`: {e}; its folder as it was is kept in {}",
+                    backup.display()
+                ))
+            })?;
         let removed = remove_unreadable_head(&store, &root).await?;
         let now = summarize(&store, &root).await?;
         let lost_from_step = witness
@@ -88,8 +95,9 @@ impl FolderCheckpointer {
     }
 }
 
-/// Opens the store for writing; a snapshot file sled refuses is set aside (renamed) and the
-/// store opened again, as many times as that helps.
+/// Opens the store for writing; a file of sled's own bookkeeping that it refuses (a snapshot of
+/// its page table, rebuilt from the log; its configuration, written afresh) is set aside
+/// (renamed) and the store opened again, as long as that helps.
 async fn open_setting_aside(
     store_dir: &Path,
     root: &str,
@@ -101,7 +109,8 @@ async fn open_setting_aside(
             Ok(store) => return Ok((store, set_aside)),
             Err(CheckpointError::Damaged { file, reason, .. }) => {
                 let from = store_dir.join(&file);
-                if !file.starts_with("snap.") || set_aside.contains(&file) {
+                let bookkeeping = file.starts_with("snap.") || file == "conf";
+                if !bookkeeping || set_aside.contains(&file) {
                     return Err(CheckpointError::Damaged {
                         thread: root.to_string(),
                         file: from.display().to_string(),

@@ -324,21 +324,22 @@ impl FolderCheckpointer {
         }
     }
 
-    /// The damage of a copied store that no longer holds what its index saw.
+    /// The damage of a copied store that no longer holds what its index saw, or nothing at all.
     pub(super) async fn lost_since_indexed(
         &self,
         root: &str,
         copy: &ReadCopy,
         store_dir: &Path,
     ) -> Result<Option<Damage>, CheckpointError> {
-        let Some(entry) = IndexEntry::read(&self.layout.index_path(root)) else {
-            return Ok(None);
-        };
-        Ok(
-            ThreadListing::of_store(&copy.store, root, Some(&entry.listing), store_dir)
-                .await?
-                .and_then(|l| l.damage),
+        let entry = IndexEntry::read(&self.layout.index_path(root));
+        Ok(ThreadListing::of_store(
+            &copy.store,
+            root,
+            entry.as_ref().map(|e| &e.listing),
+            store_dir,
         )
+        .await?
+        .and_then(|l| l.damage))
     }
 
     pub(super) async fn remote(

@@ -128,6 +128,7 @@ pub(crate) async fn state(ctx: &Ctx, args: StateArgs) -> anyhow::Result<u8> {
     let (resolved, _) = ctx.graph_for_thread(&args.thread, &[]).await?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     let snapshot = graph.get_state(&args.thread, checkpoint).await?;
+    warn_if_damaged(ctx, &args.thread).await?;
     let status = if checkpoint.is_none() && ctx.store.is_running(&args.thread).await {
         ThreadStatus::Running
     } else {
@@ -199,6 +200,20 @@ pub(crate) async fn state(ctx: &Ctx, args: StateArgs) -> anyhow::Result<u8> {
     Ok(EXIT_DONE)
 }
 
+/// Says so when what was read comes from a damaged store: it is what could still be read.
+pub(crate) async fn warn_if_damaged(ctx: &Ctx, thread: &str) -> anyhow::Result<()> {
+    if let Some(d) = ctx.store.damage(thread).await? {
+        eprintln!(
+            "warning: the store of thread {thread} is damaged: {} (file {}); this is what could \
+             still be read. `{}` keeps a backup and makes it usable again",
+            d.reason,
+            d.file,
+            ctx.command_line(&["repair", thread])
+        );
+    }
+    Ok(())
+}
+
 fn writers(w: &[String]) -> String {
     if w.is_empty() {
         "-".to_string()
@@ -217,6 +232,7 @@ pub(crate) async fn history(ctx: &Ctx, args: HistoryArgs) -> anyhow::Result<u8> 
         ..HistoryQuery::default()
     };
     let entries = graph.history(&args.thread, query).await?;
+    warn_if_damaged(ctx, &args.thread).await?;
     if args.json {
         out(&format!("{:#}", serde_json::to_value(&entries)?));
         return Ok(EXIT_DONE);
