@@ -19,6 +19,7 @@ mod compact;
 mod error;
 mod folders;
 mod group_commit;
+mod io_failure;
 mod memory;
 mod record;
 mod sled_store;

@@ -2,10 +2,12 @@ use super::chunks::{self, ChunkHash, ChunkStore};
 use super::codec;
 use super::error::{corrupt, encode, CheckpointError};
 use super::group_commit::GroupCommit;
+use super::io_failure::IoFailure;
 use super::record::{CheckpointId, CheckpointRecord, Lease, PendingWrite};
 use super::Checkpointer;
 use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
+use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -30,13 +32,15 @@ use std::sync::Mutex;
 /// # Ok::<(), stategraph::checkpoint::CheckpointError>(())
 /// ```
 pub struct SledCheckpointer {
-    db: sled::Db,
-    checkpoints: sled::Tree,
-    pieces: sled::Tree,
-    writes: sled::Tree,
-    journal: sled::Tree,
-    leases: sled::Tree,
-    threads: sled::Tree,
+    // sled's handles flush when dropped, and a flush after a failed write can wait forever:
+    // they are dropped by hand (see `Drop`), or not at all once the disk failed.
+    db: ManuallyDrop<sled::Db>,
+    checkpoints: ManuallyDrop<sled::Tree>,
+    pieces: ManuallyDrop<sled::Tree>,
+    writes: ManuallyDrop<sled::Tree>,
+    journal: ManuallyDrop<sled::Tree>,
+    leases: ManuallyDrop<sled::Tree>,
+    threads: ManuallyDrop<sled::Tree>,
     path: PathBuf,
     known_threads: Mutex<HashSet<String>>,
     /// Per thread, pieces known to be stored: a large snapshot names thousands, nearly all
@@ -45,6 +49,7 @@ pub struct SledCheckpointer {
     /// `KNOWN_PIECES_THREADS` threads are remembered; forgetting only costs lookups.
     known_pieces: Mutex<HashMap<String, HashSet<ChunkHash>>>,
     flushes: GroupCommit,
+    io: IoFailure,
 }
 
 /// How a sled store is laid out: pass to [`SledCheckpointer::open_with`].
@@ -133,7 +138,11 @@ impl SledCheckpointer {
             opened => opened,
         }
         .map_err(|e| open_error(&path, e))?;
-        let tree = |name: &str| db.open_tree(name).map_err(CheckpointError::storage);
+        let tree = |name: &str| {
+            db.open_tree(name)
+                .map(ManuallyDrop::new)
+                .map_err(CheckpointError::storage)
+        };
         Ok(SledCheckpointer {
             checkpoints: tree("checkpoints")?,
             pieces: tree("pieces")?,
@@ -141,11 +150,12 @@ impl SledCheckpointer {
             journal: tree("journal")?,
             leases: tree("leases")?,
             threads: tree("threads")?,
-            db,
-            path,
+            db: ManuallyDrop::new(db),
             known_threads: Mutex::new(HashSet::new()),
             known_pieces: Mutex::new(HashMap::new()),
             flushes: GroupCommit::new(),
+            io: IoFailure::new(&path),
+            path,
         })
     }
 
@@ -163,7 +173,8 @@ impl SledCheckpointer {
 
     /// Makes everything written so far durable, on this thread, without sharing the flush.
     pub(crate) fn flush_now(&self) -> Result<(), CheckpointError> {
-        self.db.flush().map(drop).map_err(CheckpointError::storage)
+        self.io.check()?;
+        self.db.flush().map(drop).map_err(|e| self.io.error(e))
     }
 
     /// The ids of the thread's checkpoints, newest first, read from their keys only (so a
@@ -177,7 +188,7 @@ impl SledCheckpointer {
             .keys()
             .rev()
             .map(|k| {
-                let k = k.map_err(CheckpointError::storage)?;
+                let k = k.map_err(|e| self.io.error(e))?;
                 id_from_key(thread, &k).ok_or_else(|| {
                     CheckpointError::Storage(format!(
                         "a checkpoint key of thread `{thread}` holds no checkpoint id"
@@ -190,7 +201,7 @@ impl SledCheckpointer {
     /// True when the store holds no record of any kind.
     pub(crate) fn holds_nothing(&self) -> Result<bool, CheckpointError> {
         for tree in [&self.checkpoints, &self.journal, &self.writes, &self.leases] {
-            if tree.first().map_err(CheckpointError::storage)?.is_some() {
+            if tree.first().map_err(|e| self.io.error(e))?.is_some() {
                 return Ok(false);
             }
         }
@@ -207,7 +218,7 @@ impl SledCheckpointer {
             .scan_prefix(thread_prefix(thread))
             .next()
             .transpose()
-            .map_err(CheckpointError::storage)?;
+            .map_err(|e| self.io.error(e))?;
         let pieces = self.pieces_of(thread);
         Ok(first
             .map(|(k, v)| pieces.decode(&k, &v))
@@ -217,7 +228,7 @@ impl SledCheckpointer {
 
     /// Bytes the store occupies on disk (as sled reports it).
     pub fn size_on_disk(&self) -> Result<u64, CheckpointError> {
-        self.db.size_on_disk().map_err(CheckpointError::storage)
+        self.db.size_on_disk().map_err(|e| self.io.error(e))
     }
 
     /// Overwrites the stored bytes of a checkpoint. For tests of corruption handling.
@@ -229,16 +240,12 @@ impl SledCheckpointer {
         f: impl FnOnce(&mut Vec<u8>),
     ) -> Result<(), CheckpointError> {
         let key = checkpoint_key(thread, id);
-        if let Some(v) = self
-            .checkpoints
-            .get(&key)
-            .map_err(CheckpointError::storage)?
-        {
+        if let Some(v) = self.checkpoints.get(&key).map_err(|e| self.io.error(e))? {
             let mut bytes = v.to_vec();
             f(&mut bytes);
             self.checkpoints
                 .insert(key, bytes)
-                .map_err(CheckpointError::storage)?;
+                .map_err(|e| self.io.error(e))?;
         }
         Ok(())
     }
@@ -252,12 +259,12 @@ impl SledCheckpointer {
         mut f: impl FnMut(&mut Vec<u8>),
     ) -> Result<(), CheckpointError> {
         for item in self.pieces.scan_prefix(thread_prefix(thread)) {
-            let (key, value) = item.map_err(CheckpointError::storage)?;
+            let (key, value) = item.map_err(|e| self.io.error(e))?;
             let mut bytes = value.to_vec();
             f(&mut bytes);
             self.pieces
                 .insert(key, bytes)
-                .map_err(CheckpointError::storage)?;
+                .map_err(|e| self.io.error(e))?;
         }
         Ok(())
     }
@@ -270,7 +277,7 @@ impl SledCheckpointer {
         let mut total = 0u64;
         for tree in [&self.checkpoints, &self.pieces] {
             for item in tree.scan_prefix(&prefix) {
-                let (k, v) = item.map_err(CheckpointError::storage)?;
+                let (k, v) = item.map_err(|e| self.io.error(e))?;
                 total += (k.len() + v.len()) as u64;
             }
         }
@@ -280,6 +287,7 @@ impl SledCheckpointer {
     fn pieces_of<'a>(&'a self, thread: &'a str) -> SledPieces<'a> {
         SledPieces {
             tree: &self.pieces,
+            io: &self.io,
             thread,
             known: &self.known_pieces,
         }
@@ -301,7 +309,7 @@ impl SledCheckpointer {
             .scan_prefix(&prefix)
             .values()
             .collect::<Result<Vec<_>, _>>()
-            .map_err(CheckpointError::storage)?;
+            .map_err(|e| self.io.error(e))?;
         let live = chunks::live_pieces(
             thread,
             records.iter().map(|r| &r[..]),
@@ -309,15 +317,13 @@ impl SledCheckpointer {
         )?;
         let mut batch = sled::Batch::default();
         for key in self.pieces.scan_prefix(&prefix).keys() {
-            let key = key.map_err(CheckpointError::storage)?;
+            let key = key.map_err(|e| self.io.error(e))?;
             let hash: Option<ChunkHash> = key.get(prefix.len()..).and_then(|h| h.try_into().ok());
             if hash.is_none_or(|h| !live.contains(&h)) {
                 batch.remove(key);
             }
         }
-        self.pieces
-            .apply_batch(batch)
-            .map_err(CheckpointError::storage)
+        self.pieces.apply_batch(batch).map_err(|e| self.io.error(e))
     }
 
     async fn sync(&self, flush: bool) -> Result<(), CheckpointError> {
@@ -326,8 +332,12 @@ impl SledCheckpointer {
         }
         // The leader's flush blocks its thread, but one fsync (~100-200 us) is cheaper than a
         // hop to a blocking pool; callers that wait for it only await.
+        self.io.check()?;
         self.flushes
-            .commit(|| self.db.flush().map(drop).map_err(CheckpointError::storage))
+            .commit(|| {
+                self.io.check()?;
+                self.db.flush().map(drop).map_err(|e| self.io.error(e))
+            })
             .await
     }
 
@@ -336,10 +346,36 @@ impl SledCheckpointer {
         if !known.contains(thread) {
             self.threads
                 .insert(thread.as_bytes(), &[] as &[u8])
-                .map_err(CheckpointError::storage)?;
+                .map_err(|e| self.io.error(e))?;
             known.insert(thread.to_string());
         }
         Ok(())
+    }
+}
+
+impl Drop for SledCheckpointer {
+    fn drop(&mut self) {
+        if self.io.check().is_err() {
+            // sled would flush again in its handles' drop and wait forever for the failed write:
+            // the handles (and the store's lock) are left to the end of the process instead.
+            tracing::warn!(store = %self.path.display(), "a store whose disk failed is left open until the process ends");
+            return;
+        }
+        // SAFETY: each handle is dropped exactly once, here, and never used after: this is the
+        // value's drop.
+        unsafe {
+            for tree in [
+                &mut self.checkpoints,
+                &mut self.pieces,
+                &mut self.writes,
+                &mut self.journal,
+                &mut self.leases,
+                &mut self.threads,
+            ] {
+                ManuallyDrop::drop(tree);
+            }
+            ManuallyDrop::drop(&mut self.db);
+        }
     }
 }
 
@@ -406,6 +442,11 @@ fn open_error(path: &Path, e: sled::Error) -> CheckpointError {
             file,
             reason,
         };
+    }
+    if let sled::Error::Io(io) = &e {
+        if let CheckpointError::DiskFull { path } = super::io_failure::io_error(path, io) {
+            return CheckpointError::DiskFull { path };
+        }
     }
     let text = e.to_string();
     let locked = match &e {
@@ -481,6 +522,7 @@ const KNOWN_PIECES_THREADS: usize = 64;
 /// One thread's snapshot pieces in the `pieces` tree.
 struct SledPieces<'a> {
     tree: &'a sled::Tree,
+    io: &'a IoFailure,
     thread: &'a str,
     known: &'a Mutex<HashMap<String, HashSet<ChunkHash>>>,
 }
@@ -535,7 +577,7 @@ impl ChunkStore for SledPieces<'_> {
         let stored = self
             .tree
             .contains_key(self.key(hash))
-            .map_err(CheckpointError::storage)?;
+            .map_err(|e| self.io.error(e))?;
         if stored {
             self.remember(hash);
         }
@@ -545,7 +587,7 @@ impl ChunkStore for SledPieces<'_> {
     fn insert(&mut self, hash: &ChunkHash, bytes: &[u8]) -> Result<(), CheckpointError> {
         self.tree
             .insert(self.key(hash), bytes)
-            .map_err(CheckpointError::storage)?;
+            .map_err(|e| self.io.error(e))?;
         self.remember(hash);
         Ok(())
     }
@@ -554,16 +596,16 @@ impl ChunkStore for SledPieces<'_> {
         self.tree
             .get(self.key(hash))
             .map(|v| v.map(|v| v.to_vec()))
-            .map_err(CheckpointError::storage)
+            .map_err(|e| self.io.error(e))
     }
 }
 
-fn remove_prefix(tree: &sled::Tree, prefix: &[u8]) -> Result<(), CheckpointError> {
+fn remove_prefix(tree: &sled::Tree, prefix: &[u8], io: &IoFailure) -> Result<(), CheckpointError> {
     let mut batch = sled::Batch::default();
     for item in tree.scan_prefix(prefix).keys() {
-        batch.remove(item.map_err(CheckpointError::storage)?);
+        batch.remove(item.map_err(|e| io.error(e))?);
     }
-    tree.apply_batch(batch).map_err(CheckpointError::storage)
+    tree.apply_batch(batch).map_err(|e| io.error(e))
 }
 
 #[async_trait]
@@ -573,6 +615,7 @@ impl Checkpointer for SledCheckpointer {
         record: &CheckpointRecord,
         flush: bool,
     ) -> Result<(), CheckpointError> {
+        self.io.check()?;
         let thread = &record.thread_id;
         self.remember_thread(thread)?;
         // Pieces go in before the record that names them, so a record that survives a crash
@@ -580,7 +623,7 @@ impl Checkpointer for SledCheckpointer {
         let bytes = chunks::encode_checkpoint(record, &mut self.pieces_of(thread))?;
         self.checkpoints
             .insert(checkpoint_key(thread, record.id), bytes)
-            .map_err(CheckpointError::storage)?;
+            .map_err(|e| self.io.error(e))?;
         self.sync(flush).await
     }
 
@@ -594,7 +637,7 @@ impl Checkpointer for SledCheckpointer {
                 let key = checkpoint_key(thread, id);
                 self.checkpoints
                     .get(&key)
-                    .map_err(CheckpointError::storage)?
+                    .map_err(|e| self.io.error(e))?
                     .map(|v| (sled::IVec::from(key), v))
             }
             None => self
@@ -602,7 +645,7 @@ impl Checkpointer for SledCheckpointer {
                 .scan_prefix(thread_prefix(thread))
                 .next_back()
                 .transpose()
-                .map_err(CheckpointError::storage)?,
+                .map_err(|e| self.io.error(e))?,
         };
         let pieces = self.pieces_of(thread);
         found.map(|(k, v)| pieces.decode(&k, &v)).transpose()
@@ -633,7 +676,7 @@ impl Checkpointer for SledCheckpointer {
             .rev()
             .take(limit)
             .map(|item| {
-                let (k, v) = item.map_err(CheckpointError::storage)?;
+                let (k, v) = item.map_err(|e| self.io.error(e))?;
                 pieces.decode(&k, &v)
             })
             .collect()
@@ -646,10 +689,11 @@ impl Checkpointer for SledCheckpointer {
         writes: &[PendingWrite],
         flush: bool,
     ) -> Result<(), CheckpointError> {
+        self.io.check()?;
         let mut entries: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(writes.len());
         for w in writes {
             let mut key = checkpoint_key(thread, checkpoint);
-            let seq = self.db.generate_id().map_err(CheckpointError::storage)?;
+            let seq = self.db.generate_id().map_err(|e| self.io.error(e))?;
             key.extend_from_slice(&seq.to_be_bytes());
             entries.push((key, encode(thread, w)?));
         }
@@ -661,7 +705,7 @@ impl Checkpointer for SledCheckpointer {
             Ok([(key, value)]) => {
                 self.writes
                     .insert(key, value)
-                    .map_err(CheckpointError::storage)?;
+                    .map_err(|e| self.io.error(e))?;
             }
             Err(entries) => {
                 let mut batch = sled::Batch::default();
@@ -670,7 +714,7 @@ impl Checkpointer for SledCheckpointer {
                 }
                 self.writes
                     .apply_batch(batch)
-                    .map_err(CheckpointError::storage)?;
+                    .map_err(|e| self.io.error(e))?;
             }
         }
         self.sync(flush).await
@@ -685,7 +729,7 @@ impl Checkpointer for SledCheckpointer {
             .scan_prefix(checkpoint_key(thread, checkpoint))
             .values()
             .map(|v| {
-                let v = v.map_err(CheckpointError::storage)?;
+                let v = v.map_err(|e| self.io.error(e))?;
                 codec::decode(&v)
                     .map_err(|e| corrupt(thread, Some(checkpoint), "pending writes", e))
             })
@@ -701,7 +745,7 @@ impl Checkpointer for SledCheckpointer {
         k.extend_from_slice(key.as_bytes());
         self.journal
             .get(k)
-            .map_err(CheckpointError::storage)?
+            .map_err(|e| self.io.error(e))?
             .map(|v| codec::decode(&v).map_err(|e| corrupt(thread, None, "journal entry", e)))
             .transpose()
     }
@@ -712,11 +756,12 @@ impl Checkpointer for SledCheckpointer {
         key: &str,
         value: &serde_json::Value,
     ) -> Result<(), CheckpointError> {
+        self.io.check()?;
         let mut k = thread_prefix(thread);
         k.extend_from_slice(key.as_bytes());
         self.journal
             .insert(k, encode(thread, value)?)
-            .map_err(CheckpointError::storage)?;
+            .map_err(|e| self.io.error(e))?;
         self.sync(true).await
     }
 
@@ -725,25 +770,26 @@ impl Checkpointer for SledCheckpointer {
             .iter()
             .keys()
             .map(|k| {
-                let k = k.map_err(CheckpointError::storage)?;
+                let k = k.map_err(|e| self.io.error(e))?;
                 Ok(String::from_utf8_lossy(&k).into_owned())
             })
             .collect()
     }
 
     async fn delete_thread(&self, thread: &str) -> Result<(), CheckpointError> {
+        self.io.check()?;
         let prefix = thread_prefix(thread);
-        remove_prefix(&self.checkpoints, &prefix)?;
+        remove_prefix(&self.checkpoints, &prefix, &self.io)?;
         self.forget_pieces(thread);
-        remove_prefix(&self.pieces, &prefix)?;
-        remove_prefix(&self.writes, &prefix)?;
-        remove_prefix(&self.journal, &prefix)?;
+        remove_prefix(&self.pieces, &prefix, &self.io)?;
+        remove_prefix(&self.writes, &prefix, &self.io)?;
+        remove_prefix(&self.journal, &prefix, &self.io)?;
         self.leases
             .remove(thread.as_bytes())
-            .map_err(CheckpointError::storage)?;
+            .map_err(|e| self.io.error(e))?;
         self.threads
             .remove(thread.as_bytes())
-            .map_err(CheckpointError::storage)?;
+            .map_err(|e| self.io.error(e))?;
         self.known_threads
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -756,18 +802,19 @@ impl Checkpointer for SledCheckpointer {
         thread: &str,
         ids: &[CheckpointId],
     ) -> Result<(), CheckpointError> {
+        self.io.check()?;
         let mut removed_pieces = false;
         for id in ids {
             let key = checkpoint_key(thread, *id);
             let removed = self
                 .checkpoints
                 .remove(&key)
-                .map_err(CheckpointError::storage)?;
+                .map_err(|e| self.io.error(e))?;
             removed_pieces |= removed.is_some_and(|r| chunks::may_hold_pieces(&r));
-            remove_prefix(&self.writes, &key)?;
+            remove_prefix(&self.writes, &key, &self.io)?;
             let mut journal_prefix = thread_prefix(thread);
             journal_prefix.extend_from_slice(format!("{id}/").as_bytes());
-            remove_prefix(&self.journal, &journal_prefix)?;
+            remove_prefix(&self.journal, &journal_prefix, &self.io)?;
         }
         if removed_pieces {
             self.sweep_pieces(thread)?;
@@ -778,7 +825,7 @@ impl Checkpointer for SledCheckpointer {
     async fn get_lease(&self, thread: &str) -> Result<Option<Lease>, CheckpointError> {
         self.leases
             .get(thread.as_bytes())
-            .map_err(CheckpointError::storage)?
+            .map_err(|e| self.io.error(e))?
             .map(|v| codec::decode(&v).map_err(|e| corrupt(thread, None, "lease", e)))
             .transpose()
     }
@@ -800,7 +847,7 @@ impl Checkpointer for SledCheckpointer {
             let current = match self
                 .leases
                 .compare_and_swap(thread.as_bytes(), old_bytes.as_deref(), new_bytes.clone())
-                .map_err(CheckpointError::storage)?
+                .map_err(|e| self.io.error(e))?
             {
                 Ok(()) => return Ok(Ok(())),
                 Err(e) => e.current,

@@ -30,6 +30,13 @@ impl Db {
         }
     }
 
+    /// A fresh store in a temporary directory under `parent` (a small filesystem, say).
+    pub fn new_in(parent: &Path) -> Db {
+        Db {
+            dir: tempfile::tempdir_in(parent).expect("temp dir"),
+        }
+    }
+
     pub fn path(&self) -> &Path {
         self.dir.path()
     }

@@ -221,7 +221,7 @@ pub(super) fn copy_tree(from: &Path, to: &Path) -> std::io::Result<u64> {
 
 /// An I/O error on `path`, as a storage error that names it; a full disk is told apart.
 pub(super) fn io_error(what: &str, path: &Path, e: std::io::Error) -> CheckpointError {
-    if e.raw_os_error() == Some(libc::ENOSPC) || e.kind() == std::io::ErrorKind::StorageFull {
+    if crate::checkpoint::io_failure::is_disk_full(&e) {
         return CheckpointError::DiskFull {
             path: path.display().to_string(),
         };

@@ -20,6 +20,9 @@ pub(super) struct Ended {
     status: ThreadStatus,
     step: u64,
     checkpoint_id: Option<String>,
+    /// The newest step known to be saved: the last one the run reported saved, else the one
+    /// it started from. `None` when nothing of the thread was saved (it is not kept).
+    saved_step: Option<u64>,
 }
 
 /// What a run does on its thread.
@@ -121,9 +124,12 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
         Err(e) => return Err(e.into()),
     }
     eprintln!("thread {thread}");
-    Origin::new(&resolved.file.graph, &graph_file, sets)
-        .write(&ctx.store, &thread)
-        .await?;
+    let origin = Origin::new(&resolved.file.graph, &graph_file, sets);
+    if let Err(e) = origin.write(&ctx.store, &thread).await {
+        // Not even started (a full disk, say): no half-made thread stays behind.
+        let _ = ctx.store.delete_thread(&thread).await;
+        return Err(e.into());
+    }
     execute(
         ctx,
         &resolved,
@@ -290,6 +296,11 @@ async fn drive(
     first_step: &[String],
 ) -> (Ended, Result<RunOutcome<Value>, RunError>) {
     let resume_hint = ctx.command_line(&["resume", thread]);
+    let fresh = matches!(action, Action::Run(_));
+    let started_at = match fresh {
+        true => None,
+        false => graph.get_state(thread, None).await.ok().map(|s| s.step),
+    };
     let token = CancellationToken::new();
     let watcher = watch_ctrl_c(token.clone(), resume_hint.clone());
 
@@ -311,15 +322,22 @@ async fn drive(
         }
     };
     tokio::pin!(run);
+    let mut saved_step = started_at;
+    let mut seen = |event: &Event, progress: &mut Progress| {
+        if let Event::CheckpointSaved { step, .. } = event {
+            saved_step = Some(*step);
+        }
+        progress.event(event);
+    };
     let result = loop {
         tokio::select! {
             biased;
-            Some(event) = rx.recv() => progress.event(&event),
+            Some(event) = rx.recv() => seen(&event, &mut progress),
             result = &mut run => break result,
         }
     };
     while let Ok(event) = rx.try_recv() {
-        progress.event(&event);
+        seen(&event, &mut progress);
     }
     progress.clear();
     drop(progress);
@@ -334,13 +352,18 @@ async fn drive(
             .unwrap_or(ThreadStatus::Failed),
         step: snapshot.as_ref().map(|s| s.step).unwrap_or(0),
         checkpoint_id: snapshot.as_ref().map(|s| s.checkpoint_id.to_string()),
+        saved_step,
     };
-    if matches!(ctx.store.get_checkpoint(thread, None).await, Ok(None)) {
+    let nothing_saved = fresh && saved_step.is_none() && result.is_err();
+    if nothing_saved || matches!(ctx.store.get_checkpoint(thread, None).await, Ok(None)) {
         // Nothing was saved: the thread is not kept half-made (an id without a checkpoint).
         let _ = ctx.store.delete_thread(thread).await;
     }
     if let Err(e) = ctx.store.release(thread) {
-        eprintln!("warning: could not flush the thread's store: {e}");
+        // A failed run already says what failed its store.
+        if result.is_ok() {
+            eprintln!("warning: could not flush the thread's store: {e}");
+        }
     }
     (ended, result)
 }
@@ -453,6 +476,18 @@ pub(super) fn report(
                     meta.step
                 );
                 doc["continue_with"] = json!(resume_hint);
+            } else if let Some(path) = disk_full(&e) {
+                eprintln!("error: the disk holding {path} is full (no space left on device)");
+                match meta.saved_step {
+                    Some(step) => {
+                        eprintln!("thread {thread} could not save its next step; the last saved step is {step}. Free some space, then continue with:\n  {resume_hint}");
+                        doc["continue_with"] = json!(resume_hint);
+                    }
+                    None => eprintln!(
+                        "nothing of thread {thread} was saved; free some space and run it again"
+                    ),
+                }
+                return finish(doc, json, code);
             } else {
                 eprintln!("error: {e}");
             }
@@ -463,10 +498,22 @@ pub(super) fn report(
             code
         }
     };
+    finish(doc, json, code)
+}
+
+fn finish(doc: Value, json: bool, code: u8) -> anyhow::Result<u8> {
     if json {
         out(&format!("{doc:#}"));
     }
     Ok(code)
+}
+
+/// The path of the store whose disk is full, when that is why the run failed.
+fn disk_full(e: &RunError) -> Option<&str> {
+    match e {
+        RunError::Checkpoint(CheckpointError::DiskFull { path }) => Some(path),
+        _ => None,
+    }
 }
 
 /// Shows what the thread's model calls cost, when its state keeps a usage ledger in `usage`
