@@ -300,3 +300,26 @@ fn a_damaged_store_never_vanishes_or_rolls_back_in_silence_and_reads_never_repai
         );
     }
 }
+
+#[test]
+fn a_kill_after_a_sibling_task_finished_never_runs_it_again_in_sync_mode() {
+    // The drafts of one step finish 100 ms apart (section i takes 1 + i/4 times step_ms).
+    for _ in 0..3 {
+        let db = Db::new();
+        let mut run = db
+            .graph(&["run", "pipeline", "--input", "x", "--yes", "--set", "step_ms=400"])
+            .spawn();
+        let thread = run.thread();
+        run.wait_for("draft #0 done");
+        // Before draft #1 finishes, and well within sled's own 500 ms flush interval.
+        std::thread::sleep(std::time::Duration::from_millis(40));
+        run.signal(libc::SIGKILL);
+        run.finish();
+        let resumed = db.graph(&["resume", &thread]).expect(0);
+        assert!(
+            !resumed.stderr.contains("draft #0 started"),
+            "draft #0 had finished before the kill and ran again\n{resumed}"
+        );
+        resumed.stderr_has(&["draft #1 started", "draft #2 started"]);
+    }
+}

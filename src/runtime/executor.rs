@@ -769,6 +769,12 @@ impl<S: State> Run<S> {
             .writer
             .as_ref()
             .is_some_and(|w| w.mode() != Durability::Exit);
+        // In sync mode a finished task's result is on disk before its siblings' results are
+        // used (ARCHITECTURE.md): a kill after it finished never runs it again.
+        let flush_each = self
+            .writer
+            .as_ref()
+            .is_some_and(|w| w.mode() == Durability::Sync);
         // The step's tasks run concurrently inside this task rather than spawned: node work is
         // mostly waiting on I/O, and spawning costs more than the nodes of a fast graph. A node
         // with heavy CPU work can move it to `tokio::task::spawn_blocking` itself.
@@ -803,9 +809,9 @@ impl<S: State> Run<S> {
                             goto: command.goto.clone(),
                         },
                     };
-                    // Not flushed: it rides along with the step's checkpoint flush, and a crash
-                    // before that only costs re-running this task.
-                    self.save_pending(vec![write], false).await?;
+                    // In async mode it rides along with the step's checkpoint flush, and a crash
+                    // before that costs re-running this task.
+                    self.save_pending(vec![write], flush_each).await?;
                 }
             }
             outcomes[index] = Some(outcome);
