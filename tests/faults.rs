@@ -323,3 +323,113 @@ fn a_kill_after_a_sibling_task_finished_never_runs_it_again_in_sync_mode() {
         resumed.stderr_has(&["draft #1 started", "draft #2 started"]);
     }
 }
+
+/// Either the thread is whole (listed, readable) or wholly gone (no folder, not listed).
+fn assert_whole_or_gone(db: &Db, thread: &str) -> bool {
+    let listed = db.graph(&["threads", "--json"]).expect(0).json();
+    let in_list = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["thread_id"] == thread);
+    let folder = db.path().join("threads").join(thread);
+    if in_list {
+        assert_ne!(listed[0]["status"], "damaged", "{listed}");
+        db.graph(&["state", thread]).expect(0);
+        db.graph(&["history", thread]).expect(0);
+    } else {
+        assert!(!folder.exists(), "a folder is left for a thread not listed");
+        db.graph(&["state", thread]).expect(2);
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(db.path().join("threads"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".deleted-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    in_list
+}
+
+#[test]
+fn delete_racing_resume_leaves_the_thread_whole_or_wholly_gone() {
+    let mut outcomes = std::collections::BTreeSet::new();
+    for round in 0..8 {
+        let db = Db::new();
+        let thread = db.paused_thread();
+        let mut resume = db
+            .graph(&["resume", &thread, "--resume", "yes", "--set", "step_ms=50"])
+            .spawn();
+        match round % 3 {
+            // The resume holds the thread: the delete must be refused.
+            0 => resume.wait_for("thread "),
+            1 => std::thread::sleep(std::time::Duration::from_millis(3 * round)),
+            _ => {}
+        }
+        let delete = db.graph(&["delete", &thread]).output();
+        let resume = resume.finish();
+        assert!(
+            matches!(delete.code, Some(0) | Some(1)),
+            "{delete}\n{resume}"
+        );
+        assert!(
+            matches!(resume.code, Some(0) | Some(1) | Some(2)),
+            "{resume}\n{delete}"
+        );
+        let kept = assert_whole_or_gone(&db, &thread);
+        assert_eq!(kept, delete.code != Some(0), "{delete}\n{resume}");
+        outcomes.insert(kept);
+    }
+    assert!(outcomes.contains(&true), "a held thread was never kept");
+}
+
+#[test]
+fn a_delete_cut_short_leaves_nothing_behind_after_the_next_command() {
+    let db = Db::new();
+    let thread = db.finished_thread();
+    let other = db.finished_thread();
+    // What a delete killed after its rename leaves: the folder under a dot-name of its process.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let trash = db
+        .path()
+        .join("threads")
+        .join(format!(".deleted-{thread}-{dead}-0000abcd"));
+    std::fs::rename(db.path().join("threads").join(&thread), &trash).unwrap();
+
+    let listed = db.graph(&["threads", "--json"]).expect(0).json();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed[0]["thread_id"], other.as_str());
+    assert!(!trash.exists(), "the next command removes what the delete left");
+    assert_whole_or_gone(&db, &thread);
+}
+
+#[test]
+fn a_thread_killed_before_its_first_checkpoint_is_nowhere() {
+    // What a run killed between creating its thread and saving the input checkpoint leaves:
+    // a folder whose store holds how it was started and nothing else.
+    let db = Db::new();
+    let thread = "half-made";
+    {
+        use stategraph::checkpoint::{Checkpointer, FolderCheckpointer};
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let store = FolderCheckpointer::open(db.path()).unwrap();
+            store.create(thread).await.unwrap();
+            let origin = serde_json::json!({"graph": "pipeline", "graph_file": "pipeline",
+                "overrides": [], "created_at_ms": 1});
+            store.put_journal(thread, "graph/origin", &origin).await.unwrap();
+            store.close();
+        });
+    }
+    let listed = db.graph(&["threads", "--json"]).expect(0).json();
+    assert_eq!(listed, serde_json::json!([]));
+    db.graph(&["state", thread]).expect(2).stderr_has(&["no thread"]);
+    db.graph(&["resume", thread]).expect(2).stderr_has(&["no thread"]);
+    db.graph(&["history", thread]).expect(2);
+    // The id can be used for a new run.
+    db.graph(&[
+        "run", "pipeline", "--input", "x", "--yes", "--thread", thread, "--set", "step_ms=1",
+    ])
+    .expect(0);
+}
