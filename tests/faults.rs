@@ -307,7 +307,15 @@ fn a_kill_after_a_sibling_task_finished_never_runs_it_again_in_sync_mode() {
     for _ in 0..3 {
         let db = Db::new();
         let mut run = db
-            .graph(&["run", "pipeline", "--input", "x", "--yes", "--set", "step_ms=400"])
+            .graph(&[
+                "run",
+                "pipeline",
+                "--input",
+                "x",
+                "--yes",
+                "--set",
+                "step_ms=400",
+            ])
             .spawn();
         let thread = run.thread();
         run.wait_for("draft #0 done");
@@ -400,7 +408,10 @@ fn a_delete_cut_short_leaves_nothing_behind_after_the_next_command() {
     let listed = db.graph(&["threads", "--json"]).expect(0).json();
     assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
     assert_eq!(listed[0]["thread_id"], other.as_str());
-    assert!(!trash.exists(), "the next command removes what the delete left");
+    assert!(
+        !trash.exists(),
+        "the next command removes what the delete left"
+    );
     assert_whole_or_gone(&db, &thread);
 }
 
@@ -418,18 +429,125 @@ fn a_thread_killed_before_its_first_checkpoint_is_nowhere() {
             store.create(thread).await.unwrap();
             let origin = serde_json::json!({"graph": "pipeline", "graph_file": "pipeline",
                 "overrides": [], "created_at_ms": 1});
-            store.put_journal(thread, "graph/origin", &origin).await.unwrap();
+            store
+                .put_journal(thread, "graph/origin", &origin)
+                .await
+                .unwrap();
             store.close();
         });
     }
     let listed = db.graph(&["threads", "--json"]).expect(0).json();
     assert_eq!(listed, serde_json::json!([]));
-    db.graph(&["state", thread]).expect(2).stderr_has(&["no thread"]);
-    db.graph(&["resume", thread]).expect(2).stderr_has(&["no thread"]);
+    db.graph(&["state", thread])
+        .expect(2)
+        .stderr_has(&["no thread"]);
+    db.graph(&["resume", thread])
+        .expect(2)
+        .stderr_has(&["no thread"]);
     db.graph(&["history", thread]).expect(2);
     // The id can be used for a new run.
     db.graph(&[
-        "run", "pipeline", "--input", "x", "--yes", "--thread", thread, "--set", "step_ms=1",
+        "run",
+        "pipeline",
+        "--input",
+        "x",
+        "--yes",
+        "--thread",
+        thread,
+        "--set",
+        "step_ms=1",
     ])
     .expect(0);
+}
+
+/// Runs the pipeline to its end in this process, as a user's own program would, on `store`.
+fn run_pipeline_in_process(
+    store: std::sync::Arc<dyn stategraph::checkpoint::Checkpointer>,
+    thread: &str,
+) {
+    use stategraph::runtime::RunConfig;
+    let graph = stategraph::agents::pipeline::graph()
+        .compile()
+        .unwrap()
+        .with_checkpointer(store);
+    let input = stategraph::agents::pipeline::DocUpdate::default().topic("sled".to_string());
+    let config = RunConfig::new()
+        .thread(thread)
+        .setting("step_ms", 1)
+        .setting("yes", true)
+        .setting("sections", serde_json::json!(["One", "Two"]));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(graph.invoke(input, config)).unwrap();
+}
+
+#[test]
+fn threads_a_program_stored_with_the_library_are_listed_and_read_by_graph() {
+    // With the layout graph keeps: by construction, everything works, writing included.
+    let db = Db::new();
+    let store =
+        std::sync::Arc::new(stategraph::checkpoint::FolderCheckpointer::open(db.path()).unwrap());
+    run_pipeline_in_process(store.clone(), "from-my-program");
+    store.close();
+    drop(store);
+    let listed = db.graph(&["threads", "--json"]).expect(0).json();
+    assert_eq!(listed[0]["thread_id"], "from-my-program");
+    assert_eq!(listed[0]["status"], "done");
+    let state = db
+        .graph(&["state", "from-my-program", "--json"])
+        .expect(0)
+        .json();
+    assert_eq!(state["values"]["topic"], "sled");
+    let history = db
+        .graph(&["history", "from-my-program", "--json"])
+        .expect(0)
+        .json();
+    let first = history.as_array().unwrap().last().unwrap()["checkpoint_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    db.graph(&[
+        "fork",
+        "from-my-program",
+        "--checkpoint",
+        &first,
+        "--to",
+        "copy",
+    ])
+    .expect(0);
+    db.graph(&["resume", "copy", "--yes"]).expect(0);
+
+    // With one sled store of many threads (SledCheckpointer::open): listed and read, not written.
+    let single = tempfile::tempdir().unwrap();
+    let store =
+        std::sync::Arc::new(stategraph::checkpoint::SledCheckpointer::open(single.path()).unwrap());
+    run_pipeline_in_process(store.clone(), "first");
+    run_pipeline_in_process(store.clone(), "second");
+    drop(store);
+    let path = single.path().to_str().unwrap();
+    let before = files_of(single.path());
+    let listed = harness::TestCommand::bare(&["--db", path, "threads", "--json"])
+        .expect(0)
+        .json();
+    let ids: Vec<_> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["thread_id"].as_str().unwrap())
+        .collect();
+    // Newest first.
+    assert_eq!(ids, ["second", "first"], "{listed}");
+    assert_eq!(listed[0]["status"], "done");
+    let state = harness::TestCommand::bare(&["--db", path, "state", "second", "--json"])
+        .expect(0)
+        .json();
+    assert_eq!(
+        state["values"]["outline"],
+        serde_json::json!(["One", "Two"])
+    );
+    harness::TestCommand::bare(&["--db", path, "history", "first"]).expect(0);
+    assert_unchanged(&before, &files_of(single.path()));
+    harness::TestCommand::bare(&["--db", path, "resume", "first"])
+        .expect(1)
+        .stderr_has(&["single sled store", "FolderCheckpointer::open"]);
+    assert_unchanged(&before, &files_of(single.path()));
 }

@@ -21,6 +21,9 @@ use std::path::{Path, PathBuf};
 #[derive(Clone, Debug)]
 pub(super) struct Layout {
     root: PathBuf,
+    /// The directory is one sled store of many threads (as `SledCheckpointer::open` writes),
+    /// not a folder per thread.
+    single: bool,
 }
 
 /// The part of a thread id before its first `/`: a subgraph's checkpoints (`{root}/{ns}`) live
@@ -31,7 +34,13 @@ pub(super) fn root_thread(thread: &str) -> &str {
 
 impl Layout {
     pub(super) fn new(root: PathBuf) -> Self {
-        Layout { root }
+        let single = root.join("db").is_file() && root.join("conf").is_file();
+        Layout { root, single }
+    }
+
+    /// True when the directory is one sled store of many threads.
+    pub(super) fn is_single_store(&self) -> bool {
+        self.single
     }
 
     pub(super) fn root(&self) -> &Path {
@@ -47,6 +56,9 @@ impl Layout {
     }
 
     pub(super) fn store_dir(&self, thread: &str) -> PathBuf {
+        if self.single {
+            return self.root.clone();
+        }
         self.thread_dir(thread).join("store")
     }
 

@@ -233,6 +233,9 @@ impl FolderCheckpointer {
     /// go; otherwise from its store (a private copy, or the process that holds it). A store
     /// that cannot be read, or lost checkpoints it had, is listed with its damage.
     pub async fn threads(&self) -> Result<Vec<ThreadListing>, CheckpointError> {
+        if self.layout.is_single_store() {
+            return self.single_store_threads().await;
+        }
         let names = self
             .layout
             .thread_names()
@@ -290,6 +293,24 @@ impl FolderCheckpointer {
                 e.to_string(),
             ))),
         }
+    }
+
+    /// The threads of a single store, read from one copy of it.
+    async fn single_store_threads(&self) -> Result<Vec<ThreadListing>, CheckpointError> {
+        let Some(Source::Copy(copy)) = self.source("").await? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for thread in super::Checkpointer::list_threads(&copy.store).await? {
+            let store_dir = self.layout.store_dir(&thread);
+            if let Some(listing) =
+                ThreadListing::of_store(&copy.store, &thread, None, &store_dir).await?
+            {
+                out.push(listing);
+            }
+        }
+        out.sort_by(|a, b| a.thread_id.cmp(&b.thread_id));
+        Ok(out)
     }
 
     /// The line of a thread another process holds: asked of that process, else (a process that

@@ -41,6 +41,7 @@ impl FolderCheckpointer {
     /// newest checkpoints that cannot be read until the newest is whole. The thread is then
     /// writable again, from that checkpoint. Refused while another process holds the thread.
     pub async fn repair(&self, thread: &str) -> Result<RepairReport, CheckpointError> {
+        self.refuse_single_store()?;
         let root = root_thread(thread).to_string();
         // This process lets go of anything it had of the thread: the repair starts from disk.
         self.release(&root)?;

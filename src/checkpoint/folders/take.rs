@@ -25,6 +25,7 @@ impl FolderCheckpointer {
     ) -> Result<Arc<SledCheckpointer>, CheckpointError> {
         validate_thread_id(root_thread(thread))?;
         let root = root_thread(thread);
+        self.refuse_single_store()?;
         if root.starts_with('.') {
             return Err(CheckpointError::InvalidThreadId {
                 thread: root.to_string(),
@@ -49,6 +50,20 @@ impl FolderCheckpointer {
         let store = held.store.clone();
         self.set_slot(root, Slot::Held(held));
         Ok(store)
+    }
+
+    /// A single store (written by `SledCheckpointer::open`) is read here, never written: it has
+    /// no folders to lock, and the program that writes it may open it at any moment.
+    pub(super) fn refuse_single_store(&self) -> Result<(), CheckpointError> {
+        if !self.layout.is_single_store() {
+            return Ok(());
+        }
+        Err(CheckpointError::Storage(format!(
+            "{} is a single sled store of many threads (as SledCheckpointer::open writes it): \
+             its threads can be listed and read here, not written. To write threads from both \
+             a program and `graph`, have the program store them with FolderCheckpointer::open",
+            self.layout.root().display()
+        )))
     }
 
     /// Takes the thread's lock, creating its folder when `how` allows.
@@ -283,14 +298,20 @@ impl FolderCheckpointer {
 
     /// Where reads of `thread` go; `None` when it has no store.
     pub(super) async fn source(&self, thread: &str) -> Result<Option<Source>, CheckpointError> {
-        let root = root_thread(thread);
+        // One store holds every thread of a single store: one copy serves them all.
+        let root = match self.layout.is_single_store() {
+            true => "",
+            false => root_thread(thread),
+        };
         match self.slot(root) {
             Some(Slot::Held(h)) => return Ok(Some(Source::Local(h.store.clone()))),
             Some(Slot::Copy(c)) => return Ok(Some(Source::Copy(c))),
             Some(Slot::Remote(s)) => return Ok(Some(Source::Remote(s))),
             None => {}
         }
-        if validate_thread_id(root).is_err() || root.starts_with('.') {
+        if !self.layout.is_single_store()
+            && (validate_thread_id(root).is_err() || root.starts_with('.'))
+        {
             return Ok(None);
         }
         let store_dir = self.layout.store_dir(root);
@@ -299,7 +320,7 @@ impl FolderCheckpointer {
             match open_copy(&store_dir, root, self.options)? {
                 Copied::Missing => return Ok(None),
                 Copied::Open(mut copy) => {
-                    if copy.damage.is_none() {
+                    if copy.damage.is_none() && !self.layout.is_single_store() {
                         copy.damage = self.lost_since_indexed(root, &copy, &store_dir).await?;
                     }
                     let copy: Arc<ReadCopy> = Arc::from(copy);
@@ -362,6 +383,7 @@ impl FolderCheckpointer {
     /// copying it.
     pub(super) async fn delete_folder(&self, root: &str) -> Result<(), CheckpointError> {
         validate_thread_id(root)?;
+        self.refuse_single_store()?;
         let held = match self.take_slot(root) {
             Some(Slot::Held(held)) => Some(held),
             Some(Slot::Remote(socket)) => return Err(self.busy(root, Some(&socket)).await),
