@@ -562,3 +562,66 @@ async fn real_anthropic_api() {
     .unwrap();
     assert_eq!(verdict.source_id, "s2");
 }
+
+/// Two `tool_use` blocks in one reply are two calls, answered by two `tool_result` blocks in
+/// one user turn; forbidding parallel calls sets `disable_parallel_tool_use`.
+#[tokio::test]
+async fn parallel_tool_use_blocks_are_answered_in_one_turn_in_call_order() {
+    use stategraph::llm::ToolChoice;
+    let server = MockServer::start().await;
+    answer_post(
+        &server,
+        ROUTE,
+        1,
+        json(message(
+            json!([
+                {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a.txt"}},
+                {"type": "tool_use", "id": "toolu_2", "name": "read_file", "input": {"path": "b.txt"}}
+            ]),
+            "tool_use",
+        )),
+    )
+    .await;
+    answer_post(&server, ROUTE, 1, json(text("Both read."))).await;
+    let model = client(&server);
+    let read = ToolSpec::new(
+        "read_file",
+        "Read a file",
+        json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+    );
+    let mut messages = vec![Message::user("Read a.txt and b.txt")];
+    let first = model
+        .chat(ChatRequest::new(messages.clone()).with_tools(vec![read.clone()]))
+        .await
+        .unwrap();
+    let calls = first.message.tool_calls.clone();
+    assert_eq!(calls.len(), 2);
+    messages.push(first.message);
+    messages.push(Message::tool_result("toolu_1", "A"));
+    messages.push(Message::tool_result(
+        "toolu_2",
+        "Error: b.txt does not exist",
+    ));
+    model
+        .chat(
+            ChatRequest::new(messages)
+                .with_tools(vec![read])
+                .with_tool_choice(ToolChoice::Required)
+                .with_parallel_tool_calls(false),
+        )
+        .await
+        .unwrap();
+    let sent = bodies(&server).await;
+    assert!(sent[0].get("tool_choice").is_none());
+    assert_eq!(
+        sent[1]["tool_choice"],
+        json!({"type": "any", "disable_parallel_tool_use": true})
+    );
+    assert_eq!(
+        sent[1]["messages"][2],
+        json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "A"},
+            {"type": "tool_result", "tool_use_id": "toolu_2", "content": "Error: b.txt does not exist"}
+        ]})
+    );
+}

@@ -682,3 +682,131 @@ async fn real_openai_api() {
     .unwrap();
     assert!(!plan.steps.is_empty());
 }
+
+/// A typed tool's derived schema goes out as the function's parameters; two calls in one reply
+/// are run by a [`Toolbox`] (one of them failing) and both results go back in call order.
+#[tokio::test]
+async fn parallel_tool_calls_round_trip_through_a_toolbox_and_errors_become_results() {
+    use stategraph::llm::ToolChoice;
+    use stategraph::tools::{tool_fn, ToolFailure, Toolbox};
+
+    #[derive(Deserialize, JsonSchema)]
+    struct Weather {
+        /// A city name.
+        city: String,
+    }
+    let weather = tool_fn(
+        "weather",
+        "Current weather of a city",
+        |a: Weather| async move {
+            match a.city.as_str() {
+                "Oslo" => Ok("cold".to_string()),
+                other => Err(ToolFailure::new(format!("no station in {other}"))),
+            }
+        },
+    );
+    let tools = Toolbox::new(vec![weather]);
+
+    let server = MockServer::start().await;
+    answer_post(
+        &server,
+        ROUTE,
+        1,
+        json(json!({
+            "model": "gpt-test",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Oslo\"}"}},
+                {"id": "call_2", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Atlantis\"}"}}
+            ]}, "finish_reason": "tool_calls"}]
+        })),
+    )
+    .await;
+    answer_post(&server, ROUTE, 1, json(completion("Oslo is cold."))).await;
+    let model = client(&server);
+
+    let mut messages = vec![Message::user("Weather in Oslo and Atlantis?")];
+    let request = |m: Vec<Message>| {
+        ChatRequest::new(m)
+            .with_tools(tools.specs())
+            .with_tool_choice(ToolChoice::Required)
+            .with_parallel_tool_calls(true)
+    };
+    let first = model.chat(request(messages.clone())).await.unwrap();
+    let calls = first.message.tool_calls.clone();
+    assert_eq!(
+        calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+        ["call_1", "call_2"]
+    );
+    messages.push(first.message);
+    for call in &calls {
+        messages.push(tools.run(call).await.into_message());
+    }
+    let second = model
+        .chat(request(messages).with_tool_choice(ToolChoice::Tool("weather".into())))
+        .await
+        .unwrap();
+    assert_eq!(second.message.content, "Oslo is cold.");
+
+    let sent = bodies(&server).await;
+    let function = &sent[0]["tools"][0]["function"];
+    assert_eq!(function["name"], "weather");
+    assert_eq!(function["parameters"]["required"], json!(["city"]));
+    assert_eq!(
+        function["parameters"]["properties"]["city"]["description"],
+        "A city name."
+    );
+    assert_eq!(sent[0]["tool_choice"], "required");
+    assert_eq!(sent[0]["parallel_tool_calls"], true);
+    assert_eq!(
+        sent[1]["tool_choice"],
+        json!({"type": "function", "function": {"name": "weather"}})
+    );
+    let history = sent[1]["messages"].as_array().unwrap();
+    assert_eq!(history[1]["tool_calls"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        history[2],
+        json!({"role": "tool", "tool_call_id": "call_1", "content": "cold"})
+    );
+    assert_eq!(
+        history[3],
+        json!({"role": "tool", "tool_call_id": "call_2", "content": "Error: no station in Atlantis"})
+    );
+}
+
+/// Streamed deltas of two calls arrive interleaved (as servers that run calls in parallel send
+/// them); each fragment goes to the call of its index.
+#[tokio::test]
+async fn streaming_interleaved_tool_call_deltas_are_assembled_by_index() {
+    let server = MockServer::start().await;
+    let call = |v: Value| chunk(json!({"tool_calls": [v]}), None);
+    answer_post(
+        &server,
+        ROUTE,
+        1,
+        sse(&[
+            (None, call(json!({"index": 0, "id": "call_a", "type": "function", "function": {"name": "read_file", "arguments": "{\"pa"}}))),
+            (None, call(json!({"index": 1, "id": "call_b", "type": "function", "function": {"name": "list_dir", "arguments": "{\"path\""}}))),
+            (None, call(json!({"index": 0, "function": {"arguments": "th\": \"a.txt\"}"}}))),
+            (None, call(json!({"index": 1, "function": {"arguments": ": \".\"}"}}))),
+            (None, chunk(json!({}), Some("tool_calls"))),
+            (None, "[DONE]".to_string()),
+        ]),
+    )
+    .await;
+    let (sink, _) = recording_sink();
+    let reply = client(&server)
+        .chat(ask("Look around").with_stream(sink))
+        .await
+        .unwrap();
+    let calls = &reply.message.tool_calls;
+    assert_eq!(
+        calls
+            .iter()
+            .map(|c| (c.id.as_str(), c.name.as_str(), c.arguments.clone()))
+            .collect::<Vec<_>>(),
+        [
+            ("call_a", "read_file", json!({"path": "a.txt"})),
+            ("call_b", "list_dir", json!({"path": "."}))
+        ]
+    );
+}

@@ -192,6 +192,11 @@ impl AnthropicChat {
             }));
             tool_choice = Some(json!({"type": "tool", "name": format.name}));
         }
+        if request.parallel_tool_calls == Some(false) && !request.tools.is_empty() {
+            let mut choice = tool_choice.unwrap_or_else(|| json!({"type": "auto"}));
+            choice["disable_parallel_tool_use"] = json!(true);
+            tool_choice = Some(choice);
+        }
         if !tools.is_empty() {
             body["tools"] = Value::Array(tools);
         }

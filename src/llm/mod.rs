@@ -282,6 +282,10 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
     /// Which tool to call; `None` leaves it to the provider's default.
     pub tool_choice: Option<ToolChoice>,
+    /// Whether the model may call several tools in one reply (OpenAI's
+    /// `parallel_tool_calls`; Anthropic's `disable_parallel_tool_use` is its negation).
+    /// `None` leaves it to the provider (allowed by both).
+    pub parallel_tool_calls: Option<bool>,
     /// A JSON schema the reply must match.
     pub response_format: Option<JsonSchemaFormat>,
     /// Sampling temperature.
@@ -312,6 +316,12 @@ impl ChatRequest {
     /// Sets which tool the model should call.
     pub fn with_tool_choice(mut self, choice: ToolChoice) -> Self {
         self.tool_choice = Some(choice);
+        self
+    }
+
+    /// Allows or forbids several tool calls in one reply.
+    pub fn with_parallel_tool_calls(mut self, parallel: bool) -> Self {
+        self.parallel_tool_calls = Some(parallel);
         self
     }
 
@@ -352,6 +362,7 @@ impl fmt::Debug for ChatRequest {
             .field("messages", &self.messages)
             .field("tools", &self.tools)
             .field("tool_choice", &self.tool_choice)
+            .field("parallel_tool_calls", &self.parallel_tool_calls)
             .field("response_format", &self.response_format)
             .field("temperature", &self.temperature)
             .field("max_tokens", &self.max_tokens)

@@ -187,6 +187,9 @@ impl OpenAiChat {
                 ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
             };
         }
+        if let (Some(parallel), false) = (request.parallel_tool_calls, request.tools.is_empty()) {
+            body["parallel_tool_calls"] = json!(parallel);
+        }
         if let Some(format) = &request.response_format {
             body["response_format"] = json!({
                 "type": "json_schema",

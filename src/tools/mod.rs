@@ -1,5 +1,7 @@
-//! Where agents look things up: web search ([`tavily`]), search over a local folder of
-//! documents ([`corpus`]), and reading a page ([`fetch`]).
+//! Where agents look things up and act: web search ([`tavily`]), search over a local folder of
+//! documents ([`corpus`]), reading a page ([`fetch`]), and tools a model calls ([`tool`]:
+//! the [`Tool`] trait, typed tools from functions, a [`Toolbox`] that turns every failure into
+//! a result the model reads).
 //!
 //! Both searchers implement [`SearchTool`] and return [`SearchHit`]s of the same shape, so an
 //! agent written against the trait runs online (Tavily) or offline (a user's own folder)
@@ -20,6 +22,7 @@ pub mod corpus;
 pub mod fetch;
 mod html;
 pub mod tavily;
+pub mod tool;
 
 use std::path::PathBuf;
 
@@ -30,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use crate::llm::http::HttpError;
 
 pub use html::html_to_text;
+pub use tool::{tool_fn, Tool, ToolFailure, ToolResult, Toolbox};
 
 /// One search result: what it is, where it is, and the relevant text.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
