@@ -13,7 +13,10 @@
 //!   folder per thread as the CLI keeps them), integrity framing, and large snapshots kept as
 //!   pieces that a thread's snapshots share.
 //! - [`llm`]: chat-model clients (OpenAI-compatible, Anthropic, a fake for tests), structured output.
-//! - [`tools`]: web search, local corpus search, page fetch.
+//! - [`tools`]: web search, local corpus search, page fetch, the [`tools::Tool`] trait for tools
+//!   a model calls.
+//! - [`prebuilt`]: building blocks of tool-using agents: a messages field and its reducer, a
+//!   tool node, the tools-condition router, and a prebuilt `agent(model, tools, options)` graph.
 //! - [`registry`]: named graphs ([`registry::GraphFactory`]), the TOML graph files that configure
 //!   them, and a state-erased graph with JSON in and out.
 //! - [`agents`]: the example agents, one folder each, each registered by name.
@@ -30,6 +33,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod graph;
 pub mod llm;
+pub mod prebuilt;
 pub mod registry;
 pub mod runtime;
 pub mod state;

@@ -219,7 +219,7 @@ impl AnthropicChat {
 /// must arrive in a single user turn.
 fn wire_messages(messages: &[Message]) -> Vec<Value> {
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    for m in messages {
+    for m in messages.iter().filter(|m| !m.remove) {
         let (role, blocks) = match m.role {
             Role::System => continue,
             Role::User => ("user", text_block(&m.content)),

@@ -118,6 +118,14 @@ pub struct Message {
     /// For a [`Role::Tool`] message: the id of the call it answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// The message's identity in a conversation kept in graph state: a write with the same id
+    /// replaces it (see [`crate::prebuilt::add_messages`]). Never sent to a provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Marks a write that removes the message with this `id` from a conversation kept in
+    /// graph state ([`Message::remove`]); never stored, never sent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub remove: bool,
 }
 
 impl Message {
@@ -127,6 +135,31 @@ impl Message {
             content: content.into(),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            id: None,
+            remove: false,
+        }
+    }
+
+    /// The same message with this id.
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// A write that removes the message with id `id` from a conversation kept in graph state.
+    ///
+    /// ```
+    /// use stategraph::llm::Message;
+    /// use stategraph::prebuilt::add_messages;
+    /// let mut conversation = vec![Message::user("hi").with_id("a"), Message::user("there").with_id("b")];
+    /// add_messages(&mut conversation, vec![Message::remove("a")]);
+    /// assert_eq!(conversation.len(), 1);
+    /// ```
+    pub fn remove(id: impl Into<String>) -> Self {
+        Message {
+            id: Some(id.into()),
+            remove: true,
+            ..Message::plain(Role::User, "")
         }
     }
 

@@ -166,7 +166,7 @@ impl OpenAiChat {
     fn body(&self, request: &ChatRequest, model: &str, stream: bool) -> Value {
         let mut body = json!({
             "model": model,
-            "messages": request.messages.iter().map(wire_message).collect::<Vec<_>>(),
+            "messages": request.messages.iter().filter(|m| !m.remove).map(wire_message).collect::<Vec<_>>(),
         });
         if !request.tools.is_empty() {
             body["tools"] = request
