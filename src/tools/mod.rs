@@ -1,7 +1,7 @@
 //! Where agents look things up and act: web search ([`tavily`]), search over a local folder of
 //! documents ([`corpus`]), reading a page ([`fetch`]), and tools a model calls ([`tool`]:
 //! the [`Tool`] trait, typed tools from functions, a [`Toolbox`] that turns every failure into
-//! a result the model reads).
+//! a result the model reads), and the tools confined to one folder ([`workspace`]).
 //!
 //! Both searchers implement [`SearchTool`] and return [`SearchHit`]s of the same shape, so an
 //! agent written against the trait runs online (Tavily) or offline (a user's own folder)
@@ -23,6 +23,7 @@ pub mod fetch;
 mod html;
 pub mod tavily;
 pub mod tool;
+pub mod workspace;
 
 use std::path::PathBuf;
 
