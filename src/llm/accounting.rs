@@ -75,7 +75,7 @@ impl Sum for Usage {
 /// let price = Pricing { input_per_million: 3.0, output_per_million: 15.0 };
 /// assert_eq!(price.cost(Usage::new(1_000_000, 100_000)), 4.5);
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Pricing {
     /// Price of a million input tokens.
     pub input_per_million: f64,

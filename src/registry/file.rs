@@ -1,6 +1,7 @@
 //! Graph files: the TOML that configures a registered graph (model, prompts, limits...), and
 //! `KEY=VALUE` overrides of it.
 
+use super::SettingsSchema;
 use crate::runtime::{Durability, RunConfig};
 use serde::{Deserialize, Serialize};
 
@@ -14,6 +15,24 @@ const TOP_LEVEL: &[&str] = &[
     "interrupt_after",
     "settings",
 ];
+
+/// What the top-level keys of a graph file take, in the words an error uses.
+fn top_level_schema() -> SettingsSchema {
+    let text = serde_json::json!({"type": "string"});
+    let names = serde_json::json!({"type": "array", "items": {"type": "string"}});
+    SettingsSchema::from_json(
+        serde_json::json!({"type": "object", "properties": {
+            "graph": text,
+            "description": text,
+            "recursion_limit": {"type": "integer", "minimum": 0},
+            "durability": {"enum": ["sync", "async", "exit"]},
+            "interrupt_before": names,
+            "interrupt_after": names,
+            "settings": {"type": "object"},
+        }}),
+        true,
+    )
+}
 
 /// A graph file (`graphs/<name>.toml`): which registered graph it configures and how.
 ///
@@ -106,6 +125,27 @@ impl Override {
     /// The dotted key, split.
     pub fn key(&self) -> &[String] {
         &self.key
+    }
+
+    /// Checks the override against the graph's settings (or, for a top-level key such as
+    /// `recursion_limit`, against what a graph file takes), before it is applied.
+    pub(super) fn check(
+        &self,
+        graph: &str,
+        settings: &SettingsSchema,
+    ) -> Result<(), GraphFileError> {
+        let value = serde_json::to_value(&self.value).unwrap_or(serde_json::Value::Null);
+        let checked = match self.key.split_first() {
+            Some((head, rest)) if head == "settings" => settings.check(rest, &value),
+            Some((head, _)) if TOP_LEVEL.contains(&head.as_str()) => {
+                top_level_schema().check(&self.key, &value)
+            }
+            _ => settings.check(&self.key, &value),
+        };
+        checked.map_err(|message| GraphFileError::BadOverride {
+            text: self.text.clone(),
+            message: format!("graph `{graph}`: {message}"),
+        })
     }
 
     fn apply(&self, table: &mut toml::Table) -> Result<(), GraphFileError> {
@@ -306,6 +346,16 @@ search = { corpus = "docs" }
             "{err}"
         );
         assert!("novalue".parse::<Override>().is_err());
+    }
+
+    #[test]
+    fn every_top_level_key_has_a_type() {
+        let schema = top_level_schema();
+        for key in TOP_LEVEL {
+            let o: Override = format!("{key}=0.5").parse().unwrap();
+            let err = o.check("g", &schema).unwrap_err().to_string();
+            assert!(err.contains("expects"), "{key}: {err}");
+        }
     }
 
     #[test]

@@ -16,10 +16,12 @@
 mod erased;
 mod file;
 mod plan;
+mod settings;
 
 pub use erased::{DrawFormat, ErasedGraph, EventSender};
 pub use file::{GraphFile, GraphFileError, Override};
 pub use plan::{DependencyChange, PlanEditor, PlanError, PlanOp, PlanPosition};
+pub use settings::SettingsSchema;
 
 use crate::checkpoint::Checkpointer;
 use crate::graph::{CompiledGraph, GraphError};
@@ -72,7 +74,8 @@ pub trait GraphFactory: Send + Sync + 'static {
         None
     }
 
-    /// The state field a plain-text input fills (`graph run NAME --input TEXT`).
+    /// The state field a plain-text input fills (`graph run NAME --input TEXT`). A run must
+    /// fill it: `graph run` without it is refused before a thread is made.
     fn input_field(&self) -> Option<&str> {
         None
     }
@@ -80,6 +83,14 @@ pub trait GraphFactory: Send + Sync + 'static {
     /// The state field that holds the run's result, shown instead of the whole state when the
     /// run is done.
     fn output_field(&self) -> Option<&str> {
+        None
+    }
+
+    /// The keys and types of the graph's `[settings]`, so `--set` overrides are checked before
+    /// anything runs: an unknown key or a value of the wrong type is refused, naming the key and
+    /// what it expects. Usually [`SettingsSchema::of`] the type the graph reads its settings
+    /// into. Without one, only the types of the keys the graph file lists are checked.
+    fn settings_schema(&self) -> Option<SettingsSchema> {
         None
     }
 
@@ -161,6 +172,8 @@ pub trait AnyFactory: Send + Sync {
     fn input_field(&self) -> Option<&str>;
     /// See [`GraphFactory::output_field`].
     fn output_field(&self) -> Option<&str>;
+    /// See [`GraphFactory::settings_schema`].
+    fn settings_schema(&self) -> Option<SettingsSchema>;
     /// Builds the graph, applies the file's static breakpoints and attaches `checkpointer`.
     fn build(
         &self,
@@ -188,6 +201,9 @@ impl<F: GraphFactory> AnyFactory for F {
     }
     fn output_field(&self) -> Option<&str> {
         GraphFactory::output_field(self)
+    }
+    fn settings_schema(&self) -> Option<SettingsSchema> {
+        GraphFactory::settings_schema(self)
     }
     fn build(
         &self,
@@ -389,15 +405,26 @@ impl Registry {
             };
             (text, graph.to_string())
         };
-        let file = GraphFile::parse(&text, &origin, overrides)?;
-        let factory =
-            self.get(&file.graph)
+        let factory_of = |graph: &str| {
+            self.get(graph)
                 .cloned()
                 .ok_or_else(|| RegistryError::UnregisteredGraph {
                     origin: origin.clone(),
-                    graph: file.graph.clone(),
+                    graph: graph.to_string(),
                     known: self.known(),
-                })?;
+                })
+        };
+        // Overrides are checked against the graph's settings before they are applied, so a
+        // wrong key or type is named as the user wrote it.
+        let base = GraphFile::parse(&text, &origin, &[])?;
+        let schema = factory_of(&base.graph)?
+            .settings_schema()
+            .unwrap_or_else(|| SettingsSchema::from_example(&base.settings));
+        for o in overrides {
+            o.check(&base.graph, &schema)?;
+        }
+        let file = GraphFile::parse(&text, &origin, overrides)?;
+        let factory = factory_of(&file.graph)?;
         Ok(Resolved {
             file,
             origin,

@@ -13,7 +13,7 @@
 //! long each node works), `title`, `sections`, `section_template`, `audience`, `yes`.
 
 use crate::graph::{CompiledGraph, StateGraph};
-use crate::registry::{BuildError, GraphFactory, GraphFile};
+use crate::registry::{BuildError, GraphFactory, GraphFile, SettingsSchema};
 use crate::runtime::{Context, NodeError};
 use crate::{Keyed, Send, State, END, START};
 use serde::{Deserialize, Serialize};
@@ -65,6 +65,45 @@ struct DraftJob {
     heading: String,
 }
 
+/// The settings the pipeline's nodes read, as `graphs/pipeline.toml` documents them (its
+/// schema is what `--set` is checked against).
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
+#[serde(default)]
+struct PipelineSettings {
+    /// How long each node works, in milliseconds.
+    step_ms: u64,
+    /// Who the document is for.
+    audience: String,
+    /// The title; `{topic}` is the run's input.
+    title: String,
+    /// One heading per section.
+    sections: Vec<String>,
+    /// The text of a drafted section.
+    section_template: String,
+    /// Skip the review pause.
+    yes: bool,
+}
+
+impl Default for PipelineSettings {
+    fn default() -> Self {
+        PipelineSettings {
+            step_ms: 0,
+            audience: "readers".into(),
+            title: "{topic}".into(),
+            sections: vec!["About {topic}".into()],
+            section_template: "{heading}.".into(),
+            yes: false,
+        }
+    }
+}
+
+impl PipelineSettings {
+    fn of(ctx: &Context) -> Result<PipelineSettings, NodeError> {
+        serde_path_to_error::deserialize(serde_json::Value::Object(ctx.settings().clone()))
+            .map_err(|e| NodeError::new(format!("setting `{}`: {}", e.path(), e.inner())))
+    }
+}
+
 /// Registers the pipeline under the name `pipeline`, with `graphs/pipeline.toml` built in.
 pub struct Pipeline;
 
@@ -89,6 +128,10 @@ impl GraphFactory for Pipeline {
 
     fn output_field(&self) -> Option<&str> {
         Some("document")
+    }
+
+    fn settings_schema(&self) -> Option<SettingsSchema> {
+        Some(SettingsSchema::of::<PipelineSettings>())
     }
 
     fn build(&self, _file: &GraphFile) -> Result<CompiledGraph<Doc>, BuildError> {
@@ -151,8 +194,8 @@ fn fill(template: &str, pairs: &[(&str, &str)]) -> String {
 }
 
 /// Waits `step_ms` times `factor`, so a person can watch, interrupt or kill the run.
-async fn work(ctx: &Context, factor: f64) {
-    let ms = ctx.setting::<u64>("step_ms").unwrap_or(0) as f64 * factor;
+async fn work(settings: &PipelineSettings, factor: f64) {
+    let ms = settings.step_ms as f64 * factor;
     if ms > 0.0 {
         tokio::time::sleep(Duration::from_millis(ms as u64)).await;
     }
@@ -164,14 +207,10 @@ async fn outline(s: Arc<Doc>, ctx: Context) -> Result<DocUpdate, NodeError> {
             "the document has no topic: give one as the run's input (e.g. --input \"durable agents\")",
         ));
     }
-    work(&ctx, 1.0).await;
+    let settings = PipelineSettings::of(&ctx)?;
+    work(&settings, 1.0).await;
     let topic = s.topic.trim();
-    let title = ctx
-        .setting::<String>("title")
-        .unwrap_or_else(|| "{topic}".into());
-    let headings = ctx
-        .setting::<Vec<String>>("sections")
-        .unwrap_or_else(|| vec!["About {topic}".into()]);
+    let (title, headings) = (settings.title, settings.sections);
     if headings.is_empty() {
         return Err(NodeError::new(
             "setting `sections` is empty: list at least one heading",
@@ -190,15 +229,11 @@ async fn outline(s: Arc<Doc>, ctx: Context) -> Result<DocUpdate, NodeError> {
 async fn draft(s: Arc<Doc>, ctx: Context) -> Result<DocUpdate, NodeError> {
     let job: DraftJob = ctx.arg()?;
     // Sections take different times, so the parallel drafts finish out of order.
-    work(&ctx, 1.0 + job.index as f64 * 0.25).await;
-    let template = ctx
-        .setting::<String>("section_template")
-        .unwrap_or_else(|| "{heading}.".into());
-    let audience = ctx
-        .setting::<String>("audience")
-        .unwrap_or_else(|| "readers".into());
+    let settings = PipelineSettings::of(&ctx)?;
+    work(&settings, 1.0 + job.index as f64 * 0.25).await;
+    let audience = settings.audience;
     let mut body = fill(
-        &template,
+        &settings.section_template,
         &[
             ("heading", &job.heading),
             ("topic", s.topic.trim()),
@@ -236,7 +271,7 @@ async fn review(s: Arc<Doc>, ctx: Context) -> Result<DocUpdate, NodeError> {
         .iter()
         .map(|x| x.body.split_whitespace().count())
         .sum();
-    let answer = if ctx.setting::<bool>("yes").unwrap_or(false) {
+    let answer = if PipelineSettings::of(&ctx)?.yes {
         serde_json::Value::Bool(true)
     } else {
         ctx.interrupt(serde_json::json!({
@@ -260,7 +295,7 @@ async fn review(s: Arc<Doc>, ctx: Context) -> Result<DocUpdate, NodeError> {
 }
 
 async fn publish(s: Arc<Doc>, ctx: Context) -> Result<DocUpdate, NodeError> {
-    work(&ctx, 1.0).await;
+    work(&PipelineSettings::of(&ctx)?, 1.0).await;
     let mut doc = format!("# {}\n", s.title);
     for section in &s.sections {
         doc.push_str(&format!("\n## {}\n\n{}\n", section.heading, section.body));

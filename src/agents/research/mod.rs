@@ -72,7 +72,7 @@ pub use state::{merge_usage, Kind, PlanState, PlanStateUpdate, Source, Status, T
 use crate::graph::{CompiledGraph, GraphError, RetryPolicy, StateGraph};
 use crate::llm::provider::{self, LazyModel, ProviderSettings};
 use crate::llm::ChatModel;
-use crate::registry::{BuildError, GraphFactory, GraphFile, PlanEditor};
+use crate::registry::{BuildError, GraphFactory, GraphFile, PlanEditor, SettingsSchema};
 use crate::runtime::{Context, NodeError};
 use crate::tools::corpus::CorpusSearch;
 use crate::tools::fetch::{FetchConfig, PageFetcher};
@@ -298,6 +298,10 @@ impl GraphFactory for Research {
 
     fn output_field(&self) -> Option<&str> {
         Some("answer")
+    }
+
+    fn settings_schema(&self) -> Option<SettingsSchema> {
+        Some(SettingsSchema::of::<ResearchSettings>())
     }
 
     fn build(&self, file: &GraphFile) -> Result<CompiledGraph<PlanState>, BuildError> {

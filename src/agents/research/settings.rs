@@ -13,6 +13,7 @@
 //! ```
 
 use crate::llm::Pricing;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -22,7 +23,7 @@ use std::path::PathBuf;
 pub struct SettingsError(pub String);
 
 /// Caps that keep a run finite.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
     /// Most todos in the plan, follow-ups and sub-todos included.
@@ -47,7 +48,7 @@ impl Default for Limits {
 }
 
 /// Where research todos search.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SearchProvider {
     /// A local corpus when `corpus` is set, else the web.
@@ -60,7 +61,7 @@ pub enum SearchProvider {
 }
 
 /// Search settings (`[settings.search]`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct SearchSettings {
     /// Web, corpus, or auto.
@@ -96,7 +97,7 @@ impl SearchSettings {
 }
 
 /// System prompts, each replacing a built-in one of [`prompts`](super::prompts) when set.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Prompts {
     /// For `generate_plan`.
@@ -112,7 +113,7 @@ pub struct Prompts {
 }
 
 /// Everything the agent reads from the run settings.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct ResearchSettings {
     /// The model name (else `GRAPH_MODEL`, else the provider's default).

@@ -83,7 +83,7 @@ pub use task_tree::{Task, TaskTree, TreeView};
 use crate::graph::{CompiledGraph, GraphError, RetryPolicy, StateGraph};
 use crate::llm::provider::{self, LazyModel};
 use crate::llm::ChatModel;
-use crate::registry::{BuildError, GraphFactory, GraphFile};
+use crate::registry::{BuildError, GraphFactory, GraphFile, SettingsSchema};
 use crate::runtime::Context;
 use crate::{END, START};
 use std::sync::Arc;
@@ -219,6 +219,10 @@ impl GraphFactory for TreeGraph {
 
     fn output_field(&self) -> Option<&str> {
         Some("result")
+    }
+
+    fn settings_schema(&self) -> Option<SettingsSchema> {
+        Some(SettingsSchema::of::<TreeSettings>())
     }
 
     fn build(&self, file: &GraphFile) -> Result<CompiledGraph<TreeState>, BuildError> {

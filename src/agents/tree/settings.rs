@@ -11,6 +11,7 @@
 
 use crate::llm::provider::ProviderSettings;
 use crate::llm::Pricing;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Settings that cannot be used.
@@ -19,7 +20,7 @@ use serde::{Deserialize, Serialize};
 pub struct SettingsError(pub String);
 
 /// System prompts, each replacing a built-in one of [`prompts`](super::prompts) when set.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct TreePrompts {
     /// For decomposing a task into children.
@@ -29,7 +30,7 @@ pub struct TreePrompts {
 }
 
 /// Everything the agent reads from the run settings.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct TreeSettings {
     /// The model name (else `GRAPH_MODEL`, else the provider's default).

@@ -64,6 +64,25 @@ fn check_nodes(graph: &dyn ErasedGraph, names: &[String], flag: &str) -> anyhow:
     Ok(())
 }
 
+/// Refuses a run whose graph has an input field the input leaves empty: it could only fail at
+/// its first step, leaving a thread behind.
+fn require_input(input: &Value, factory: &dyn AnyFactory) -> anyhow::Result<()> {
+    if let Some(field) = factory.input_field() {
+        let filled = match input.get(field) {
+            None | Some(Value::Null) => false,
+            Some(Value::String(text)) => !text.trim().is_empty(),
+            Some(_) => true,
+        };
+        if !filled {
+            return Err(bad_input(format!(
+                "graph `{}` needs an input: give it with --input TEXT (or --input-json '{{\"{field}\": ...}}')",
+                factory.name()
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn read_input(args: &RunArgs, factory: &dyn AnyFactory) -> anyhow::Result<Value> {
     if let Some(text) = &args.input {
         let field = factory.input_field().ok_or_else(|| {
@@ -92,10 +111,11 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
         .registry
         .resolve(&args.graph, &parse_overrides(&sets)?)?;
     let input = read_input(&args, resolved.factory.as_ref())?;
-    // Before a thread exists: a run that cannot start (no model configured...) leaves nothing.
-    resolved.preflight()?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     graph.check_input(&input)?;
+    require_input(&input, resolved.factory.as_ref())?;
+    // Before a thread exists: a run that cannot start (no model configured...) leaves nothing.
+    resolved.preflight()?;
     check_breakpoints(graph.as_ref(), &args.settings)?;
     let thread = match &args.thread {
         Some(t) => {

@@ -1,0 +1,168 @@
+//! Bad input gets a clear error (exit 2) and changes nothing: `--set` checked against the
+//! graph's settings, a missing input, `run --thread` of a thread that exists.
+
+#[path = "support/cli.rs"]
+mod harness;
+
+use harness::Db;
+
+/// The ids of every thread in the store.
+fn threads(db: &Db) -> Vec<String> {
+    let list = db.graph(&["threads", "--json"]).expect(0).json();
+    list.as_array()
+        .expect("a list")
+        .iter()
+        .map(|t| t["thread_id"].as_str().expect("an id").to_string())
+        .collect()
+}
+
+#[test]
+fn an_unknown_setting_is_refused_with_the_nearest_known_one_and_no_thread() {
+    let db = Db::new();
+    let out = db
+        .graph(&["run", "pipeline", "--input", "sled", "--set", "step_mss=1"])
+        .expect(2);
+    out.stderr_has(&[
+        "--set step_mss=1",
+        "no setting `step_mss`",
+        "did you mean `step_ms`?",
+    ]);
+    // A research setting given without its table, before any model is needed.
+    db.graph(&["run", "research", "--input", "q", "--set", "corpus=docs"])
+        .without_model()
+        .expect(2)
+        .stderr_has(&["did you mean `search.corpus`?"]);
+    db.graph(&[
+        "run",
+        "pipeline",
+        "--input",
+        "x",
+        "--set",
+        "recursion_limt=3",
+    ])
+    .expect(2)
+    .stderr_has(&["no setting `recursion_limt`"]);
+    assert!(threads(&db).is_empty());
+}
+
+#[test]
+fn a_setting_of_the_wrong_type_names_the_key_and_the_type_it_expects() {
+    let db = Db::new();
+    let cases = [
+        (
+            "step_ms=abc",
+            "setting `step_ms` expects a whole number of 0 or more, not the text \"abc\"",
+        ),
+        (
+            "sections=5",
+            "setting `sections` expects a list of texts, not the integer 5",
+        ),
+        ("yes=maybe", "setting `yes` expects true or false"),
+        (
+            "durability=sometimes",
+            "setting `durability` expects one of \"sync\", \"async\", \"exit\"",
+        ),
+        (
+            "recursion_limit=-1",
+            "setting `recursion_limit` expects a whole number",
+        ),
+    ];
+    for (set, message) in cases {
+        db.graph(&["run", "pipeline", "--input", "sled", "--set", set])
+            .expect(2)
+            .stderr_has(&[message]);
+    }
+    db.graph(&[
+        "run",
+        "research",
+        "--input",
+        "q",
+        "--set",
+        "search.provider=bing",
+    ])
+    .without_model()
+    .expect(2)
+    .stderr_has(&["`search.provider` expects one of \"auto\", \"web\", \"corpus\""]);
+    db.graph(&[
+        "run",
+        "research",
+        "--input",
+        "q",
+        "--set",
+        "limits.max_todos=many",
+    ])
+    .without_model()
+    .expect(2)
+    .stderr_has(&["`limits.max_todos` expects a whole number"]);
+    assert!(threads(&db).is_empty());
+    // Well-typed settings still run.
+    db.graph(&[
+        "run",
+        "pipeline",
+        "--input",
+        "sled",
+        "--yes",
+        "--set",
+        "step_ms=1",
+        "--set",
+        "sections=[\"Only {topic}\"]",
+    ])
+    .expect(0);
+}
+
+#[test]
+fn a_resume_with_a_bad_setting_changes_nothing() {
+    let db = Db::new();
+    let thread = db.paused_thread();
+    db.graph(&[
+        "resume",
+        &thread,
+        "--resume",
+        "yes",
+        "--set",
+        "step_ms=slow",
+    ])
+    .expect(2)
+    .stderr_has(&["`step_ms` expects"]);
+    let state = db.graph(&["state", &thread, "--json"]).expect(0).json();
+    assert_eq!(state["values"]["approved"], false, "{state:#}");
+    db.graph(&["resume", &thread, "--resume", "yes"]).expect(0);
+}
+
+#[test]
+fn a_run_without_the_input_its_graph_needs_is_refused_and_makes_no_thread() {
+    let db = Db::new();
+    db.graph(&["run", "pipeline", "--yes", "--set", "step_ms=1"])
+        .expect(2)
+        .stderr_has(&["graph `pipeline` needs an input", "--input TEXT"]);
+    db.graph(&["run", "pipeline", "--input", "  "])
+        .expect(2)
+        .stderr_has(&["needs an input"]);
+    db.graph(&["run", "pipeline", "--input-json", "{\"title\": \"T\"}"])
+        .expect(2)
+        .stderr_has(&["needs an input"]);
+    db.graph(&["run", "research"])
+        .without_model()
+        .expect(2)
+        .stderr_has(&["graph `research` needs an input"]);
+    assert!(threads(&db).is_empty());
+}
+
+#[test]
+fn run_with_the_id_of_a_thread_that_exists_points_to_resume_and_fork() {
+    let db = Db::new();
+    let thread = db.paused_thread();
+    let before = db.graph(&["state", &thread, "--json"]).expect(0).json();
+    db.graph(&[
+        "run", "pipeline", "--input", "other", "--thread", &thread, "--yes",
+    ])
+    .expect(2)
+    .stderr_has(&[
+        &format!("thread `{thread}` already exists"),
+        &format!("resume {thread}"),
+        &format!("fork {thread}"),
+    ]);
+    let after = db.graph(&["state", &thread, "--json"]).expect(0).json();
+    assert_eq!(before, after, "the existing thread was changed");
+    assert_eq!(threads(&db), vec![thread]);
+}
