@@ -7,8 +7,9 @@
 //! # Layout
 //! - [`state`]: the state trait, per-field reducers, and how a superstep's updates merge.
 //! - [`graph`]: building a graph (nodes, edges, joins, routers, Send), validating and drawing it.
-//! - [`runtime`]: the superstep loop, node contexts, events, errors, and thread operations
-//!   (inspect, edit, fork, replay).
+//! - [`runtime`]: the superstep loop, node contexts, events, errors, thread operations
+//!   (inspect, edit, fork, replay), and subgraphs (graphs as nodes, checkpointed under a
+//!   namespace of their parent's thread).
 //! - [`checkpoint`]: the storage contract, its in-memory and sled backends (one store, or a
 //!   folder per thread as the CLI keeps them), integrity framing, and large snapshots kept as
 //!   pieces that a thread's snapshots share.

@@ -16,7 +16,10 @@
 
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use stategraph::checkpoint::{CheckpointError, SledCheckpointer};
+use stategraph::checkpoint::{
+    CheckpointError, CheckpointId, CheckpointRecord, Checkpointer, Lease, PendingWrite,
+    SledCheckpointer,
+};
 use stategraph::runtime::{Context, Event, NodeError, Resume, RunConfig, RunError, RunStatus};
 use stategraph::{State, StateGraph, END, START};
 use std::collections::BTreeMap;
@@ -55,6 +58,10 @@ enum Scenario {
     /// `agent` and `tool` in a loop, 120 steps of ~3 KB each: past 256 KiB the state's
     /// snapshots are stored as pieces shared between them, written before their checkpoint.
     LargeState,
+    /// `prep -> inner -> finish`, where `inner` is a compiled graph (`agent` and `tool` in a
+    /// loop, 80 steps) checkpointed under the namespace `inner:{task}` of the thread: kills land
+    /// inside the child, whose steps must resume where they were.
+    Subgraph,
 }
 
 impl Scenario {
@@ -64,6 +71,7 @@ impl Scenario {
             Scenario::Looping => "looping",
             Scenario::FanOut => "fanout",
             Scenario::LargeState => "large",
+            Scenario::Subgraph => "subgraph",
         }
     }
 
@@ -73,6 +81,7 @@ impl Scenario {
             "looping" => Scenario::Looping,
             "fanout" => Scenario::FanOut,
             "large" => Scenario::LargeState,
+            "subgraph" => Scenario::Subgraph,
             other => panic!("unknown scenario {other}"),
         }
     }
@@ -84,6 +93,7 @@ impl Scenario {
             Scenario::Looping => Duration::from_millis(250),
             Scenario::FanOut => Duration::from_millis(50),
             Scenario::LargeState => Duration::from_millis(300),
+            Scenario::Subgraph => Duration::from_millis(200),
         }
     }
 }
@@ -125,7 +135,12 @@ fn node(
     let (name, log) = (name.to_string(), log.clone());
     move |_state, ctx| {
         if let Some(log) = &log {
-            log.line(format!("exec {name} {} {}", ctx.step(), std::process::id()));
+            let ns = namespace_of(ctx.thread_id());
+            log.line(format!(
+                "exec {name} {} {}{ns}",
+                ctx.step(),
+                std::process::id()
+            ));
         }
         let entry = format!("{name}@{}", ctx.step());
         Box::pin(async move {
@@ -179,6 +194,24 @@ fn graph(scenario: Scenario, log: Option<Arc<ExecLog>>) -> StateGraph<Trace> {
                 ["agent", END],
             );
         }
+        Scenario::Subgraph => {
+            let mut inner = StateGraph::<Trace>::named("inner");
+            inner.add_node("agent", node("agent", &log, append));
+            inner.add_node("tool", node("tool", &log, append));
+            inner.add_edge(START, "agent").add_edge("agent", "tool");
+            inner.add_conditional_edges(
+                "tool",
+                |s: &Trace| if s.done.len() < 81 { "agent" } else { END },
+                ["agent", END],
+            );
+            g.add_node("prep", node("prep", &log, append));
+            g.add_node("inner", inner.compile().unwrap());
+            g.add_node("finish", node("finish", &log, append));
+            g.add_edge(START, "prep")
+                .add_edge("prep", "inner")
+                .add_edge("inner", "finish")
+                .add_edge("finish", END);
+        }
         Scenario::FanOut => {
             let workers: Vec<String> = (0..5).map(|i| format!("w{i}")).collect();
             g.add_node("split", node("split", &log, append));
@@ -197,6 +230,123 @@ fn graph(scenario: Scenario, log: Option<Arc<ExecLog>>) -> StateGraph<Trace> {
         }
     }
     g
+}
+
+/// ` NS` for a subgraph's thread (`{root}/{ns}`), empty for the root: the log's last word.
+fn namespace_of(thread: &str) -> String {
+    match thread.split_once('/') {
+        Some((_, ns)) => format!(" {ns}"),
+        None => String::new(),
+    }
+}
+
+/// The namespace the child ran under, as its log lines end (` inner:{task}`).
+fn namespace_of_inner(text: &str) -> String {
+    text.lines()
+        .find_map(|l| l.split(' ').find(|w| w.starts_with("inner:")))
+        .map(|ns| format!(" {ns}"))
+        .unwrap_or_else(|| " inner:?".to_string())
+}
+
+/// A store that logs `saved STEP PID NS` once a subgraph's checkpoint was written and flushed
+/// (the root's saves are logged from the run's events): the evidence that a child's step was
+/// durable before the kill.
+struct LoggingStore {
+    inner: Arc<dyn Checkpointer>,
+    log: Arc<ExecLog>,
+}
+
+#[async_trait::async_trait]
+impl Checkpointer for LoggingStore {
+    async fn put_checkpoint(
+        &self,
+        r: &CheckpointRecord,
+        flush: bool,
+    ) -> Result<(), CheckpointError> {
+        self.inner.put_checkpoint(r, flush).await?;
+        let ns = namespace_of(&r.thread_id);
+        if flush && !ns.is_empty() {
+            self.log
+                .line(format!("saved {} {}{ns}", r.step, std::process::id()));
+        }
+        Ok(())
+    }
+    async fn get_checkpoint(
+        &self,
+        t: &str,
+        id: Option<CheckpointId>,
+    ) -> Result<Option<CheckpointRecord>, CheckpointError> {
+        self.inner.get_checkpoint(t, id).await
+    }
+    async fn list_checkpoints(
+        &self,
+        t: &str,
+        before: Option<CheckpointId>,
+        limit: usize,
+    ) -> Result<Vec<CheckpointRecord>, CheckpointError> {
+        self.inner.list_checkpoints(t, before, limit).await
+    }
+    async fn put_writes(
+        &self,
+        t: &str,
+        c: CheckpointId,
+        w: &[PendingWrite],
+        flush: bool,
+    ) -> Result<(), CheckpointError> {
+        self.inner.put_writes(t, c, w, flush).await
+    }
+    async fn get_writes(
+        &self,
+        t: &str,
+        c: CheckpointId,
+    ) -> Result<Vec<PendingWrite>, CheckpointError> {
+        self.inner.get_writes(t, c).await
+    }
+    async fn get_journal(
+        &self,
+        t: &str,
+        k: &str,
+    ) -> Result<Option<serde_json::Value>, CheckpointError> {
+        self.inner.get_journal(t, k).await
+    }
+    async fn put_journal(
+        &self,
+        t: &str,
+        k: &str,
+        v: &serde_json::Value,
+    ) -> Result<(), CheckpointError> {
+        self.inner.put_journal(t, k, v).await
+    }
+    async fn list_threads(&self) -> Result<Vec<String>, CheckpointError> {
+        self.inner.list_threads().await
+    }
+    async fn delete_thread(&self, t: &str) -> Result<(), CheckpointError> {
+        self.inner.delete_thread(t).await
+    }
+    async fn delete_checkpoints(
+        &self,
+        t: &str,
+        ids: &[CheckpointId],
+    ) -> Result<(), CheckpointError> {
+        self.inner.delete_checkpoints(t, ids).await
+    }
+    async fn get_lease(&self, t: &str) -> Result<Option<Lease>, CheckpointError> {
+        self.inner.get_lease(t).await
+    }
+    async fn swap_lease(
+        &self,
+        t: &str,
+        expected: Option<&Lease>,
+        new: Option<&Lease>,
+    ) -> Result<Result<(), Option<Lease>>, CheckpointError> {
+        self.inner.swap_lease(t, expected, new).await
+    }
+    async fn flush(&self) -> Result<(), CheckpointError> {
+        self.inner.flush().await
+    }
+    fn snapshot_cost(&self, state_bytes: usize) -> usize {
+        self.inner.snapshot_cost(state_bytes)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -241,10 +391,14 @@ async fn child(scenario: Scenario, store: &Path, log: &Path, thread: &str) {
             Err(e) => panic!("cannot open the store: {e}"),
         }
     };
+    let saver = Arc::new(LoggingStore {
+        inner: Arc::new(saver),
+        log: log.clone(),
+    });
     let graph = graph(scenario, Some(log.clone()))
         .compile()
         .unwrap()
-        .with_checkpointer(Arc::new(saver));
+        .with_checkpointer(saver);
     loop {
         let mut run = match graph.get_state(thread, None).await {
             Ok(_) => graph.stream_resume(thread, Resume::Continue, RunConfig::new()),
@@ -381,10 +535,16 @@ struct LogReport {
 /// Checks that no node ran at a step already saved, and tallies the log.
 fn check_log(thread: &str, text: &str) -> LogReport {
     let mut report = LogReport::default();
-    let mut saved: Option<u64> = None;
-    let mut counts: BTreeMap<(String, u64), usize> = BTreeMap::new();
+    // The newest saved step of the root ("") and of each subgraph namespace.
+    let mut saved_at: BTreeMap<String, u64> = BTreeMap::new();
+    let mut counts: BTreeMap<(String, String, u64), usize> = BTreeMap::new();
     for (i, line) in text.lines().enumerate() {
         let words: Vec<&str> = line.split(' ').collect();
+        let (words, ns) = match words[..] {
+            [.., ns] if ns.contains(':') => (&words[..words.len() - 1], ns),
+            _ => (&words[..], ""),
+        };
+        let saved = saved_at.get(ns).copied();
         match words[..] {
             ["exec", node, step, pid] => {
                 let step: u64 = step.parse().unwrap();
@@ -397,11 +557,13 @@ fn check_log(thread: &str, text: &str) -> LogReport {
                     );
                 }
                 report.executions += 1;
-                *counts.entry((node.to_string(), step)).or_default() += 1;
+                *counts
+                    .entry((ns.to_string(), node.to_string(), step))
+                    .or_default() += 1;
             }
             ["saved", step, _pid] => {
                 let step: u64 = step.parse().unwrap();
-                saved = Some(saved.map_or(step, |s| s.max(step)));
+                saved_at.insert(ns.to_string(), saved.map_or(step, |s| s.max(step)));
             }
             ["done", _pid] => report.children_done += 1,
             _ => panic!("thread {thread}: unreadable log line {line:?}"),
@@ -459,6 +621,13 @@ fn crash_scenario(scenario: Scenario) {
 
         let text = std::fs::read_to_string(&log).unwrap();
         let report = check_log(&thread, &text);
+        if let Scenario::Subgraph = scenario {
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with("saved ") && l.ends_with(&namespace_of_inner(&text))),
+                "thread {thread}: the child's saved steps are not in the log:\n{text}"
+            );
+        }
         assert!(
             report.children_done >= 1,
             "thread {thread} never finished:\n{text}"
@@ -504,4 +673,9 @@ fn crash_graph_with_a_large_state() {
         "the state ({bytes} bytes) must be stored as pieces"
     );
     crash_scenario(Scenario::LargeState);
+}
+
+#[test]
+fn crash_inside_a_subgraph() {
+    crash_scenario(Scenario::Subgraph);
 }

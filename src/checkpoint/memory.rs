@@ -226,13 +226,17 @@ impl Checkpointer for MemoryCheckpointer {
         Ok(self
             .lock()
             .iter()
-            .filter(|(_, t)| !t.checkpoints.is_empty())
+            // A subgraph's namespace (`{root}/{ns}`) is part of its root thread, not a thread.
+            .filter(|(k, t)| !t.checkpoints.is_empty() && !k.contains('/'))
             .map(|(k, _)| k.clone())
             .collect())
     }
 
     async fn delete_thread(&self, thread: &str) -> Result<(), CheckpointError> {
-        self.lock().remove(thread);
+        let below = format!("{thread}/");
+        // A thread's subgraph namespaces go with it.
+        self.lock()
+            .retain(|k, _| k != thread && !k.starts_with(&below));
         Ok(())
     }
 

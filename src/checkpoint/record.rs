@@ -194,6 +194,11 @@ pub struct InterruptRecord {
     /// What the node wants to show the person.
     #[serde(default)]
     pub payload: serde_json::Value,
+    /// The subgraph the pausing node belongs to, below the root thread (`review:0a1b2c3d`,
+    /// see [`ThreadPath`](crate::runtime::ThreadPath)); empty for the root graph's own nodes.
+    /// `node` and `task` are then the child's; the pause is listed by every graph above it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
 }
 
 /// What kind of pause an interrupt is.

@@ -497,6 +497,29 @@ fn conf_is_damaged(conf: &Path) -> bool {
     crc32fast::hash(text) != stored
 }
 
+impl SledCheckpointer {
+    /// Removes one thread's (or namespace's) records; the caller syncs.
+    fn delete_one(&self, thread: &str) -> Result<(), CheckpointError> {
+        let prefix = thread_prefix(thread);
+        remove_prefix(&self.checkpoints, &prefix, &self.io)?;
+        self.forget_pieces(thread);
+        remove_prefix(&self.pieces, &prefix, &self.io)?;
+        remove_prefix(&self.writes, &prefix, &self.io)?;
+        remove_prefix(&self.journal, &prefix, &self.io)?;
+        self.leases
+            .remove(thread.as_bytes())
+            .map_err(|e| self.io.error(e))?;
+        self.threads
+            .remove(thread.as_bytes())
+            .map_err(|e| self.io.error(e))?;
+        self.known_threads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(thread);
+        Ok(())
+    }
+}
+
 fn thread_prefix(thread: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(thread.len() + 1 + 16 + 8);
     k.extend_from_slice(thread.as_bytes());
@@ -766,34 +789,33 @@ impl Checkpointer for SledCheckpointer {
     }
 
     async fn list_threads(&self) -> Result<Vec<String>, CheckpointError> {
-        self.threads
-            .iter()
-            .keys()
-            .map(|k| {
-                let k = k.map_err(|e| self.io.error(e))?;
-                Ok(String::from_utf8_lossy(&k).into_owned())
-            })
-            .collect()
+        let mut out = Vec::new();
+        for k in self.threads.iter().keys() {
+            let k = k.map_err(|e| self.io.error(e))?;
+            let thread = String::from_utf8_lossy(&k).into_owned();
+            // A subgraph's namespace (`{root}/{ns}`) is part of its root thread, not a thread.
+            if !thread.contains('/') {
+                out.push(thread);
+            }
+        }
+        Ok(out)
     }
 
     async fn delete_thread(&self, thread: &str) -> Result<(), CheckpointError> {
         self.io.check()?;
-        let prefix = thread_prefix(thread);
-        remove_prefix(&self.checkpoints, &prefix, &self.io)?;
-        self.forget_pieces(thread);
-        remove_prefix(&self.pieces, &prefix, &self.io)?;
-        remove_prefix(&self.writes, &prefix, &self.io)?;
-        remove_prefix(&self.journal, &prefix, &self.io)?;
-        self.leases
-            .remove(thread.as_bytes())
-            .map_err(|e| self.io.error(e))?;
-        self.threads
-            .remove(thread.as_bytes())
-            .map_err(|e| self.io.error(e))?;
-        self.known_threads
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(thread);
+        // A thread's subgraph namespaces go with it.
+        let mut below = Vec::new();
+        for k in self
+            .threads
+            .scan_prefix(format!("{thread}/").as_bytes())
+            .keys()
+        {
+            let k = k.map_err(|e| self.io.error(e))?;
+            below.push(String::from_utf8_lossy(&k).into_owned());
+        }
+        for child in below.iter().map(String::as_str).chain([thread]) {
+            self.delete_one(child)?;
+        }
         self.sync(true).await
     }
 

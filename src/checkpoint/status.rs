@@ -71,6 +71,26 @@ pub struct TaskError {
 /// partial resume (another task's interrupt was answered) saves the same interrupt again; it is
 /// listed once, as last saved.
 pub(crate) fn pending_interrupts(pending: &[PendingWrite]) -> Vec<InterruptRecord> {
+    waiting_interrupts(pending)
+        .into_iter()
+        .map(|w| w.record)
+        .collect()
+}
+
+/// An interrupt still waiting, with the task of this graph that carries it (for a subgraph's
+/// pause, the task that ran the subgraph, whose node differs from the record's).
+#[derive(Clone, Debug)]
+pub(crate) struct Waiting {
+    pub(crate) task: usize,
+    pub(crate) node: String,
+    pub(crate) record: InterruptRecord,
+}
+
+/// The interrupts still waiting, each with its task. A task's pause is the set of interrupts it
+/// saved in one go (a subgraph can pause on several at once): a later pause of the same task
+/// replaces it (keeping the place of an interrupt saved again), and a later result or error of
+/// the task ends it. Dynamic interrupts that were answered are not waiting.
+pub(crate) fn waiting_interrupts(pending: &[PendingWrite]) -> Vec<Waiting> {
     let answered: HashSet<&str> = pending
         .iter()
         .filter_map(|w| match &w.kind {
@@ -78,20 +98,49 @@ pub(crate) fn pending_interrupts(pending: &[PendingWrite]) -> Vec<InterruptRecor
             _ => None,
         })
         .collect();
-    let mut waiting: Vec<InterruptRecord> = Vec::new();
+    // (waiting, stale): stale entries belong to an earlier pause of a task that paused again.
+    let mut waiting: Vec<(Waiting, bool)> = Vec::new();
+    let mut last_pause: Option<usize> = None;
     for w in pending {
-        let PendingKind::Interrupt(r) = &w.kind else {
-            continue;
+        let r = match &w.kind {
+            PendingKind::Interrupt(r) => r,
+            PendingKind::Update { .. } | PendingKind::Error { .. } => {
+                waiting.retain(|(x, _)| x.task != w.task);
+                last_pause = None;
+                continue;
+            }
+            PendingKind::Resume { .. } => {
+                last_pause = None;
+                continue;
+            }
         };
-        if r.when == InterruptWhen::Dynamic && answered.contains(r.id.as_str()) {
-            continue;
+        if last_pause != Some(w.task) {
+            for (x, stale) in waiting.iter_mut() {
+                if x.task == w.task {
+                    *stale = true;
+                }
+            }
         }
-        match waiting.iter_mut().find(|seen| seen.id == r.id) {
-            Some(seen) => *seen = r.clone(),
-            None => waiting.push(r.clone()),
+        last_pause = Some(w.task);
+        let entry = Waiting {
+            task: w.task,
+            node: w.node.clone(),
+            record: r.clone(),
+        };
+        match waiting.iter_mut().find(|(seen, _)| seen.record.id == r.id) {
+            Some(slot) => *slot = (entry, false),
+            None => waiting.push((entry, false)),
         }
     }
     waiting
+        .into_iter()
+        .filter(|(w, stale)| {
+            !stale
+                && !(w.record.when == InterruptWhen::Dynamic
+                    && answered.contains(w.record.id.as_str()))
+        })
+        .map(|(w, _)| w)
+        .collect()
 }
 
 /// The tasks whose latest attempt at a checkpoint failed, in task order. A task that failed on

@@ -3,11 +3,9 @@
 use super::command::{Route, END, START};
 use super::compiled::CompiledGraph;
 use super::error::GraphError;
-use super::node::{FnNode, Node, NodeOptions, NodeSpec};
+use super::node::{IntoNode, Node, NodeOptions, NodeSpec};
 use super::validate;
-use crate::runtime::{Context, NodeError};
 use crate::state::State;
-use std::future::Future;
 use std::sync::Arc;
 
 /// A router: looks at the state after a superstep and picks the next nodes.
@@ -98,23 +96,27 @@ impl<S: State> StateGraph<S> {
         }
     }
 
-    /// Adds a node from an async closure or `async fn` taking the state and a [`Context`] and
-    /// returning an update or a [`Command`](crate::Command).
-    pub fn add_node<F, Fut, O>(&mut self, name: impl Into<String>, f: F) -> NodeSpec<'_>
-    where
-        F: Fn(Arc<S>, Context) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<O, NodeError>> + Send + 'static,
-        O: Into<crate::Command<S>> + 'static,
-    {
-        self.add_node_impl(name, FnNode::new(f))
+    /// Adds a node: an async closure or `async fn` taking the state and a [`Context`](crate::runtime::Context) and
+    /// returning an update or a [`Command`](crate::Command); a [`Node`] impl; a compiled graph
+    /// over the same state (a subgraph, checkpointed under this node's namespace); or a
+    /// [`Subgraph`](crate::runtime::Subgraph) mapping to another state type.
+    pub fn add_node<M>(
+        &mut self,
+        name: impl Into<String>,
+        node: impl IntoNode<S, M>,
+    ) -> NodeSpec<'_> {
+        self.push_node(name.into(), node.into_node())
     }
 
-    /// Adds a node from a type implementing [`Node`].
+    /// Adds a node from a type implementing [`Node`] (the same as [`add_node`](Self::add_node)).
     pub fn add_node_impl(&mut self, name: impl Into<String>, node: impl Node<S>) -> NodeSpec<'_> {
-        let name: String = name.into();
+        self.push_node(name.into(), Arc::new(node))
+    }
+
+    fn push_node(&mut self, name: String, node: Arc<dyn Node<S>>) -> NodeSpec<'_> {
         self.nodes.push(NodeEntry {
             name: name.into(),
-            node: Arc::new(node),
+            node,
             options: NodeOptions::default(),
         });
         let last = self.nodes.len() - 1;

@@ -19,4 +19,6 @@ pub use command::{Command, Goto, Route, Send, END, START};
 pub use compiled::CompiledGraph;
 pub(crate) use compiled::{Target, Topology};
 pub use error::GraphError;
-pub use node::{Node, NodeOptions, NodeSpec, RetryPolicy, RetryPredicate};
+pub use node::{
+    FnMarker, IntoNode, Node, NodeMarker, NodeOptions, NodeSpec, RetryPolicy, RetryPredicate,
+};

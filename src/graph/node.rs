@@ -67,6 +67,42 @@ where
     }
 }
 
+/// Anything [`StateGraph::add_node`](super::StateGraph::add_node) takes: an async closure or
+/// `async fn` of the state and a [`Context`], a [`Node`] impl, a compiled graph over the same
+/// state (a subgraph), or a [`Subgraph`](crate::runtime::Subgraph) of another state type.
+///
+/// `M` only tells the forms apart; it is inferred.
+pub trait IntoNode<S: State, M> {
+    /// The node, ready to be shared by the graph's tasks.
+    fn into_node(self) -> Arc<dyn Node<S>>;
+}
+
+/// The [`IntoNode`] form of async closures.
+#[doc(hidden)]
+pub struct FnMarker<Fut, O>(PhantomData<fn() -> (Fut, O)>);
+
+/// The [`IntoNode`] form of [`Node`] impls.
+#[doc(hidden)]
+pub struct NodeMarker;
+
+impl<S, F, Fut, O> IntoNode<S, FnMarker<Fut, O>> for F
+where
+    S: State,
+    F: Fn(Arc<S>, Context) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<O, NodeError>> + Send + 'static,
+    O: Into<Command<S>> + 'static,
+{
+    fn into_node(self) -> Arc<dyn Node<S>> {
+        Arc::new(FnNode::new(self))
+    }
+}
+
+impl<S: State, N: Node<S>> IntoNode<S, NodeMarker> for N {
+    fn into_node(self) -> Arc<dyn Node<S>> {
+        Arc::new(self)
+    }
+}
+
 /// Which failed attempts a [`RetryPolicy`] retries.
 pub type RetryPredicate = Arc<dyn Fn(&NodeError) -> bool + Send + Sync>;
 

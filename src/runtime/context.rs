@@ -1,13 +1,17 @@
 //! What a running node can see and do besides reading the state.
 
+use super::config::{Durability, RunConfig};
 use super::error::{NodeError, NodeErrorKind};
 use super::events::{Event, EventSink};
+use super::namespace::ThreadPath;
 use crate::checkpoint::{CheckpointId, Checkpointer, InterruptRecord, InterruptWhen};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 /// Receives text a node produces piece by piece (see [`Context::text_sink`]).
 pub type TextSink = Arc<dyn Fn(&str) + Send + Sync>;
@@ -36,6 +40,32 @@ pub(crate) struct TaskContext {
     pub(crate) interrupts_seen: AtomicU32,
     /// Keys whose recorded results `record` handed back instead of calling again.
     pub(crate) replayed: std::sync::Mutex<Vec<String>>,
+    /// Where this task's graph stores its checkpoints (its thread, or a subgraph's namespace).
+    pub(crate) path: Arc<ThreadPath>,
+    /// What a subgraph run by this task inherits from the run.
+    pub(crate) inherit: Arc<Inherited>,
+    /// Answers to interrupts of subgraphs below this task, by interrupt id.
+    pub(crate) forwarded: BTreeMap<String, serde_json::Value>,
+    /// Subgraph calls made by the current attempt (each gets its own namespace).
+    pub(crate) subgraph_calls: AtomicU32,
+}
+
+/// What a subgraph's run takes over from the run of the task that runs it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Inherited {
+    pub(crate) durability: Durability,
+    pub(crate) recursion_limit: u64,
+    pub(crate) cancel: Option<CancellationToken>,
+}
+
+impl Inherited {
+    pub(crate) fn from_config(config: &RunConfig) -> Self {
+        Inherited {
+            durability: config.durability,
+            recursion_limit: config.recursion_limit,
+            cancel: config.cancel.clone(),
+        }
+    }
 }
 
 impl Context {
@@ -67,6 +97,10 @@ impl Context {
             attempt: AtomicU32::new(1),
             interrupts_seen: AtomicU32::new(0),
             replayed: Default::default(),
+            path: Arc::new(ThreadPath::root_of("detached")),
+            inherit: Arc::new(Inherited::from_config(&RunConfig::default())),
+            forwarded: BTreeMap::new(),
+            subgraph_calls: AtomicU32::new(0),
         })
     }
 
@@ -88,12 +122,21 @@ impl Context {
             attempt: AtomicU32::new(i.attempt.load(Ordering::Relaxed)),
             interrupts_seen: AtomicU32::new(0),
             replayed: Default::default(),
+            path: i.path.clone(),
+            inherit: i.inherit.clone(),
+            forwarded: i.forwarded.clone(),
+            subgraph_calls: AtomicU32::new(0),
         }))
     }
 
     pub(crate) fn begin_attempt(&self, attempt: u32) {
         self.inner.attempt.store(attempt, Ordering::Relaxed);
         self.inner.interrupts_seen.store(0, Ordering::Relaxed);
+        self.inner.subgraph_calls.store(0, Ordering::Relaxed);
+    }
+
+    pub(crate) fn task(&self) -> &TaskContext {
+        &self.inner
     }
 
     /// The thread this run belongs to.
@@ -237,6 +280,7 @@ impl Context {
             task: i.task,
             ordinal,
             payload,
+            namespace: i.path.namespace(),
         };
         Err(NodeError::with_kind(
             NodeErrorKind::Interrupted(Box::new(record)),

@@ -38,6 +38,10 @@ pub struct NodeError {
     kind: NodeErrorKind,
     message: String,
     source: Option<Box<dyn StdError + Send + Sync + 'static>>,
+    /// Every interrupt of a subgraph that paused (the kind holds the first).
+    pub(crate) paused: Vec<InterruptRecord>,
+    /// Where inside a subgraph the failure happened (`review > ask`), for the run's error.
+    pub(crate) inner_path: Option<String>,
 }
 
 impl NodeError {
@@ -47,6 +51,8 @@ impl NodeError {
             kind: NodeErrorKind::Failed,
             message: message.into(),
             source: None,
+            paused: Vec::new(),
+            inner_path: None,
         }
     }
 
@@ -56,6 +62,8 @@ impl NodeError {
             kind: NodeErrorKind::Transient,
             message: message.into(),
             source: None,
+            paused: Vec::new(),
+            inner_path: None,
         }
     }
 
@@ -69,6 +77,8 @@ impl NodeError {
             },
             message: error.to_string(),
             source: Some(Box::new(error)),
+            paused: Vec::new(),
+            inner_path: None,
         }
     }
 
@@ -77,6 +87,8 @@ impl NodeError {
             kind,
             message: message.into(),
             source: None,
+            paused: Vec::new(),
+            inner_path: None,
         }
     }
 

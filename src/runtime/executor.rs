@@ -2,13 +2,14 @@
 //! advance the frontier, save a checkpoint, repeat.
 
 use super::config::{Durability, RunConfig};
-use super::context::{interrupt_id, Context, TaskContext};
+use super::context::{interrupt_id, Context, Inherited, TaskContext};
 use super::error::{NodeError, NodeErrorKind, ResumeError, RunError};
 use super::events::{Event, EventSink};
+use super::namespace::ThreadPath;
 use super::persist::{self, CheckpointWriter, LeaseGuard, SnapshotTracker};
-use super::threads::pending_interrupts;
 use super::triggers::{self, Finished};
 use super::{Resume, RunOutcome, RunStatus};
+use crate::checkpoint::status::{waiting_interrupts, Waiting};
 use crate::checkpoint::{
     now_ms, validate_thread_id, CheckpointId, CheckpointMetadata, CheckpointRecord, Checkpointer,
     Frontier, InterruptRecord, InterruptWhen, NodeWrite, PendingKind, PendingWrite, Source,
@@ -52,7 +53,8 @@ enum Outcome<S: State> {
         error: NodeError,
         attempts: u32,
     },
-    Interrupted(InterruptRecord),
+    /// The task paused: its own interrupt, or every pause of a subgraph it ran.
+    Interrupted(Vec<InterruptRecord>),
 }
 
 /// One slot per frontier task, in task order.
@@ -70,6 +72,10 @@ pub(crate) struct Run<S: State> {
     graph: CompiledGraph<S>,
     config: RunConfig,
     thread_id: Arc<str>,
+    /// The thread (or subgraph namespace) this run writes.
+    path: Arc<ThreadPath>,
+    /// Nested: a subgraph's run inside a parent's task (no lease of its own).
+    inherit: Arc<Inherited>,
     run_id: Arc<str>,
     events: EventSink,
     settings: Arc<serde_json::Map<String, serde_json::Value>>,
@@ -96,11 +102,14 @@ fn merged_names(graph_set: &BTreeSet<String>, run_set: &BTreeSet<String>) -> BTr
 
 impl<S: State> Run<S> {
     /// Prepares a run: claims the thread, loads or creates its state, applies input or answers.
+    /// A nested run (a subgraph inside a parent's task) writes a namespace of the parent's
+    /// thread, which the parent's lease already covers.
     pub(crate) async fn start(
         graph: CompiledGraph<S>,
         start: Start<S>,
         config: RunConfig,
         events: EventSink,
+        nested: bool,
     ) -> Result<(Run<S>, Option<LeaseGuard>), RunError> {
         graph.check_names(config.interrupt_before.iter().cloned(), "interrupt_before")?;
         graph.check_names(config.interrupt_after.iter().cloned(), "interrupt_after")?;
@@ -111,7 +120,14 @@ impl<S: State> Run<S> {
                 .clone()
                 .unwrap_or_else(persist::new_unique_id),
         };
-        validate_thread_id(&thread_id)?;
+        let path = if nested {
+            thread_id
+                .parse::<ThreadPath>()
+                .map_err(|e| RunError::InvalidInput(e.to_string()))?
+        } else {
+            validate_thread_id(&thread_id)?;
+            ThreadPath::root_of(thread_id.clone())
+        };
         let store = graph.checkpointer.clone();
         if store.is_none() && matches!(start, Start::Resume { .. }) {
             return Err(RunError::NoCheckpointer {
@@ -119,8 +135,10 @@ impl<S: State> Run<S> {
             });
         }
         let lease = match &store {
-            Some(s) => Some(LeaseGuard::acquire(s.clone(), &thread_id, config.lease_ttl).await?),
-            None => None,
+            Some(s) if !nested => {
+                Some(LeaseGuard::acquire(s.clone(), &thread_id, config.lease_ttl).await?)
+            }
+            _ => None,
         };
         let run_id: Arc<str> = persist::new_unique_id().into();
         let mut run = Run {
@@ -133,6 +151,8 @@ impl<S: State> Run<S> {
             settings: Arc::new(config.settings.clone()),
             graph,
             thread_id: thread_id.as_str().into(),
+            path: Arc::new(path),
+            inherit: Arc::new(Inherited::from_config(&config)),
             run_id,
             events,
             state: Arc::new(S::default()),
@@ -442,6 +462,7 @@ impl<S: State> Run<S> {
                 task: i,
                 ordinal: 0,
                 payload: serde_json::Value::Null,
+                namespace: self.path.namespace(),
             })
             .collect();
         if records.is_empty() {
@@ -490,18 +511,7 @@ impl<S: State> Run<S> {
             }
             outcomes.push(None);
             let entry = &topology.builder.nodes[node_index];
-            let mut answers: Vec<Option<serde_json::Value>> = Vec::new();
-            for w in &self.pending {
-                if let PendingKind::Resume { ordinal, value, .. } = &w.kind {
-                    if w.task == index {
-                        let at = *ordinal as usize;
-                        if answers.len() <= at {
-                            answers.resize(at + 1, None);
-                        }
-                        answers[at] = Some(value.clone());
-                    }
-                }
-            }
+            let (answers, forwarded) = self.answers_for(index);
             let ctx = Context::new(TaskContext {
                 thread_id: self.thread_id.clone(),
                 run_id: self.run_id.clone(),
@@ -517,6 +527,10 @@ impl<S: State> Run<S> {
                 attempt: AtomicU32::new(1),
                 interrupts_seen: AtomicU32::new(0),
                 replayed: Default::default(),
+                path: self.path.clone(),
+                inherit: self.inherit.clone(),
+                forwarded,
+                subgraph_calls: AtomicU32::new(0),
             });
             prepared.push(PreparedTask {
                 index,
@@ -527,6 +541,46 @@ impl<S: State> Run<S> {
             });
         }
         Ok((prepared, outcomes))
+    }
+
+    /// The answers saved for task `index`: to its own interrupts (by ordinal), and to interrupts
+    /// of subgraphs it runs (by id, handed down when it runs them again).
+    fn answers_for(
+        &self,
+        index: usize,
+    ) -> (
+        Vec<Option<serde_json::Value>>,
+        BTreeMap<String, serde_json::Value>,
+    ) {
+        let own = self.path.namespace();
+        let mut answers: Vec<Option<serde_json::Value>> = Vec::new();
+        let mut forwarded = BTreeMap::new();
+        for w in &self.pending {
+            let PendingKind::Resume {
+                interrupt_id,
+                ordinal,
+                value,
+            } = &w.kind
+            else {
+                continue;
+            };
+            if w.task != index {
+                continue;
+            }
+            let below = self.pending.iter().any(|p| {
+                matches!(&p.kind, PendingKind::Interrupt(r) if r.id == *interrupt_id && r.namespace != own)
+            });
+            if below {
+                forwarded.insert(interrupt_id.clone(), value.clone());
+                continue;
+            }
+            let at = *ordinal as usize;
+            if answers.len() <= at {
+                answers.resize(at + 1, None);
+            }
+            answers[at] = Some(value.clone());
+        }
+        (answers, forwarded)
     }
 
     /// A task whose result an earlier run already saved against this checkpoint.
@@ -648,6 +702,7 @@ impl<S: State> Run<S> {
                     task: i,
                     ordinal: 0,
                     payload: serde_json::Value::Null,
+                    namespace: self.path.namespace(),
                 })
                 .collect();
             if !records.is_empty() && !self.frontier.tasks.is_empty() {
@@ -697,8 +752,12 @@ impl<S: State> Run<S> {
                         },
                     });
                     if failure.is_none() {
+                        let node = match &error.inner_path {
+                            Some(inner) => format!("{} > {inner}", spec.node),
+                            None => spec.node.clone(),
+                        };
                         failure = Some(RunError::NodeFailed {
-                            node: spec.node.clone(),
+                            node,
                             step,
                             thread_id: self.thread_id.to_string(),
                             attempts,
@@ -707,13 +766,15 @@ impl<S: State> Run<S> {
                         });
                     }
                 }
-                Outcome::Interrupted(record) => {
-                    writes.push(PendingWrite {
-                        task: index,
-                        node: spec.node.clone(),
-                        kind: PendingKind::Interrupt(record.clone()),
-                    });
-                    interrupts.push(record);
+                Outcome::Interrupted(records) => {
+                    for record in records {
+                        writes.push(PendingWrite {
+                            task: index,
+                            node: spec.node.clone(),
+                            kind: PendingKind::Interrupt(record.clone()),
+                        });
+                        interrupts.push(record);
+                    }
                 }
             }
         }
@@ -875,7 +936,10 @@ async fn run_task<S: State>(
                 }
             };
             if let NodeErrorKind::Interrupted(record) = error.kind() {
-                return Outcome::Interrupted((**record).clone());
+                if !error.paused.is_empty() {
+                    return Outcome::Interrupted(error.paused);
+                }
+                return Outcome::Interrupted(vec![(**record).clone()]);
             }
             let retry = task
                 .options
@@ -921,17 +985,24 @@ fn answer_interrupts(
     pending: &[PendingWrite],
     resume: Resume,
 ) -> Result<Vec<PendingWrite>, RunError> {
-    let waiting: Vec<InterruptRecord> = pending_interrupts(pending)
+    let waiting: Vec<Waiting> = waiting_interrupts(pending)
         .into_iter()
-        .filter(|r| r.when == InterruptWhen::Dynamic)
+        .filter(|w| w.record.when == InterruptWhen::Dynamic)
         .collect();
-    let ids = || waiting.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
-    let answer = |r: &InterruptRecord, value: serde_json::Value| PendingWrite {
-        task: r.task,
-        node: r.node.clone(),
+    let ids = || {
+        waiting
+            .iter()
+            .map(|w| w.record.id.clone())
+            .collect::<Vec<_>>()
+    };
+    // Addressed to the task of this graph that carries the interrupt: for a subgraph's, the
+    // task that runs the subgraph, which hands the answer down.
+    let answer = |w: &Waiting, value: serde_json::Value| PendingWrite {
+        task: w.task,
+        node: w.node.clone(),
         kind: PendingKind::Resume {
-            interrupt_id: r.id.clone(),
-            ordinal: r.ordinal,
+            interrupt_id: w.record.id.clone(),
+            ordinal: w.record.ordinal,
             value,
         },
     };
@@ -950,8 +1021,8 @@ fn answer_interrupts(
             .into()),
         },
         Resume::ById(map) => {
-            let by_id: BTreeMap<&str, &InterruptRecord> =
-                waiting.iter().map(|r| (r.id.as_str(), r)).collect();
+            let by_id: BTreeMap<&str, &Waiting> =
+                waiting.iter().map(|w| (w.record.id.as_str(), w)).collect();
             map.into_iter()
                 .map(|(id, value)| match by_id.get(id.as_str()) {
                     Some(r) => Ok(answer(r, value)),

@@ -14,8 +14,10 @@ mod context;
 mod error;
 mod events;
 mod executor;
+pub mod namespace;
 mod persist;
 mod stream;
+mod subgraph;
 mod threads;
 mod triggers;
 
@@ -23,7 +25,9 @@ pub use config::{Durability, RunConfig, SnapshotPolicy};
 pub use context::{Context, TextSink};
 pub use error::{NodeError, NodeErrorKind, ResumeError, RunError};
 pub use events::{Event, TOKEN_EVENT};
+pub use namespace::ThreadPath;
 pub use stream::RunStream;
+pub use subgraph::Subgraph;
 pub use threads::{
     HistoryEntry, HistoryQuery, StateSnapshot, TaskError, ThreadStatus, ThreadSummary,
 };
@@ -99,6 +103,17 @@ pub(crate) async fn execute<S: State>(
     config: RunConfig,
     events: EventSink,
 ) -> Result<RunOutcome<S>, RunError> {
+    execute_at(graph, start, config, events, false).await
+}
+
+/// Runs a graph; `nested` for a subgraph run inside a parent's task.
+pub(crate) async fn execute_at<S: State>(
+    graph: CompiledGraph<S>,
+    start: Start<S>,
+    config: RunConfig,
+    events: EventSink,
+    nested: bool,
+) -> Result<RunOutcome<S>, RunError> {
     let span = tracing::info_span!(
         "run",
         graph = graph.name().unwrap_or("graph"),
@@ -106,7 +121,7 @@ pub(crate) async fn execute<S: State>(
         run_id = tracing::field::Empty
     );
     async move {
-        let (mut run, lease) = Run::start(graph, start, config, events.clone()).await?;
+        let (mut run, lease) = Run::start(graph, start, config, events.clone(), nested).await?;
         let span = tracing::Span::current();
         span.record("thread_id", run.thread_id());
         span.record("run_id", run.run_id());

@@ -31,7 +31,7 @@ mod write;
 
 pub use merge::{merge, merge_field, MergeError, TaggedUpdate};
 pub use reducer::{Add, Append, Keyed, MergeById, Overwrite, Reducer};
-pub use write::Write;
+pub use write::{Write, OVERWRITE_KEY};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;

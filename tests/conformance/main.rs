@@ -23,6 +23,7 @@ mod leases;
 mod pending;
 mod schema;
 mod storage;
+mod subgraphs;
 mod threads;
 mod time_travel;
 
@@ -99,3 +100,62 @@ macro_rules! conformance_tests {
 
 conformance_suite!(memory: crate::backends::Memory::new());
 conformance_suite!(sled: crate::backends::Sled::new());
+
+/// The subgraph checks take only a store, so they run on the folder-per-thread backend too.
+macro_rules! subgraph_suite {
+    ($backend:ident: $make:expr) => {
+        mod $backend {
+            subgraph_tests!($make;
+                a_compiled_graph_is_a_node_and_checkpoints_under_a_namespace,
+                a_mapped_subgraph_runs_once_per_send_item,
+                an_interrupt_in_a_child_pauses_the_run_and_resumes_inside_it,
+                parallel_children_pause_together_and_are_answered_by_id,
+                a_grandchild_that_asks_twice_is_answered_through_two_levels,
+                a_breakpoint_in_a_child_pauses_the_run,
+                a_failing_child_names_its_path_and_a_resume_reruns_only_what_failed,
+                a_node_runs_subgraphs_itself,
+            );
+        }
+    };
+}
+
+macro_rules! subgraph_tests {
+    ($make:expr; $($check:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $check() {
+                let (saver, _keep) = $make;
+                crate::subgraphs::$check(saver).await;
+            }
+        )*
+    };
+}
+
+mod subgraphs_on {
+    use stategraph::checkpoint::{
+        Checkpointer, FolderCheckpointer, MemoryCheckpointer, SledCheckpointer,
+    };
+    use std::sync::Arc;
+
+    pub(super) type Made = (Arc<dyn Checkpointer>, Option<tempfile::TempDir>);
+
+    pub(super) fn in_memory() -> Made {
+        (Arc::new(MemoryCheckpointer::new()), None)
+    }
+
+    pub(super) fn on_sled() -> Made {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledCheckpointer::open(dir.path().join("db")).unwrap();
+        (Arc::new(store), Some(dir))
+    }
+
+    pub(super) fn in_folders() -> Made {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FolderCheckpointer::open(dir.path().join("threads")).unwrap();
+        (Arc::new(store), Some(dir))
+    }
+
+    subgraph_suite!(memory: super::in_memory());
+    subgraph_suite!(sled: super::on_sled());
+    subgraph_suite!(folders: super::in_folders());
+}
