@@ -135,9 +135,9 @@ pub(crate) fn waiting_interrupts(pending: &[PendingWrite]) -> Vec<Waiting> {
     waiting
         .into_iter()
         .filter(|(w, stale)| {
-            !stale
-                && !(w.record.when == InterruptWhen::Dynamic
-                    && answered.contains(w.record.id.as_str()))
+            let answered =
+                w.record.when == InterruptWhen::Dynamic && answered.contains(w.record.id.as_str());
+            !stale && !answered
         })
         .map(|(w, _)| w)
         .collect()
