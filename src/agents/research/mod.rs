@@ -8,6 +8,11 @@
 //!                                               |     +--(nothing left)--> finalize -> END       |
 //!                                               +------------------------------------------------+
 //!                                               +-- escalate <-- (a todo reached its attempt cap)+
+//!
+//! execution_router --(tool todo, workspace set)--> act <--> tools        (model↔tool rounds)
+//!                                                   |--(finished)--> reflect
+//!                                                   +--(round limit)--> escalate_tool --> execution_router
+//!                                                                            +--(give up)--> give_up (fails)
 //! ```
 //!
 //! - `generate_plan` asks for a structured `Plan`; a plan with duplicate ids, unknown
@@ -31,6 +36,15 @@
 //!   `completed_task_id` to the current todo's id, dependencies to existing ids. Follow-ups are
 //!   appended (ids made here, within the caps); a failed todo is tried again until its attempt
 //!   cap, then sent to `escalate`.
+//! - `act` and `tools` (a `tool` todo when the setting `workspace` names a folder): the
+//!   model↔tool loop with the workspace tools plus search and fetch; every model call and every
+//!   tool call is journaled (tools by tool-call id), so a resume never repeats a finished one.
+//!   The loop's rounds are counted on the todo; at `limits.max_rounds` (`max_rounds_per_subtask`
+//!   for a sub-todo) it goes to `escalate_tool`, which asks for a structured `Escalation`
+//!   (`decompose` | `zoom_out` | `give_up`); `execution_router` settles decomposed todos once
+//!   their sub-todos settle (done, verified with `limits.verify_command`, or re-planned), and
+//!   `give_up` ends the run as a failure with what was tried. With `approve_commands = true`
+//!   each `run_command` pauses for `yes`, `no` or an edited command line.
 //! - `escalate` zooms in (the model splits the todo into sub-todos with `parent` set; the todo
 //!   then waits for them and synthesises their results) or, when the todo cannot be split
 //!   (it is a sub-todo, it was split already, the plan is full, or splitting failed), zooms
@@ -57,6 +71,7 @@ mod plan_markdown;
 pub mod prompts;
 mod settings;
 mod state;
+mod toolbox;
 
 pub use nodes::escalate::{Split, SubTask};
 pub use nodes::generate_plan::{Plan, PlannedTodo};
@@ -68,6 +83,7 @@ pub use settings::{
     Limits, Prompts, ResearchSettings, SearchProvider, SearchSettings, SettingsError,
 };
 pub use state::{merge_usage, Kind, PlanState, PlanStateUpdate, Source, Status, Todo};
+pub use toolbox::{command_approval, FetchArgs, SearchArgs};
 
 use crate::graph::{CompiledGraph, GraphError, RetryPolicy, StateGraph};
 use crate::llm::provider::{self, LazyModel, ProviderSettings};
@@ -89,6 +105,8 @@ pub struct ResearchAgent {
     // std Mutexes: held only to read or store an Arc, never across an await.
     opened: Mutex<Option<(String, Arc<dyn SearchTool>)>>,
     fetcher: Mutex<Option<PageFetcher>>,
+    // A tokio Mutex: opening the search tool for the loop awaits while holding it.
+    tool_nodes: tokio::sync::Mutex<Option<(std::path::PathBuf, Arc<crate::prebuilt::ToolNode>)>>,
 }
 
 impl ResearchAgent {
@@ -108,6 +126,7 @@ impl ResearchAgent {
             search: None,
             opened: Mutex::new(None),
             fetcher: Mutex::new(None),
+            tool_nodes: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -201,27 +220,67 @@ pub fn graph(agent: Arc<ResearchAgent>) -> StateGraph<PlanState> {
     node!("planning_mode", planning_mode);
     node!("execution_router", execution_router);
     node!("execute", execute).retry(retry());
-    node!("reflect", reflect)
-        .retry(retry())
-        .destinations(["execution_router", "escalate"]);
+    node!("reflect", reflect).retry(retry()).destinations([
+        "execution_router",
+        "escalate",
+        "escalate_tool",
+    ]);
     node!("escalate", escalate).retry(retry());
     node!("finalize", finalize).retry(retry());
+    {
+        let agent = agent.clone();
+        g.add_node("act", move |s: Arc<PlanState>, ctx: Context| {
+            let agent = agent.clone();
+            async move { nodes::tool_loop::act(&agent, s, ctx).await }
+        })
+        .retry(retry())
+        .destinations(["tools", "reflect", "escalate_tool"]);
+    }
+    {
+        let agent = agent.clone();
+        g.add_node("tools", move |s: Arc<PlanState>, ctx: Context| {
+            let agent = agent.clone();
+            async move { nodes::tool_loop::tools(&agent, s, ctx).await }
+        });
+    }
+    {
+        let agent = agent.clone();
+        g.add_node("escalate_tool", move |s: Arc<PlanState>, ctx: Context| {
+            let agent = agent.clone();
+            async move { nodes::escalate_tool::run(&agent, s, ctx).await }
+        })
+        .retry(retry())
+        .destinations(["execution_router", "give_up"]);
+    }
+    {
+        let agent = agent.clone();
+        g.add_node("give_up", move |s: Arc<PlanState>, ctx: Context| {
+            let agent = agent.clone();
+            async move { nodes::escalate_tool::give_up(&agent, s, ctx).await }
+        });
+    }
     g.add_edge(START, "generate_plan")
         .add_edge("generate_plan", "planning_mode")
         .add_edge("planning_mode", "execution_router")
         .add_edge("execute", "reflect")
         .add_edge("escalate", "execution_router")
+        .add_edge("tools", "act")
+        // Never taken: `give_up` fails the run. The edge keeps the graph valid and drawable.
+        .add_edge("give_up", END)
         .add_edge("finalize", END);
     g.add_conditional_edges(
         "execution_router",
         |s: &PlanState| {
-            if s.current_task_id.is_some() {
-                "execute"
-            } else {
-                "finalize"
+            if s.gave_up.is_some() {
+                return "give_up";
+            }
+            match s.current() {
+                Some(todo) if s.tool_loop && todo.kind == Kind::Tool => "act",
+                Some(_) => "execute",
+                None => "finalize",
             }
         },
-        ["execute", "finalize"],
+        ["execute", "act", "finalize", "give_up"],
     )
     .label("a todo is ready?");
     g

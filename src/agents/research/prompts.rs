@@ -30,3 +30,18 @@ pub const FINALIZE: &str = "Write the final answer to the research question from
 below. Cite sources with their numbers in square brackets, like [1] or [2][3], using only the \
 numbers given. Say plainly what could not be found. Do not add a list of sources: it is \
 appended for you.";
+
+/// A `tool` todo's model↔tool loop: do the task with the workspace tools.
+pub const ACT: &str = "You carry out one task of a plan with tools, in a workspace folder. \
+Use the tools to inspect, write and run things; paths are relative to the workspace root. Work \
+in small steps and check your work (run the tests or the program). When the task is done, reply \
+without calling a tool: say in a few sentences what you did and what exists now. If you cannot \
+make progress, say what blocks you.";
+
+/// Escalation of a stuck `tool` todo: choose decompose, zoom_out or give_up (`Escalation`).
+pub const ESCALATE: &str = "A task of a plan is stuck: it reached its limit of model/tool rounds \
+without finishing. Choose how to go on. `decompose` (zoom in): split it into 2 to 4 smaller \
+subtasks, each doable in 1 to 3 actions, that together finish it. `zoom_out`: set it aside so \
+the plan goes on with the other tasks and the parent task is reconsidered. `give_up`: only when \
+nothing can work; it ends the whole run as a failure. Give a one-sentence reason; fill \
+subtasks only for decompose. Use what was tried, the files that exist and the recent errors.";

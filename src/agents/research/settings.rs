@@ -34,6 +34,14 @@ pub struct Limits {
     pub max_attempts_per_todo: u32,
     /// Most sub-todos a todo is split into when it is escalated (zoom in).
     pub max_subtasks: usize,
+    /// Model↔tool rounds (model calls) of one attempt at a top-level tool todo before it is
+    /// escalated.
+    pub max_rounds: u32,
+    /// The same for a sub-todo (one added by escalation).
+    pub max_rounds_per_subtask: u32,
+    /// A shell command run in the workspace that decides whether work is done (exit code 0),
+    /// e.g. `python3 -m pytest -q`: checked when a decomposed todo's sub-todos finish.
+    pub verify_command: Option<String>,
 }
 
 impl Default for Limits {
@@ -43,6 +51,9 @@ impl Default for Limits {
             max_followups_per_todo: 2,
             max_attempts_per_todo: 2,
             max_subtasks: 3,
+            max_rounds: 16,
+            max_rounds_per_subtask: 8,
+            verify_command: None,
         }
     }
 }
@@ -108,6 +119,10 @@ pub struct Prompts {
     pub reflect: Option<String>,
     /// For splitting a todo (escalation).
     pub split: Option<String>,
+    /// For a tool todo's model↔tool loop.
+    pub act: Option<String>,
+    /// For choosing an escalation when a tool todo is stuck (`Escalation`).
+    pub escalate: Option<String>,
     /// For `finalize`.
     pub finalize: Option<String>,
 }
@@ -135,6 +150,13 @@ pub struct ResearchSettings {
     pub pricing: Option<Pricing>,
     /// Sampling temperature for every call.
     pub temperature: Option<f32>,
+    /// The folder tool todos work in (created if missing). When set, `tool` todos run the
+    /// model↔tool loop with the workspace tools (and search and fetch); when not, a tool todo
+    /// fetches the URL named in its task.
+    pub workspace: Option<PathBuf>,
+    /// Pause before each `run_command`, showing it; resume with `yes`, `no` or an edited
+    /// command line.
+    pub approve_commands: bool,
 }
 
 impl ResearchSettings {
@@ -161,6 +183,11 @@ impl ResearchSettings {
         if l.max_attempts_per_todo == 0 {
             return Err(SettingsError(
                 "`limits.max_attempts_per_todo` must be at least 1".into(),
+            ));
+        }
+        if l.max_rounds == 0 || l.max_rounds_per_subtask == 0 {
+            return Err(SettingsError(
+                "`limits.max_rounds` and `limits.max_rounds_per_subtask` must be at least 1".into(),
             ));
         }
         if self.search.max_results == 0 {

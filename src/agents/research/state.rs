@@ -13,8 +13,9 @@ pub enum Kind {
     /// Search (the web or a local corpus), read the hits, summarise them.
     #[default]
     Research,
-    /// Run a tool named by the task: today, fetch the first `http(s)://` URL in the task text
-    /// and summarise the page; a tool todo without a URL falls back to a search.
+    /// Do the task with tools: with a `workspace` setting, the model↔tool loop (workspace
+    /// tools, search, fetch); without one, fetch the first `http(s)://` URL in the task text and
+    /// summarise the page (a tool todo without a URL falls back to a search).
     Tool,
 }
 
@@ -135,6 +136,14 @@ pub struct Todo {
     /// The last execution's tool error (no hits, unreachable page), reviewed without a model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Model↔tool rounds of the current attempt (tool todos in a workspace): state, so a run
+    /// resumed in the middle of a loop goes on with the same count.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rounds: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Todo {
@@ -220,6 +229,35 @@ pub struct PlanState {
     /// What happened, one line per event, for people reading a thread's state.
     #[state(append)]
     pub log: Vec<String>,
+    /// The conversation of the tool todo being worked on (add-messages reducer; started
+    /// afresh for each attempt).
+    #[state(with = crate::prebuilt::add_messages)]
+    #[serde(default)]
+    pub messages: Vec<crate::llm::Message>,
+    /// Model↔tool rounds so far (all tool todos, all attempts).
+    #[state(add)]
+    #[serde(default)]
+    pub rounds: u32,
+    /// Shell commands run to verify work (`limits.verify_command`), with their verdicts.
+    #[state(append)]
+    #[serde(default)]
+    pub verifications: Vec<String>,
+    /// Set when the agent gave up on the goal: what was tried. The run then fails.
+    #[serde(default)]
+    pub gave_up: Option<String>,
+    /// True when `tool` todos run the model↔tool loop (a workspace is set); routing reads it.
+    #[serde(default)]
+    pub tool_loop: bool,
+}
+
+impl crate::prebuilt::MessagesState for PlanState {
+    fn messages(&self) -> &[crate::llm::Message] {
+        &self.messages
+    }
+
+    fn messages_update(messages: Vec<crate::llm::Message>) -> PlanStateUpdate {
+        PlanStateUpdate::default().messages(messages)
+    }
 }
 
 impl PlanState {

@@ -5,7 +5,8 @@
 //! with the reason; a split todo whose sub-todo failed is given up (`failed`), keeping its
 //! earlier reason too. The router after this node only reads `current_task_id`.
 
-use crate::agents::research::state::{PlanState, PlanStateUpdate, Status, Todo};
+use super::settle::Settled;
+use crate::agents::research::state::{Kind, PlanState, PlanStateUpdate, Status, Todo};
 use crate::agents::research::ResearchAgent;
 use crate::runtime::{Context, NodeError};
 use std::sync::Arc;
@@ -23,7 +24,9 @@ fn blocker(plan: &[Todo], todo: &Todo) -> Option<(Status, String)> {
                 format!("blocked: dependency `{dep}` is not in the plan"),
             ));
         };
-        if matches!(d.status, Status::Blocked | Status::Failed) {
+        if matches!(d.status, Status::Blocked | Status::Failed)
+            && !super::settle::waits_for_children(plan, d)
+        {
             let why = d
                 .failure_reason
                 .clone()
@@ -98,32 +101,84 @@ pub(crate) fn decide(plan: &[Todo]) -> (Vec<Todo>, Option<String>) {
 }
 
 pub(crate) async fn run(
-    _agent: &ResearchAgent,
+    agent: &ResearchAgent,
     s: Arc<PlanState>,
     ctx: Context,
 ) -> Result<PlanStateUpdate, NodeError> {
-    let (changed, next) = decide(&s.plan);
-    let mut log: Vec<String> = changed
-        .iter()
-        .map(|t| {
-            format!(
-                "{} {}: {}",
-                t.id,
-                t.status.as_str(),
-                t.failure_reason.as_deref().unwrap_or("")
-            )
-        })
-        .collect();
-    match &next {
-        Some(id) => log.push(format!("next: {id}")),
-        None => log.push("nothing left to run: finalize".to_string()),
+    let settings = super::settings(&ctx)?;
+    let settled = if settings.workspace.is_some() {
+        super::settle::settle(agent, &s, &settings, &ctx).await?
+    } else {
+        Settled {
+            plan: s.plan.clone(),
+            ..Settled::default()
+        }
+    };
+    let (changed, next) = decide(&settled.plan);
+    let mut plan = settled.plan.clone();
+    for todo in &changed {
+        if let Some(slot) = plan.iter_mut().find(|t| t.id == todo.id) {
+            *slot = todo.clone();
+        }
+    }
+    let mut log = settled.log.clone();
+    log.extend(changed.iter().map(|t| {
+        format!(
+            "{} {}: {}",
+            t.id,
+            t.status.as_str(),
+            t.failure_reason.as_deref().unwrap_or("")
+        )
+    }));
+    let tool_loop = settings.workspace.is_some();
+    let mut update = PlanStateUpdate::default();
+    let nothing_done = !plan.iter().any(|t| t.status == Status::Done);
+    if next.is_none() && tool_loop && nothing_done && plan.iter().any(|t| t.kind == Kind::Tool) {
+        let tried: Vec<String> = plan
+            .iter()
+            .map(|t| {
+                format!(
+                    "{} ({}): {}",
+                    t.id,
+                    t.status.as_str(),
+                    t.failure_reason.as_deref().unwrap_or("not run")
+                )
+            })
+            .collect();
+        update = update.gave_up(Some(format!(
+            "gave up on the goal \"{}\": nothing of the plan could be completed. Tried: {}",
+            s.question.trim(),
+            tried.join("; ")
+        )));
+        log.push("nothing left to run and nothing done: giving up".to_string());
+    } else {
+        match &next {
+            Some(id) => log.push(format!("next: {id}")),
+            None => log.push("nothing left to run: finalize".to_string()),
+        }
     }
     for todo in &changed {
         ctx.emit("todo", serde_json::json!({"id": todo.id, "status": todo.status, "reason": todo.failure_reason}));
     }
-    let mut update = PlanStateUpdate::default().current_task_id(next).log(log);
-    if !changed.is_empty() {
-        update = update.plan(changed);
+    update = update.current_task_id(next).log(log);
+    if s.tool_loop != tool_loop {
+        update = update.tool_loop(tool_loop);
+    }
+    if !settled.verifications.is_empty() {
+        update = update.verifications(settled.verifications);
+    }
+    if settled.removed {
+        update = update.overwrite_plan(plan);
+    } else {
+        let ids: Vec<&String> = settled
+            .changed
+            .iter()
+            .chain(changed.iter().map(|t| &t.id))
+            .collect();
+        let written: Vec<Todo> = plan.into_iter().filter(|t| ids.contains(&&t.id)).collect();
+        if !written.is_empty() {
+            update = update.plan(written);
+        }
     }
     Ok(update)
 }

@@ -1,12 +1,15 @@
 //! The research graph's nodes, one file each, plus what they share.
 
 pub(crate) mod escalate;
+pub(crate) mod escalate_tool;
 pub(crate) mod execute;
 pub(crate) mod execution_router;
 pub(crate) mod finalize;
 pub(crate) mod generate_plan;
 pub(crate) mod planning_mode;
 pub(crate) mod reflect;
+pub(crate) mod settle;
+pub(crate) mod tool_loop;
 
 use super::settings::ResearchSettings;
 use crate::llm::{

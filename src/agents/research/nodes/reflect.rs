@@ -193,7 +193,11 @@ pub(crate) async fn run(
             todo.failure_reason =
                 Some(format!("failed {} attempts; last: {reason}", todo.attempts));
             log.push(format!("{} reached its attempt cap: escalating", todo.id));
-            goto = "escalate";
+            goto = if super::tool_loop::uses_loop(&todo, &settings) {
+                "escalate_tool"
+            } else {
+                "escalate"
+            };
         }
     }
     ctx.emit(
