@@ -2,13 +2,16 @@
 //! [`GraphFactory`](crate::registry::GraphFactory) so the registry (and so the `graph` command)
 //! can run it by name with its `graphs/<name>.toml`.
 //!
-//! - [`pipeline`]: the keyless demo: outline, parallel drafts, a review pause, publish.
+//! - [`memo`]: the main demo: a 13-stage investment memo over a company's data room, keyless
+//!   offline or through a model, each stage leaving an artifact.
+//! - [`pipeline`]: a small keyless example: outline, parallel drafts, a review pause, publish.
 //! - [`research`]: the plan-execute-reflect research agent over a reviewable plan of todos.
 //! - [`tree`]: the task-tree workflow: decompose a task file into a tree of task files, let a
 //!   person edit them, solve the tree leaves first.
 //!
 //! Invariant: agents build graphs with the public API and know nothing of the command line.
 
+pub mod memo;
 pub mod pipeline;
 pub mod research;
 pub mod tree;
@@ -24,10 +27,11 @@ use std::sync::Arc;
 ///
 /// ```
 /// let names: Vec<String> = stategraph::agents::builtin_factories().iter().map(|f| f.name().to_string()).collect();
-/// assert_eq!(names, ["pipeline", "research", "tree"]);
+/// assert_eq!(names, ["memo", "pipeline", "research", "tree"]);
 /// ```
 pub fn builtin_factories() -> Vec<Arc<dyn AnyFactory>> {
     vec![
+        Arc::new(memo::Memo::from_env()),
         Arc::new(pipeline::Pipeline),
         Arc::new(research::Research::from_env()),
         Arc::new(tree::TreeGraph::from_env()),

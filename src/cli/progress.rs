@@ -1,7 +1,7 @@
 //! Showing a run as it goes, from its event stream: a live line per running node on a
 //! terminal, plain log lines otherwise.
 
-use crate::runtime::{Event, TOKEN_EVENT};
+use crate::runtime::{Event, PROGRESS_EVENT, TOKEN_EVENT};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -199,6 +199,11 @@ impl Progress {
             } if kind == TOKEN_EVENT => {
                 if let Some(text) = payload.as_str() {
                     self.stream_text(node, text, false);
+                }
+            }
+            Event::Custom { kind, payload, .. } if kind == PROGRESS_EVENT => {
+                if let Some(text) = payload.as_str() {
+                    self.line(text);
                 }
             }
             Event::Custom {

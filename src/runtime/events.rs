@@ -7,6 +7,10 @@ use tokio::sync::mpsc;
 /// The [`Event::Custom`] kind of streamed model text ([`Context::text_sink`](super::Context::text_sink)).
 pub const TOKEN_EVENT: &str = "token";
 
+/// The [`Event::Custom`] kind of a one-line progress report whose payload is the line, e.g.
+/// `stage 3 of 13 · section_research · 0.02s`. The `graph` command prints each as it comes.
+pub const PROGRESS_EVENT: &str = "progress";
+
 /// Something that happened during a run, in the order it happened.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]

@@ -24,7 +24,7 @@ mod triggers;
 pub use config::{Durability, RunConfig, SnapshotPolicy};
 pub use context::{Context, TextSink};
 pub use error::{NodeError, NodeErrorKind, ResumeError, RunError};
-pub use events::{Event, TOKEN_EVENT};
+pub use events::{Event, PROGRESS_EVENT, TOKEN_EVENT};
 pub use namespace::ThreadPath;
 pub use stream::RunStream;
 pub use subgraph::Subgraph;
