@@ -4,8 +4,8 @@
 #[path = "support/cli.rs"]
 mod harness;
 
-use serde_json::Value;
 use harness::Db;
+use serde_json::Value;
 
 const STAGES: [&str; 13] = [
     "deck_analyst",
@@ -35,7 +35,10 @@ fn offline_run_writes_a_cited_checked_memo_in_13_stages() {
         .graph(&["run", "memo", "--input", "Fernstone", "--yes"])
         .without_model()
         .expect(0);
-    out.stderr_has(&["offline mode: no model configured", "stage 13 of 13 · finalize"]);
+    out.stderr_has(&[
+        "offline mode: no model configured",
+        "stage 13 of 13 · finalize",
+    ]);
     for (k, stage) in STAGES.iter().enumerate() {
         let line = format!("stage {} of 13 · {stage} · ", k + 1);
         out.stderr_has(&[line.as_str()]);
@@ -45,7 +48,10 @@ fn offline_run_writes_a_cited_checked_memo_in_13_stages() {
     assert!(memo.contains("## 10. Risks and Recommendation"), "{memo}");
     assert!(memo.contains("[^1]"), "{memo}");
     assert!(memo.contains("linkedin.com/in/maren-okafor"), "{memo}");
-    assert!(memo.contains("<!-- viz: bar chart \"ARR by quarter\""), "{memo}");
+    assert!(
+        memo.contains("<!-- viz: bar chart \"ARR by quarter\""),
+        "{memo}"
+    );
     // The deck's 131% net revenue retention is not what the financials say (124%).
     assert!(
         memo.contains("the deck's Net revenue retention (131%) is not what the documents say"),
@@ -67,7 +73,10 @@ fn offline_run_writes_a_cited_checked_memo_in_13_stages() {
     assert!(cites["total"].as_u64().unwrap() > 10);
     assert_eq!(cites["valid"], cites["total"], "{cites}");
     let facts = &validation["fact_check_results"];
-    assert_eq!(facts["figures_supported"], facts["figures_checked"], "{facts}");
+    assert_eq!(
+        facts["figures_supported"], facts["figures_checked"],
+        "{facts}"
+    );
     assert!(validation["overall_score"].as_f64().unwrap() >= 8.0);
     // Every citation names a file of the data room that holds the quoted passage.
     for c in v["citations"].as_array().unwrap() {
@@ -84,5 +93,9 @@ fn an_unknown_company_says_where_its_data_room_should_be() {
         .without_model()
         .output();
     assert_ne!(out.code, Some(0), "{out}");
-    out.stderr_has(&["no data room for `Nowhere Co`", "nowhere-co", "--set dataroom="]);
+    out.stderr_has(&[
+        "no data room for `Nowhere Co`",
+        "nowhere-co",
+        "--set dataroom=",
+    ]);
 }
