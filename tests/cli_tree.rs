@@ -10,7 +10,7 @@ mod harness;
 #[path = "support/task_plans.rs"]
 mod task_plans;
 
-use fake_openai::{Call, FakeOpenAi};
+use fake_openai::{tool_calls, Call, FakeOpenAi};
 use harness::{Db, TestCommand};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -61,6 +61,10 @@ struct Setup {
 
 impl Setup {
     fn new() -> Setup {
+        Setup::answering(respond)
+    }
+
+    fn answering(respond: impl Fn(&Call) -> String + Send + Sync + 'static) -> Setup {
         let dir = tempfile::tempdir().expect("temp dir");
         let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/tasks/web_scraper.md");
         std::fs::copy(example, dir.path().join(ROOT)).expect("copy the example task");
@@ -495,4 +499,77 @@ fn decompose_leaves_a_simple_task_alone_and_refuses_what_is_not_a_task_file() {
     s.graph(&["decompose"])
         .expect(2)
         .stderr_has(&["web_scraper.md:1: cannot be read as a task: no `# Title` heading"]);
+}
+
+/// The tool results a request carries, in order.
+fn tool_results(call: &Call) -> Vec<String> {
+    call.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn a_solve_reads_other_files_of_the_tree_with_the_reading_tools_and_cannot_write() {
+    // CSV's solve reads the fetch task's plan file (its result) and tries to write the root task
+    // file; the reads reach the model, the write is not a tool it has.
+    let s = Setup::answering(|call| {
+        if call.kind != "Solve" || call.key != CSV {
+            return respond(call);
+        }
+        match tool_results(call).as_slice() {
+            [] => tool_calls(&[
+                (
+                    "read_file",
+                    json!({"path": "web_scraper_children/fetch_plan.md"}),
+                ),
+                (
+                    "write_file",
+                    json!({"path": ROOT, "content": "overwritten"}),
+                ),
+            ]),
+            [read, write] => format!("CSV built on <{read}> and <{write}>"),
+            other => panic!("unexpected tool results {other:?}"),
+        }
+    });
+    s.graph(&["decompose"]).expect(3);
+    let root_before = s.read(ROOT);
+    s.write(CSV, "# CSV\n\n## Type\nsimple\n\n## Summary\nWrite the CSV.\n\n### Dependents\n- [Fetch](../fetch.md)\n");
+    s.graph(&["solve"]).expect(0);
+    let csv_calls: Vec<Call> = s
+        .server
+        .calls()
+        .into_iter()
+        .filter(|c| c.kind == "Solve" && c.key == CSV)
+        .collect();
+    assert_eq!(csv_calls.len(), 2, "one call with tools, one after reading");
+    let offered: Vec<&str> = csv_calls[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(offered, ["list_dir", "read_file", "search_files"]);
+    let plan = s.read("web_scraper_children/report_children/csv_plan.md");
+    assert!(
+        plan.contains("CSV built on <# Plan: Title fetch")
+            && plan.contains("## Result\nRESULT of web_scraper_children/fetch.md\n>"),
+        "the read reached the model: {plan}"
+    );
+    assert!(
+        plan.contains("there is no tool named `write_file`"),
+        "{plan}"
+    );
+    assert_eq!(
+        s.read(ROOT),
+        root_before,
+        "a solve never writes a task file"
+    );
+    // Solved as the files stand: nothing is asked again.
+    let paid = s.server.calls().len();
+    s.graph(&["solve"]).expect(0);
+    assert_eq!(s.server.calls().len(), paid);
 }

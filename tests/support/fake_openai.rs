@@ -21,6 +21,23 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+/// Starts a reply that calls tools instead of answering in text (see [`tool_calls`]).
+const TOOL_CALLS: &str = "\u{1}tool_calls:";
+
+/// A reply for an [`FakeOpenAi::answering`] function that calls tools, `(name, arguments)`
+/// each, with ids `call_1`, `call_2`...; the server sends it as the wire's `tool_calls`.
+pub fn tool_calls(calls: &[(&str, Value)]) -> String {
+    let list: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, arguments))| {
+            json!({"id": format!("call_{}", i + 1), "type": "function",
+                "function": {"name": name, "arguments": arguments.to_string()}})
+        })
+        .collect();
+    format!("{TOOL_CALLS}{}", Value::Array(list))
+}
+
 /// How long a test waits for a request it expects.
 const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -206,16 +223,45 @@ fn serve(stream: TcpStream, inner: &Inner) {
             .0;
     }
     drop(hold);
+    let calls: Option<Value> = content
+        .strip_prefix(TOOL_CALLS)
+        .map(|list| serde_json::from_str(list).expect("tool_calls() wrote it"));
+    let finish = if calls.is_some() {
+        "tool_calls"
+    } else {
+        "stop"
+    };
     let response = if streamed {
-        // Chat Completions streaming: one SSE chunk per word, a usage chunk, then [DONE].
+        // Chat Completions streaming: one SSE chunk per word (or one with the tool calls), a
+        // usage chunk, then [DONE].
+        let mut deltas: Vec<Value> = Vec::new();
+        match &calls {
+            Some(Value::Array(list)) => {
+                let indexed: Vec<Value> = list
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        let mut c = c.clone();
+                        c["index"] = json!(i);
+                        c
+                    })
+                    .collect();
+                deltas.push(json!({"tool_calls": indexed}));
+            }
+            _ => deltas.extend(
+                content
+                    .split_inclusive(' ')
+                    .map(|piece| json!({"content": piece})),
+            ),
+        }
         let mut events = String::new();
-        for piece in content.split_inclusive(' ') {
+        for delta in deltas {
             let chunk = json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": "fake-model",
-                "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]});
+                "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
             events.push_str(&format!("data: {chunk}\n\n"));
         }
         let last = json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": "fake-model",
-            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
             "usage": {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30}});
         events.push_str(&format!("data: {last}\n\ndata: [DONE]\n\n"));
         format!(
@@ -223,12 +269,16 @@ fn serve(stream: TcpStream, inner: &Inner) {
             events.len()
         )
     } else {
+        let message = match &calls {
+            Some(list) => json!({"role": "assistant", "content": null, "tool_calls": list}),
+            None => json!({"role": "assistant", "content": content}),
+        };
         let completion = json!({
             "id": "chatcmpl-fake",
             "object": "chat.completion",
             "created": 0,
             "model": "fake-model",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30}
         })
         .to_string();

@@ -58,6 +58,7 @@ mod paths;
 mod plan_file;
 mod problem;
 pub mod prompts;
+mod reading;
 mod settings;
 mod solve;
 mod state;
@@ -71,7 +72,8 @@ pub use decompose::{
 pub use paths::{children_dir, plan_path, relative_link, resolve_link};
 pub use plan_file::PlanFile;
 pub use problem::{Problem, TreeError};
-pub use settings::{SettingsError, TreePrompts, TreeSettings};
+pub use reading::READING_TOOLS;
+pub use settings::{SettingsError, TreeLimits, TreePrompts, TreeSettings};
 pub use solve::{inputs, progress_text, solve_request, Reason, SolvePlan};
 pub use state::{
     decompose_input, merge_usage, solve_input, CurrentTask, Mode, SolvedTask, TreeState,

@@ -6,6 +6,7 @@ use super::disk::write_atomic;
 use super::paths::plan_path;
 use super::plan_file::PlanFile;
 use super::prompts;
+use super::reading::reading_tools;
 use super::settings::TreeSettings;
 use super::solve::{inputs, progress_text, solve_request, SolvePlan};
 use super::state::{CurrentTask, Mode, SolvedTask, TreeState, TreeStateUpdate};
@@ -217,8 +218,11 @@ pub(crate) async fn next_task(
         .log(vec![format!("solving {}: {reason}", task.path)]))
 }
 
-/// `work`: the model solves the current task. The call is journaled under the task's key, so
-/// a resume after a kill does not pay for an answer already given.
+/// `work`: the model solves the current task, reading other files of the tree with the
+/// reading tools when it wants to (at most `limits.max_rounds` model calls; the last offers no
+/// tools, so it must answer). Each call is journaled under the task's key and its round, so a
+/// resume after a kill does not pay for an answer already given; the reads are not journaled:
+/// they cost nothing and a resume should see the files as they are.
 pub(crate) async fn work(
     agent: &TreeAgent,
     s: Arc<TreeState>,
@@ -229,25 +233,65 @@ pub(crate) async fn work(
         .current
         .clone()
         .ok_or_else(|| NodeError::new("`work` ran with no current task"))?;
-    let key = format!("solve {} {}", current.path, &current.fingerprint[..16]);
-    let model = agent.model.clone();
-    let mut request = ChatRequest::new(current.messages.clone());
-    request.temperature = settings.temperature;
-    request.stream = ctx.text_sink(crate::runtime::TOKEN_EVENT);
-    let path = current.path.clone();
-    let (text, usage): (String, Usage) = ctx
-        .record(&key, || async move {
-            let reply = model
-                .chat(request)
-                .await
-                .map_err(|e| model_error(&format!("solving {path}"), e))?;
-            Ok::<_, NodeError>((reply.message.content, reply.usage))
-        })
-        .await?;
-    current.result = Some(text);
+    let root = Path::new(&s.task).parent().unwrap_or(Path::new("."));
+    let tools = reading_tools(root).map_err(|e| NodeError::new(e.to_string()))?;
+    let base_key = format!("solve {} {}", current.path, &current.fingerprint[..16]);
+    let mut messages = current.messages.clone();
+    let mut usage = UsageLedger::default();
+    for round in 0..settings.limits.max_rounds {
+        // Round 0 keeps the key a single-call solve was journaled under.
+        let key = match round {
+            0 => base_key.clone(),
+            n => format!("{base_key} round {n}"),
+        };
+        let mut request = ChatRequest::new(messages.clone());
+        if round + 1 < settings.limits.max_rounds {
+            request = request.with_tools(tools.specs());
+        }
+        request.temperature = settings.temperature;
+        request.stream = ctx.text_sink(crate::runtime::TOKEN_EVENT);
+        let (reply, call_usage) = ask(agent, &ctx, &key, request, &current.path).await?;
+        usage.merge(&ledger(&ctx, &key, call_usage, &settings));
+        if reply.tool_calls.is_empty() {
+            current.result = Some(reply.content);
+            break;
+        }
+        let calls = reply.tool_calls.clone();
+        messages.push(reply);
+        for call in &calls {
+            messages.push(tools.run(call).await.into_message());
+        }
+    }
+    if current.result.is_none() {
+        return Err(NodeError::new(format!(
+            "solving {}: the model was still reading files after {} calls (limits.max_rounds); \
+             raise it or make the task file say more",
+            current.path, settings.limits.max_rounds
+        )));
+    }
     Ok(TreeStateUpdate::default()
         .current(Some(current))
-        .usage(ledger(&ctx, &key, usage, &settings)))
+        .usage(usage))
+}
+
+/// One journaled model call of a solve: its reply message and usage.
+async fn ask(
+    agent: &TreeAgent,
+    ctx: &Context,
+    key: &str,
+    request: ChatRequest,
+    path: &str,
+) -> Result<(Message, Usage), NodeError> {
+    let model = agent.model.clone();
+    let path = path.to_string();
+    ctx.record(key, || async move {
+        let reply = model
+            .chat(request)
+            .await
+            .map_err(|e| model_error(&format!("solving {path}"), e))?;
+        Ok::<_, NodeError>((reply.message, reply.usage))
+    })
+    .await
 }
 
 /// `finish_task`: records the current task as solved and writes its plan file (`## Progress`

@@ -31,6 +31,10 @@ pub const SOLVE: &str = "\
 You solve one task of a tree of tasks. Its children and the tasks it depends on are already \
 solved, and their results are given to you: build on them rather than redoing their work.
 
+- The tree's other files are in the folder the tools work in: task files, and `<name>_plan.md` \
+files holding the results of tasks already solved. When you are offered `list_dir`, `read_file` \
+and `search_files`, read what you need of them (paths as the tree shows them); do not read what \
+you were already given.
 - Do exactly what the task file asks, no more. Where it is ambiguous, choose the simplest \
 reasonable reading and say so.
 - A task with children integrates their results into one coherent result for itself: resolve \

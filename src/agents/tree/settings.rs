@@ -29,6 +29,21 @@ pub struct TreePrompts {
     pub solve: Option<String>,
 }
 
+/// Bounds on a solve.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TreeLimits {
+    /// Model calls one solve may make: all but the last may read files of the tree
+    /// (`list_dir`, `read_file`, `search_files`); 1 offers no tools at all.
+    pub max_rounds: u32,
+}
+
+impl Default for TreeLimits {
+    fn default() -> Self {
+        TreeLimits { max_rounds: 6 }
+    }
+}
+
 /// Everything the agent reads from the run settings.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
@@ -49,6 +64,8 @@ pub struct TreeSettings {
     /// Most characters of each child's or dependency's result shown to a solve (the rest is
     /// in that task's plan file).
     pub max_result_chars: usize,
+    /// Bounds on a solve.
+    pub limits: TreeLimits,
     /// Prompt overrides.
     pub prompts: TreePrompts,
     /// Model prices, so the usage ledger shows a cost.
@@ -65,6 +82,7 @@ impl Default for TreeSettings {
             max_nodes: 5,
             max_children: 6,
             max_result_chars: 6000,
+            limits: TreeLimits::default(),
             prompts: TreePrompts::default(),
             pricing: None,
         }
@@ -82,6 +100,11 @@ impl TreeSettings {
             .map_err(|e| SettingsError(format!("`{}`: {}", e.path(), e.inner())))?;
         if settings.max_nodes == 0 {
             return Err(SettingsError("`max_nodes` must be at least 1".into()));
+        }
+        if settings.limits.max_rounds == 0 {
+            return Err(SettingsError(
+                "`limits.max_rounds` must be at least 1".into(),
+            ));
         }
         if settings.max_children == 0 {
             return Err(SettingsError("`max_children` must be at least 1".into()));
