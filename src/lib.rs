@@ -13,6 +13,8 @@
 //! - [`checkpoint`]: the storage contract, its in-memory and sled backends (one store, or a
 //!   folder per thread as the CLI keeps them), integrity framing, and large snapshots kept as
 //!   pieces that a thread's snapshots share.
+//! - [`artifacts`]: parts of a run's state as files people read and edit: declared per graph,
+//!   written after each checkpoint into a versioned run folder, checked, and read back as edits.
 //! - [`llm`]: chat-model clients (OpenAI-compatible, Anthropic, a fake for tests), structured output.
 //! - [`tools`]: web search, local corpus search, page fetch, the [`tools::Tool`] trait for tools
 //!   a model calls.
@@ -30,6 +32,7 @@
 extern crate self as stategraph;
 
 pub mod agents;
+pub mod artifacts;
 pub mod checkpoint;
 pub mod cli;
 pub mod graph;

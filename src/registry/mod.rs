@@ -7,6 +7,8 @@
 //! - [`ErasedGraph`] is a compiled graph of any state type behind JSON; [`AnyFactory`] is a
 //!   factory behind the same erasure.
 //! - [`Registry`] maps names to factories and resolves a name or a file path to a ready graph.
+//! - [`GraphFactory::artifacts`] is another: the parts of its state a graph writes as files
+//!   (see [`artifacts`](crate::artifacts)).
 //! - [`PlanEditor`] is an optional capability of a graph whose state holds a plan a person may
 //!   edit while a run is paused (`graph plan`); the factory hands it out.
 //!
@@ -23,6 +25,7 @@ pub use file::{GraphFile, GraphFileError, Override};
 pub use plan::{DependencyChange, PlanEditor, PlanError, PlanOp, PlanPosition};
 pub use settings::SettingsSchema;
 
+use crate::artifacts::{ArtifactSet, ThreadArtifacts};
 use crate::checkpoint::Checkpointer;
 use crate::graph::{CompiledGraph, GraphError};
 use crate::state::State;
@@ -115,6 +118,14 @@ pub trait GraphFactory: Send + Sync + 'static {
     fn plan_editor(&self) -> Option<Arc<dyn PlanEditor>> {
         None
     }
+
+    /// The graph's artifacts: parts of its state written as files into a versioned run folder
+    /// after every checkpoint, which a person may read and edit before a resume (see
+    /// [`artifacts`](crate::artifacts)). By default, none.
+    fn artifacts(&self, file: &GraphFile) -> Option<ArtifactSet<Self::State>> {
+        let _ = file;
+        None
+    }
 }
 
 /// A graph that could not be built from its file.
@@ -184,6 +195,13 @@ pub trait AnyFactory: Send + Sync {
     fn preflight(&self, file: &GraphFile) -> Result<(), BuildError>;
     /// See [`GraphFactory::plan_editor`].
     fn plan_editor(&self) -> Option<Arc<dyn PlanEditor>>;
+    /// The graph's artifacts (see [`GraphFactory::artifacts`]), bound to the graph built from
+    /// `file` and stored in `checkpointer`; `None` when it declares none.
+    fn artifacts(
+        &self,
+        file: &GraphFile,
+        checkpointer: Arc<dyn Checkpointer>,
+    ) -> Result<Option<Box<dyn ThreadArtifacts>>, BuildError>;
 }
 
 impl<F: GraphFactory> AnyFactory for F {
@@ -223,6 +241,21 @@ impl<F: GraphFactory> AnyFactory for F {
     }
     fn plan_editor(&self) -> Option<Arc<dyn PlanEditor>> {
         GraphFactory::plan_editor(self)
+    }
+    fn artifacts(
+        &self,
+        file: &GraphFile,
+        checkpointer: Arc<dyn Checkpointer>,
+    ) -> Result<Option<Box<dyn ThreadArtifacts>>, BuildError> {
+        let Some(set) = GraphFactory::artifacts(self, file) else {
+            return Ok(None);
+        };
+        let graph = GraphFactory::build(self, file)?.with_checkpointer(checkpointer);
+        let bound = set.bind(&graph).map_err(|e| BuildError::Setting {
+            key: "artifacts".into(),
+            message: e.to_string(),
+        })?;
+        Ok(Some(Box::new(bound)))
     }
 }
 
@@ -293,6 +326,21 @@ impl Resolved {
     ) -> Result<Box<dyn ErasedGraph>, RegistryError> {
         self.factory
             .build(&self.file, checkpointer)
+            .map_err(|source| RegistryError::Build {
+                graph: self.file.graph.clone(),
+                origin: self.origin.clone(),
+                source,
+            })
+    }
+
+    /// The graph's artifacts, bound to the graph attached to `checkpointer` (`None`: it
+    /// declares none).
+    pub fn artifacts(
+        &self,
+        checkpointer: Arc<dyn Checkpointer>,
+    ) -> Result<Option<Box<dyn ThreadArtifacts>>, RegistryError> {
+        self.factory
+            .artifacts(&self.file, checkpointer)
             .map_err(|source| RegistryError::Build {
                 graph: self.file.graph.clone(),
                 origin: self.origin.clone(),
