@@ -536,8 +536,9 @@ async fn a_slow_server_times_out() {
 }
 
 #[tokio::test]
-async fn an_unreachable_server_is_a_connection_error_naming_the_url() {
+async fn a_server_that_is_down_fails_at_once_naming_the_url() {
     let base = format!("{}/v1", dead_url());
+    let started = std::time::Instant::now();
     let model = OpenAiChat::new(
         OpenAiConfig::new("gpt-test")
             .with_base_url(&base)
@@ -548,10 +549,17 @@ async fn an_unreachable_server_is_a_connection_error_naming_the_url() {
     let err = model.chat(ask("hi")).await.unwrap_err();
 
     assert!(
-        matches!(err, LlmError::Http(HttpError::Connect { attempts: 3, .. })),
+        matches!(err, LlmError::Http(HttpError::Refused { .. })),
         "{err:?}"
     );
-    assert!(err.to_string().contains(&base));
+    // Refused is not retried: nothing listens there.
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert!(!err.should_retry());
+    assert!(
+        err.to_string()
+            .contains(&format!("cannot reach the model at {base}")),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -79,4 +79,28 @@ impl LlmError {
             _ => false,
         }
     }
+
+    /// True when the caller (a node's retry policy) should send the call again: the failure
+    /// is transient and no layer below has retried it. The HTTP client already retried an
+    /// HTTP error (429, 5xx, timeouts, dropped connections, honouring `Retry-After`), so
+    /// retrying it again would multiply the attempts and the wait; a reply that broke off
+    /// mid-stream, or an overload the provider reported inside a reply, it could not retry.
+    ///
+    /// ```
+    /// use stategraph::llm::LlmError;
+    /// let broke = LlmError::Stream { provider: "p".into(), detail: "reset".into() };
+    /// assert!(broke.should_retry());
+    /// ```
+    pub fn should_retry(&self) -> bool {
+        !matches!(self, LlmError::Http(_)) && self.is_transient()
+    }
+
+    /// True when the error is about the model's reply (it did not fit the schema, or had
+    /// nothing usable), rather than about reaching the model.
+    pub fn is_about_the_reply(&self) -> bool {
+        matches!(
+            self,
+            LlmError::Structured { .. } | LlmError::MalformedResponse { .. }
+        )
+    }
 }

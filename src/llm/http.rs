@@ -115,6 +115,20 @@ impl Endpoint {
     }
 }
 
+impl Endpoint {
+    /// What a request went to, for "cannot reach ...": `the model at URL (provider, model
+    /// `m`)` for a model, else `provider at URL`.
+    pub fn target(&self) -> String {
+        match &self.model {
+            Some(model) => format!(
+                "the model at {} ({}, model `{model}`)",
+                self.base_url, self.provider
+            ),
+            None => format!("{} at {}", self.provider, self.base_url),
+        }
+    }
+}
+
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} at {}", self.provider, self.base_url)?;
@@ -125,7 +139,12 @@ impl fmt::Display for Endpoint {
     }
 }
 
-/// When and how often to retry. Retries happen on 429, 5xx, timeouts and connection errors.
+/// When and how often to retry. Retries happen on 429, 5xx, timeouts and connections that
+/// broke or could not be made; never on a refused connection (nothing listens there).
+///
+/// This is the one layer that retries a request: an [`HttpError`] coming out of
+/// [`HttpClient::send`] has had its retries, so callers (a node's retry policy) should not
+/// send the call again (see [`LlmError::should_retry`](crate::llm::LlmError::should_retry)).
 ///
 /// ```
 /// use std::time::Duration;
@@ -301,8 +320,18 @@ pub enum HttpError {
         /// Which timeout fired.
         detail: String,
     },
+    /// Nothing listens at the address (connection refused): the server is down or the URL is
+    /// wrong. Not retried, since a server that is not there will not be there a second later;
+    /// the call fails at once.
+    #[error("cannot reach {} (connection refused): {detail}. Check the base URL and that the server is running", endpoint.target())]
+    Refused {
+        /// Who was asked.
+        endpoint: Box<Endpoint>,
+        /// The transport error.
+        detail: String,
+    },
     /// Could not connect, or the connection broke, on every attempt.
-    #[error("could not reach {endpoint} after {attempts} attempt(s): {detail}. Check the base URL and that the server is running")]
+    #[error("cannot reach {} after {attempts} attempt(s): {detail}. Check the base URL and that the server is running", endpoint.target())]
     Connect {
         /// Who was asked.
         endpoint: Box<Endpoint>,
@@ -365,6 +394,7 @@ impl HttpError {
             | HttpError::Server { endpoint, .. }
             | HttpError::Rejected { endpoint, .. }
             | HttpError::Timeout { endpoint, .. }
+            | HttpError::Refused { endpoint, .. }
             | HttpError::Connect { endpoint, .. }
             | HttpError::InvalidBody { endpoint, .. }
             | HttpError::Setup { endpoint, .. } => endpoint,
@@ -627,6 +657,11 @@ fn classify_transport(
             endpoint: Box::new(endpoint.clone()),
             detail,
         }
+    } else if chain_has_io_kind(error, std::io::ErrorKind::ConnectionRefused) {
+        HttpError::Refused {
+            endpoint: Box::new(endpoint.clone()),
+            detail,
+        }
     } else {
         HttpError::Connect {
             endpoint: Box::new(endpoint.clone()),
@@ -638,10 +673,15 @@ fn classify_transport(
 
 /// reqwest's read timeout surfaces as an io error deep in the chain on some paths.
 fn chain_mentions_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
+    chain_has_io_kind(error, std::io::ErrorKind::TimedOut)
+}
+
+/// True when an io error of `kind` is among the error's causes.
+fn chain_has_io_kind(error: &(dyn std::error::Error + 'static), kind: std::io::ErrorKind) -> bool {
     let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(e) = current {
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::TimedOut {
+            if io.kind() == kind {
                 return true;
             }
         }

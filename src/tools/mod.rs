@@ -117,4 +117,11 @@ impl ToolError {
             _ => false,
         }
     }
+
+    /// True when the caller (a node's retry policy) should try again: transient, and not an
+    /// HTTP error the client has already retried (see
+    /// [`LlmError::should_retry`](crate::llm::LlmError::should_retry)).
+    pub fn should_retry(&self) -> bool {
+        !matches!(self, ToolError::Http(_)) && self.is_transient()
+    }
 }

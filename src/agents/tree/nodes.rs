@@ -31,10 +31,14 @@ fn io_error(what: &str, e: std::io::Error) -> NodeError {
     NodeError::new(format!("{what}: {e}"))
 }
 
-/// A model error as a node error: transient ones stay retryable.
+/// A model error as a node error: retryable only when no layer below retried it (the node's
+/// retry policy must not multiply the HTTP client's).
 fn model_error(what: &str, e: LlmError) -> NodeError {
-    let message = format!("{what}: {e}");
-    if e.is_transient() {
+    let message = match e.is_about_the_reply() {
+        true => format!("{what}: {e}"),
+        false => e.to_string(),
+    };
+    if e.should_retry() {
         NodeError::transient(message)
     } else {
         NodeError::new(message)

@@ -29,10 +29,13 @@ pub(crate) fn find_url(text: &str) -> Option<String> {
 }
 
 /// A tool error as either a recorded failure of the attempt (`Ok(Err(message))`) or, when
-/// trying again may help, a transient node error.
+/// the service is failing (already retried by the HTTP client), a node error; only a failure
+/// no layer below retried is retried by the node.
 fn tool_outcome(e: ToolError) -> Result<Result<Vec<SearchHit>, String>, NodeError> {
-    if e.is_transient() {
+    if e.should_retry() {
         Err(NodeError::transient(e.to_string()))
+    } else if e.is_transient() {
+        Err(NodeError::new(e.to_string()))
     } else {
         Ok(Err(e.to_string()))
     }

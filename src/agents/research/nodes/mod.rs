@@ -51,12 +51,15 @@ pub(crate) fn options(name: &str, settings: &ResearchSettings) -> StructuredOpti
     opts
 }
 
-/// A model error as a node error: transient ones stay retryable; a refused structured reply
-/// says what was asked for.
+/// A model error as a node error: retryable only when no layer below retried it (the node's
+/// retry policy must not multiply the HTTP client's); a reply that did not fit says what was
+/// asked for, a model that could not be reached says only that.
 pub(crate) fn model_error(what: &str, e: LlmError) -> NodeError {
-    let transient = e.is_transient();
-    let message = format!("{what}: {e}");
-    if transient {
+    let message = match e.is_about_the_reply() {
+        true => format!("{what}: {e}"),
+        false => e.to_string(),
+    };
+    if e.should_retry() {
         NodeError::transient(message)
     } else {
         NodeError::new(message)
