@@ -30,7 +30,7 @@ pub struct TreePrompts {
 }
 
 /// Bounds on a solve.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct TreeLimits {
     /// Model calls one solve may make: all but the last may read files of the tree
