@@ -6,11 +6,14 @@
 //!   offline or through a model, each stage leaving an artifact.
 //! - [`pipeline`]: a small keyless example: outline, parallel drafts, a review pause, publish.
 //! - [`research`]: the plan-execute-reflect research agent over a reviewable plan of todos.
+//! - [`agent`]: the tool-using agent: tool todos worked through in a workspace with a
+//!   model↔tool loop, round limits and escalation, verified and reported.
 //! - [`tree`]: the task-tree workflow: decompose a task file into a tree of task files, let a
 //!   person edit them, solve the tree leaves first.
 //!
 //! Invariant: agents build graphs with the public API and know nothing of the command line.
 
+pub mod agent;
 pub mod memo;
 pub mod pipeline;
 pub mod research;
@@ -27,7 +30,7 @@ use std::sync::Arc;
 ///
 /// ```
 /// let names: Vec<String> = stategraph::agents::builtin_factories().iter().map(|f| f.name().to_string()).collect();
-/// assert_eq!(names, ["memo", "pipeline", "research", "tree"]);
+/// assert_eq!(names, ["memo", "pipeline", "research", "tree", "agent"]);
 /// ```
 pub fn builtin_factories() -> Vec<Arc<dyn AnyFactory>> {
     vec![
@@ -35,5 +38,6 @@ pub fn builtin_factories() -> Vec<Arc<dyn AnyFactory>> {
         Arc::new(pipeline::Pipeline),
         Arc::new(research::Research::from_env()),
         Arc::new(tree::TreeGraph::from_env()),
+        Arc::new(agent::Agent::from_env()),
     ]
 }

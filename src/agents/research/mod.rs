@@ -392,14 +392,14 @@ impl GraphFactory for Research {
     }
 }
 
-fn settings_of(file: &GraphFile) -> Result<ResearchSettings, BuildError> {
+pub(crate) fn settings_of(file: &GraphFile) -> Result<ResearchSettings, BuildError> {
     ResearchSettings::from_map(&file.settings).map_err(|e| BuildError::Setting {
         key: "settings".into(),
         message: e.0,
     })
 }
 
-fn provider_settings(settings: &ResearchSettings) -> ProviderSettings {
+pub(crate) fn provider_settings(settings: &ResearchSettings) -> ProviderSettings {
     ProviderSettings {
         provider: settings.provider.clone(),
         model: settings.model.clone(),

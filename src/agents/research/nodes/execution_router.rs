@@ -132,6 +132,28 @@ pub(crate) async fn run(
     }));
     let tool_loop = settings.workspace.is_some();
     let mut update = PlanStateUpdate::default();
+    let mut verifications = settled.verifications.clone();
+    if let (None, true, Some(command)) = (&next, tool_loop, &settings.limits.verify_command) {
+        let verified = s.verifications.iter().any(|v| v.starts_with("goal:"));
+        if !verified && plan.iter().any(|t| t.status == Status::Done) {
+            // The goal's own check before the report, journaled like every command.
+            let (passed, output) =
+                super::settle::verify(agent, &settings, &ctx, "goal", command).await?;
+            let tail: String = output
+                .lines()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join(" | ");
+            verifications.push(format!(
+                "goal: `{command}` {}: {tail}",
+                if passed { "passed" } else { "failed" }
+            ));
+        }
+    }
     let nothing_done = !plan.iter().any(|t| t.status == Status::Done);
     if next.is_none() && tool_loop && nothing_done && plan.iter().any(|t| t.kind == Kind::Tool) {
         let tried: Vec<String> = plan
@@ -164,8 +186,8 @@ pub(crate) async fn run(
     if s.tool_loop != tool_loop {
         update = update.tool_loop(tool_loop);
     }
-    if !settled.verifications.is_empty() {
-        update = update.verifications(settled.verifications);
+    if !verifications.is_empty() {
+        update = update.verifications(verifications);
     }
     if settled.removed {
         update = update.overwrite_plan(plan);

@@ -108,6 +108,12 @@ pub(crate) async fn run(
             answer.push_str(&format!("[{}] {} — {}\n", i + 1, src.title, src.url));
         }
     }
+    if !s.verifications.is_empty() {
+        answer.push_str("\n\nVerification:\n");
+        for line in &s.verifications {
+            answer.push_str(&format!("- {line}\n"));
+        }
+    }
     log.push("answer written".to_string());
     Ok(update.answer(Some(answer)).log(log))
 }

@@ -49,7 +49,7 @@ fn decomposed_and_settled(plan: &[Todo], todo: &Todo) -> bool {
     children.peek().is_some() && children.all(|c| c.status.is_settled())
 }
 
-async fn verify(
+pub(crate) async fn verify(
     agent: &ResearchAgent,
     settings: &ResearchSettings,
     ctx: &Context,
