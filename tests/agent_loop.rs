@@ -252,8 +252,15 @@ async fn at_the_round_limit_the_todo_is_decomposed_and_verified_done() {
         .count();
     assert_eq!(list_calls, 3);
     assert_eq!(s.escalations, 1);
-    assert_eq!(s.verifications.len(), 1);
-    assert!(s.verifications[0].contains("passed"));
+    // The decomposed todo's check, then the goal's before the report.
+    assert_eq!(s.verifications.len(), 2, "{:?}", s.verifications);
+    assert!(s.verifications[0].starts_with("t1: `test -f a.txt && test -f b.txt` passed"));
+    assert!(s.verifications[1].starts_with("goal: `test -f a.txt && test -f b.txt` passed"));
+    assert!(s
+        .answer
+        .as_deref()
+        .unwrap()
+        .contains("Verification:\n- t1: "));
     assert!(s
         .log
         .iter()
