@@ -4,9 +4,9 @@
 //! ```text
 //! START -> deck_analyst -> research -> section_research -> draft -> enrich_trademark
 //!       -> enrich_socials -> enrich_links -> enrich_visualizations -> cite
-//!       -> validate_citations -> fact_check -> validate --(approved)--> finalize -> END
-//!                                                  |
-//!                                                  +--(notes from a reviewer)--> draft
+//!       -> validate_citations -> fact_check -> validate -> finalize --(done)--> END
+//!                                                                 |
+//!                                        draft <--(a reviewer's notes)--+
 //! ```
 //!
 //! | stage | state field | artifact |
@@ -36,8 +36,10 @@
 //! the deck's claims against the other documents (verified, contradicted, unverified) and
 //! every figure of the draft against all sources.
 //!
-//! **Review.** `validate` scores the memo from 0 to 10; below `review_below` (8) it pauses
-//! for a person: `approve`, or notes that send it back to `draft`. `--yes` approves.
+//! **Review.** `validate` scores the memo from 0 to 10 (saved in `3-validation.json`); below
+//! `review_below` (8) `finalize` pauses for a person, who reads the draft and the validation:
+//! `approve`, or notes that send it back to `draft` (and through every later stage again).
+//! `--yes` approves.
 //!
 //! **Progress.** Every stage ends with a [`PROGRESS_EVENT`](crate::runtime::PROGRESS_EVENT)
 //! line: `stage k of 13 · name · time · elapsed · cost (mode) · what it did`.
@@ -63,7 +65,7 @@ pub use state::{
 use crate::graph::{CompiledGraph, RetryPolicy, StateGraph};
 use crate::llm::provider::{self, LazyModel};
 use crate::llm::ChatModel;
-use crate::registry::{BuildError, GraphFactory, GraphFile};
+use crate::registry::{BuildError, GraphFactory, GraphFile, SettingsSchema};
 use crate::runtime::{Context, NodeError};
 use crate::tools::corpus::CorpusSearch;
 use crate::tools::tavily::TavilySearch;
@@ -197,16 +199,21 @@ pub fn graph(agent: Arc<MemoAgent>) -> StateGraph<MemoState> {
     stage!("validate", agent nodes::finish::validate);
     stage!("finalize", nodes::finish::finalize);
     g.add_edge(START, "deck_analyst");
-    for pair in outline::STAGES[..12].windows(2) {
+    for pair in outline::STAGES.windows(2) {
         g.add_edge(pair[0], pair[1]);
     }
     g.add_conditional_edges(
-        "validate",
-        |s: &MemoState| if s.approved { "finalize" } else { "draft" },
-        ["finalize", "draft"],
+        "finalize",
+        |s: &MemoState| {
+            if s.final_memo.is_some() {
+                END
+            } else {
+                "draft"
+            }
+        },
+        [END, "draft"],
     )
-    .label("approved?");
-    g.add_edge("finalize", END);
+    .label("finished, or notes?");
     g
 }
 
@@ -276,6 +283,10 @@ impl GraphFactory for Memo {
 
     fn output_field(&self) -> Option<&str> {
         Some("final_memo")
+    }
+
+    fn settings_schema(&self) -> Option<SettingsSchema> {
+        Some(SettingsSchema::of::<MemoSettings>())
     }
 
     fn build(&self, file: &GraphFile) -> Result<CompiledGraph<MemoState>, BuildError> {

@@ -2,11 +2,12 @@
 
 use crate::llm::provider::ProviderSettings;
 use crate::llm::Pricing;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Whether the judgement stages use a model.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ModeSetting {
     /// The model when one is configured, else offline.
@@ -19,7 +20,7 @@ pub enum ModeSetting {
 }
 
 /// The memo pipeline's settings.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct MemoSettings {
     /// `auto`, `offline` or `model`.

@@ -219,42 +219,53 @@ pub(crate) async fn validate(
         ..s.validation.clone()
     };
     let threshold = stage.settings.review_below;
-    let mut update = MemoStateUpdate::default().validation(validation);
-    let note;
-    if score >= threshold {
-        note = format!("score {score:.1}: approved");
-        update = update.approved(true);
+    let (approved, note) = if score >= threshold {
+        (true, format!("score {score:.1}: approved"))
     } else if stage.settings.yes {
-        note = format!("score {score:.1} is below {threshold}: approved by --yes");
-        update = update.approved(true);
+        (
+            true,
+            format!("score {score:.1} is below {threshold}: approved by --yes"),
+        )
     } else {
-        let answer: serde_json::Value = ctx
-            .interrupt(serde_json::json!({
-                "question": format!(
-                    "The memo scores {score:.1} of 10, below {threshold}. Approve it (answer \
-                     `approve`), or give notes and it goes back to `draft`."
-                ),
-                "overall_score": score,
-                "breakdown": breakdown,
-                "draft": "4-final-draft.md",
-            }))
-            .await?;
-        if is_approval(&answer) {
-            note = format!("score {score:.1}: approved by a reviewer");
-            update = update.approved(true);
-        } else {
-            let notes = match answer {
-                serde_json::Value::String(text) => text,
-                other => other.to_string(),
-            };
-            note = format!("score {score:.1}: sent back to draft with notes");
-            update = update
-                .approved(false)
-                .review_notes(Some(notes))
-                .revisions(1);
-        }
-    }
+        (
+            false,
+            format!("score {score:.1} is below {threshold}: a person reviews it"),
+        )
+    };
+    let update = MemoStateUpdate::default()
+        .validation(validation)
+        .approved(approved);
     Ok(stage.done(&ctx, &s, update, &note))
+}
+
+/// What a reviewer answered: approval, or notes for another draft.
+enum Verdict {
+    Approved,
+    Notes(String),
+}
+
+/// Asks a person about a memo that scored below the threshold.
+async fn review(s: &MemoState, ctx: &Context) -> Result<Verdict, NodeError> {
+    let score = s.validation.overall_score.unwrap_or(0.0);
+    let threshold = super::settings(ctx)?.review_below;
+    let answer: serde_json::Value = ctx
+        .interrupt(serde_json::json!({
+            "question": format!(
+                "The memo scores {score:.1} of 10, below {threshold}. Approve it (answer \
+                 `approve`), or give notes and it goes back to `draft`."
+            ),
+            "overall_score": score,
+            "breakdown": s.validation.score_breakdown,
+            "draft": "4-final-draft.md",
+        }))
+        .await?;
+    if is_approval(&answer) {
+        return Ok(Verdict::Approved);
+    }
+    Ok(Verdict::Notes(match answer {
+        serde_json::Value::String(text) => text,
+        other => other.to_string(),
+    }))
 }
 
 pub(crate) async fn finalize(
@@ -262,6 +273,22 @@ pub(crate) async fn finalize(
     ctx: Context,
 ) -> Result<MemoStateUpdate, NodeError> {
     let stage = Stage::begin("finalize", &ctx).await?;
+    if !s.approved {
+        match review(&s, &ctx).await? {
+            Verdict::Approved => {}
+            Verdict::Notes(notes) => {
+                let update = MemoStateUpdate::default()
+                    .review_notes(Some(notes))
+                    .revisions(1);
+                return Ok(stage.done(
+                    &ctx,
+                    &s,
+                    update,
+                    "sent back to draft with the reviewer's notes",
+                ));
+            }
+        }
+    }
     let draft = s
         .final_draft
         .clone()
@@ -275,6 +302,7 @@ pub(crate) async fn finalize(
         s.validation.overall_score.unwrap_or(0.0)
     );
     let update = MemoStateUpdate::default()
+        .approved(true)
         .final_draft(Some(memo.clone()))
         .final_memo(Some(memo));
     Ok(stage.done(&ctx, &s, update, &note))
