@@ -311,3 +311,105 @@ fn a_stuck_goal_escalates_shows_it_in_the_plan_and_gives_up_with_exit_1() {
     // Two rounds, then the escalation; never a third round.
     assert_eq!(s.server.calls().iter().filter(|c| is_act(c)).count(), 2);
 }
+
+#[test]
+fn round_counts_are_state_a_kill_mid_loop_resumes_with_the_same_count() {
+    let s = Setup::new(server(one_todo("loop forever"), |_| {
+        calls(&[(
+            "c",
+            "run_command",
+            json!({"command": "echo r >> rounds.log"}),
+        )])
+    }));
+    // The second round's model call never answers: the run is killed while waiting for it.
+    s.server.hold(|c| is_act(c) && tool_results(c) == 1);
+    let mut running = s.run("loop", &["--set", "limits.max_rounds=3"]).spawn();
+    let thread = running.thread();
+    s.server.wait_for(|c| is_act(c) && tool_results(c) == 1);
+    running.signal(libc::SIGKILL);
+    let _ = running.finish();
+    s.server.release();
+    let out = s.graph(&["resume", &thread]).output();
+    assert_eq!(
+        out.code,
+        Some(1),
+        "it gives up at the limit: {}",
+        out.stderr
+    );
+    // Rounds 1, 2, 3 ran their command once each; no fourth round was asked for.
+    assert_eq!(lines(&s.ws().join("rounds.log")), 3);
+    let asked = |n: usize| {
+        s.server
+            .calls()
+            .iter()
+            .filter(|c| is_act(c) && tool_results(c) == n)
+            .count()
+    };
+    assert_eq!((asked(0), asked(1), asked(2), asked(3)), (1, 2, 1, 0));
+    let plan = s.graph(&["plan", &thread, "--json"]).expect(0).json()["plan"].clone();
+    assert_eq!(plan[0]["rounds"], 3);
+    assert!(plan[0]["failure_reason"]
+        .as_str()
+        .unwrap()
+        .contains("round limit (3 model/tool rounds)"));
+}
+
+#[test]
+fn the_research_agent_sends_tool_todos_to_the_loop_when_given_a_workspace() {
+    let plan = json!({"todos": [
+        {"id": "t1", "task": "How does sled make writes durable", "kind": "research", "dependencies": []},
+        {"id": "t2", "task": "Write notes.md with the finding and count its lines with wc -l", "kind": "tool", "dependencies": ["t1"]}
+    ]});
+    let s = Setup::new(server(plan, |call| match tool_results(call) {
+        0 => calls(&[(
+            "c1",
+            "write_file",
+            json!({"path": "notes.md", "content": "sled flushes its log\n"}),
+        )]),
+        1 => calls(&[("c2", "run_command", json!({"command": "wc -l < notes.md"}))]),
+        _ => text("notes.md written; it has 1 line"),
+    }));
+    let docs = tempfile::tempdir().unwrap();
+    std::fs::write(
+        docs.path().join("sled.md"),
+        "# Sled\n\nsled makes writes durable by flushing its log to disk with fsync.",
+    )
+    .unwrap();
+    let corpus = format!("search.corpus={}", docs.path().display());
+    let ws = format!("workspace={}", s.ws().display());
+    let out = s
+        .graph(&[
+            "run",
+            "research",
+            "--input",
+            "How does sled make writes durable?",
+            "--yes",
+            "--set",
+            &corpus,
+            "--set",
+            &ws,
+        ])
+        .expect(0);
+    let thread = out.thread();
+    assert_eq!(
+        std::fs::read_to_string(s.ws().join("notes.md")).unwrap(),
+        "sled flushes its log\n"
+    );
+    let plan = s.graph(&["plan", &thread, "--json"]).expect(0).json()["plan"].clone();
+    assert_eq!(plan[0]["tools_used"], json!(["corpus"]));
+    assert_eq!(plan[1]["tools_used"], json!(["write_file", "run_command"]));
+    assert_eq!(plan[1]["result"], "notes.md written; it has 1 line");
+    assert_eq!(plan[1]["status"], "done");
+    let loop_calls: Vec<Call> = s.server.calls().into_iter().filter(is_act).collect();
+    assert_eq!(loop_calls.len(), 3);
+    let names: Vec<&str> = loop_calls[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"search") && names.contains(&"fetch"),
+        "{names:?}"
+    );
+}

@@ -261,3 +261,78 @@ async fn approval_pauses_before_each_command_and_takes_yes_no_or_an_edit() {
         .unwrap();
     assert_eq!(out.state.answer(), Some("ok"));
 }
+
+/// The prebuilt agent as a subgraph of a graph with another state: the parent hands it a
+/// question, its tool calls run inside the child (checkpointed under the parent's thread), and
+/// its answer comes back; an approval pause inside the child pauses the whole run.
+#[tokio::test]
+async fn the_prebuilt_agent_runs_as_a_subgraph_and_its_pause_pauses_the_parent() {
+    use serde::Serialize;
+    use stategraph::graph::StateGraph;
+    use stategraph::prebuilt::AgentState;
+    use stategraph::runtime::Subgraph;
+    use stategraph::{State, END, START};
+
+    #[derive(State, Clone, Debug, Default, Serialize, Deserialize)]
+    struct Desk {
+        question: String,
+        answer: Option<String>,
+    }
+
+    let model = Arc::new(
+        FakeChatModel::new()
+            .then_response(calls(&[("c1", "run_command", json!({"command": "ls"}))]))
+            .then_text("it is listed"),
+    );
+    let ran = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let child = agent(
+        model.clone(),
+        shell(ran.clone()),
+        AgentOptions::default().with_approval(Approval {
+            tool: "run_command".into(),
+            argument: "command".into(),
+            setting: None,
+        }),
+    )
+    .compile()
+    .unwrap();
+    let mut g = StateGraph::<Desk>::new();
+    g.add_node(
+        "ask",
+        Subgraph::new(
+            child,
+            |p: &Desk, _| {
+                Ok(AgentStateUpdate::default().messages(vec![Message::user(p.question.clone())]))
+            },
+            |_, c: AgentState| DeskUpdate::default().answer(c.answer().map(str::to_string)),
+        ),
+    );
+    g.add_edge(START, "ask").add_edge("ask", END);
+    let g = g
+        .compile()
+        .unwrap()
+        .with_checkpointer(Arc::new(MemoryCheckpointer::new()));
+    let out = g
+        .invoke(
+            DeskUpdate::default().question("what is here?".to_string()),
+            RunConfig::new().thread("desk"),
+        )
+        .await
+        .unwrap();
+    assert!(
+        out.is_interrupted(),
+        "the child's approval pauses the parent"
+    );
+    assert!(ran.lock().unwrap().is_empty());
+    let out = g
+        .resume(
+            "desk",
+            Resume::value("yes").unwrap(),
+            RunConfig::new().thread("desk"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.state.answer.as_deref(), Some("it is listed"));
+    assert_eq!(*ran.lock().unwrap(), ["ls"]);
+    assert_eq!(model.call_count(), 2);
+}
