@@ -90,6 +90,14 @@ pub(crate) struct RunSettings {
     /// Print one JSON document on stdout (the outcome) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Stream these events on stdout, one JSON object per line, then the outcome as a line
+    /// `{"event":"outcome",...}`: values, updates, messages (model tokens), custom, debug.
+    #[arg(long, value_delimiter = ',', value_name = "MODE,..", value_parser = parse_stream_mode)]
+    pub stream: Vec<crate::runtime::StreamMode>,
+}
+
+fn parse_stream_mode(s: &str) -> Result<crate::runtime::StreamMode, String> {
+    s.parse()
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum)]

@@ -118,6 +118,7 @@ impl Progress {
                 node,
                 task,
                 attempt,
+                ..
             } => {
                 let label = self.label(node, *task);
                 let retry = if *attempt > 1 {
@@ -153,6 +154,7 @@ impl Progress {
                 task,
                 duration_ms,
                 update,
+                ..
             } => {
                 if let Some((_, bar)) = self.bars.remove(&(*step, *task)) {
                     bar.finish_and_clear();
@@ -175,6 +177,7 @@ impl Progress {
                 attempt,
                 error,
                 will_retry,
+                ..
             } => {
                 let then = if *will_retry { "; retrying" } else { "" };
                 let text = match &self.mode {
@@ -211,6 +214,7 @@ impl Progress {
                 node,
                 kind,
                 payload,
+                ..
             } => {
                 if self.verbose {
                     self.line(&format!(
@@ -242,6 +246,8 @@ impl Progress {
                 }
             }
             Event::Interrupted { .. } | Event::RunFinished { .. } => self.clear(),
+            // Stream-mode events (`--stream`) are printed as NDJSON, not shown here.
+            Event::Values { .. } | Event::Updates { .. } | Event::Message { .. } => {}
         }
     }
 

@@ -1,5 +1,6 @@
 //! Per-run settings.
 
+use super::events::StreamMode;
 use crate::checkpoint::CheckpointId;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -107,6 +108,9 @@ pub struct RunConfig {
     pub checkpoint_id: Option<CheckpointId>,
     /// When checkpoints store the whole state.
     pub snapshots: SnapshotPolicy,
+    /// What a stream of this run yields ([`StreamMode`]); empty: the root graph's lifecycle and
+    /// custom events as they happen.
+    pub stream: BTreeSet<StreamMode>,
 }
 
 impl Default for RunConfig {
@@ -122,6 +126,7 @@ impl Default for RunConfig {
             lease_ttl: Duration::from_secs(15),
             checkpoint_id: None,
             snapshots: SnapshotPolicy::default(),
+            stream: BTreeSet::new(),
         }
     }
 }
@@ -176,6 +181,18 @@ impl RunConfig {
     /// Lets `token` cancel the run.
     pub fn cancel_on(mut self, token: CancellationToken) -> Self {
         self.cancel = Some(token);
+        self
+    }
+
+    /// Streams these modes (see [`StreamMode`]) instead of the plain events.
+    ///
+    /// ```
+    /// use stategraph::runtime::{RunConfig, StreamMode};
+    /// let config = RunConfig::new().stream_modes([StreamMode::Updates, StreamMode::Messages]);
+    /// assert_eq!(config.stream.len(), 2);
+    /// ```
+    pub fn stream_modes(mut self, modes: impl IntoIterator<Item = StreamMode>) -> Self {
+        self.stream.extend(modes);
         self
     }
 

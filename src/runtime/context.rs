@@ -2,7 +2,7 @@
 
 use super::config::{Durability, RunConfig};
 use super::error::{NodeError, NodeErrorKind};
-use super::events::{Event, EventSink};
+use super::events::EventSink;
 use super::namespace::ThreadPath;
 use crate::checkpoint::{CheckpointId, Checkpointer, InterruptRecord, InterruptWhen};
 use serde::de::DeserializeOwned;
@@ -201,16 +201,13 @@ impl Context {
     /// nobody is listening.
     pub fn emit(&self, kind: &str, payload: impl Serialize) {
         let i = &self.inner;
-        i.events.emit(|| Event::Custom {
-            step: i.step,
-            node: i.node.to_string(),
-            kind: kind.to_string(),
-            payload: serde_json::to_value(payload).unwrap_or(serde_json::Value::Null),
+        i.events.custom(i.step, &i.node, kind, || {
+            serde_json::to_value(payload).unwrap_or(serde_json::Value::Null)
         });
     }
 
     /// A sink for text the node produces piece by piece, such as model tokens: each piece
-    /// becomes an [`Event::Custom`] of `kind` whose payload is the text, so a UI can show it as
+    /// becomes an [`Event::Custom`](super::Event::Custom) of `kind` whose payload is the text, so a UI can show it as
     /// it arrives. `None` when nobody listens, so streaming costs nothing then.
     ///
     /// Its type is the one model clients take for streaming
@@ -239,7 +236,7 @@ impl Context {
 
     /// True when someone consumes the run's events (so building a costly payload is worth it).
     pub fn is_streaming(&self) -> bool {
-        self.inner.events.is_active()
+        self.inner.events.wants_custom()
     }
 
     /// Asks a person for input and pauses the run.

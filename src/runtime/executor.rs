@@ -43,6 +43,8 @@ enum Outcome<S: State> {
     Done {
         command: Command<S>,
         raw: Option<Box<RawValue>>,
+        /// How long it took, all attempts included (measured only when someone listens).
+        elapsed_ms: f64,
     },
     Reused {
         update: S::Update,
@@ -233,6 +235,7 @@ impl<S: State> Run<S> {
         if parent.is_none() {
             self.snapshots.force();
         }
+        self.emit_values(self.step);
         let writes = raw
             .map(|update| {
                 vec![NodeWrite {
@@ -345,6 +348,7 @@ impl<S: State> Run<S> {
         if let Some(next) = next {
             let (step, id) = (self.step, self.checkpoint_id.to_string());
             self.events.emit(|| Event::CheckpointSaved {
+                namespace: String::new(),
                 step,
                 checkpoint_id: id,
                 next,
@@ -483,6 +487,7 @@ impl<S: State> Run<S> {
         self.save_pending(writes, true).await?;
         let step = self.step;
         self.events.emit(|| Event::Interrupted {
+            namespace: String::new(),
             step,
             interrupts: records.clone(),
         });
@@ -607,12 +612,67 @@ impl<S: State> Run<S> {
         Ok(None)
     }
 
+    /// The whole state, for the values stream.
+    fn emit_values(&self, step: u64) {
+        if self.events.wants_values() {
+            self.events.values(|| Event::Values {
+                namespace: String::new(),
+                step,
+                values: serde_json::to_value(&*self.state).unwrap_or_default(),
+            });
+        }
+    }
+
+    /// The step's task results in task order, for the debug stream (a pause is reported by
+    /// the run's `Interrupted` event).
+    fn report_results(&self, step: u64, outcomes: &[Outcome<S>]) {
+        for (index, (spec, outcome)) in self.frontier.tasks.iter().zip(outcomes).enumerate() {
+            match outcome {
+                Outcome::Done {
+                    command,
+                    elapsed_ms,
+                    ..
+                } => self.events.ordered(|| Event::NodeFinished {
+                    namespace: String::new(),
+                    step,
+                    node: spec.node.clone(),
+                    task: index,
+                    duration_ms: *elapsed_ms,
+                    update: serde_json::to_value(&command.update).unwrap_or_default(),
+                }),
+                Outcome::Failed { error, attempts } => self.events.ordered(|| Event::NodeFailed {
+                    namespace: String::new(),
+                    step,
+                    node: spec.node.clone(),
+                    attempt: *attempts,
+                    error: error.message().to_string(),
+                    will_retry: false,
+                }),
+                Outcome::Reused { .. } | Outcome::Interrupted(_) => {}
+            }
+        }
+    }
+
     /// Runs one superstep. Returns a status when the run stops here (a pause).
     async fn superstep(&mut self) -> Result<Option<RunStatus>, RunError> {
         let step = self.step + 1;
         let (prepared, mut outcomes) = self.prepare(step)?;
+        if self.events.wants_ordered() {
+            for task in &prepared {
+                self.events.ordered(|| Event::NodeStarted {
+                    namespace: String::new(),
+                    step,
+                    node: task.name.to_string(),
+                    task: task.index,
+                    attempt: 1,
+                });
+            }
+        }
         self.run_tasks(step, prepared, &mut outcomes).await?;
         let outcomes: Vec<Outcome<S>> = outcomes.into_iter().flatten().collect();
+        if self.events.wants_ordered() {
+            self.report_results(step, &outcomes);
+        }
 
         // A failure or a pause stops the run before anything is merged; finished siblings'
         // results are saved against the current checkpoint so a resume does not redo them.
@@ -644,7 +704,7 @@ impl<S: State> Run<S> {
                 None => spec.node.as_str().into(),
             };
             let (update, raw, goto) = match outcome {
-                Outcome::Done { command, raw } => (command.update, raw, command.goto),
+                Outcome::Done { command, raw, .. } => (command.update, raw, command.goto),
                 Outcome::Reused { update, raw, goto } => (update, Some(raw), goto),
                 Outcome::Failed { .. } | Outcome::Interrupted(_) => continue,
             };
@@ -656,6 +716,15 @@ impl<S: State> Run<S> {
                 writes.push(NodeWrite {
                     node: spec.node.clone(),
                     update: raw,
+                });
+            }
+            if self.events.wants_updates() {
+                self.events.updates(|| Event::Updates {
+                    namespace: String::new(),
+                    step,
+                    node: spec.node.clone(),
+                    task: batch.len(),
+                    update: serde_json::to_value(&update).unwrap_or_default(),
                 });
             }
             batch.push(TaggedUpdate::new(name, update));
@@ -674,6 +743,7 @@ impl<S: State> Run<S> {
             .map(|(node, goto)| Finished { node: *node, goto })
             .collect();
         let next = triggers::advance(&topology, &self.state, &finished, &self.frontier, step)?;
+        self.emit_values(step);
         let ran = std::mem::replace(&mut self.frontier, next).tasks;
 
         let parent = Some(self.checkpoint_id);
@@ -728,7 +798,7 @@ impl<S: State> Run<S> {
         for (index, (spec, outcome)) in self.frontier.tasks.iter().zip(outcomes).enumerate() {
             match outcome {
                 // Multi-task steps saved each success as it finished, except in exit mode.
-                Outcome::Done { command, raw } if exit_mode || !multi => {
+                Outcome::Done { command, raw, .. } if exit_mode || !multi => {
                     let update = match raw {
                         Some(r) => r,
                         None => persist::to_raw(&command.update)?,
@@ -784,6 +854,7 @@ impl<S: State> Run<S> {
         }
         let step_done = self.step;
         self.events.emit(|| Event::Interrupted {
+            namespace: String::new(),
             step: step_done,
             interrupts: interrupts.clone(),
         });
@@ -859,7 +930,7 @@ impl<S: State> Run<S> {
                 break;
             };
             if save_each {
-                if let Outcome::Done { command, raw } = &mut outcome {
+                if let Outcome::Done { command, raw, .. } = &mut outcome {
                     let update = persist::to_raw(&command.update)?;
                     *raw = Some(update.clone());
                     let write = PendingWrite {
@@ -895,7 +966,8 @@ async fn run_task<S: State>(
         let mut attempt = 1u32;
         loop {
             task.ctx.begin_attempt(attempt);
-            events.emit(|| Event::NodeStarted {
+            events.live(|| Event::NodeStarted {
+                namespace: String::new(),
                 step,
                 node: task.name.to_string(),
                 task: task.index,
@@ -914,7 +986,8 @@ async fn run_task<S: State>(
             };
             let error = match result {
                 Ok(Ok(command)) => {
-                    events.emit(|| Event::NodeFinished {
+                    events.live(|| Event::NodeFinished {
+                        namespace: String::new(),
                         step,
                         node: task.name.to_string(),
                         task: task.index,
@@ -923,7 +996,14 @@ async fn run_task<S: State>(
                             .unwrap_or_default(),
                         update: serde_json::to_value(&command.update).unwrap_or(serde_json::Value::Null),
                     });
-                    return Outcome::Done { command, raw: None };
+                    let elapsed_ms = started
+                        .map(|t| t.elapsed().as_secs_f64() * 1000.0)
+                        .unwrap_or_default();
+                    return Outcome::Done {
+                        command,
+                        raw: None,
+                        elapsed_ms,
+                    };
                 }
                 Ok(Err(e)) => e,
                 Err(panic) => {
@@ -946,7 +1026,8 @@ async fn run_task<S: State>(
                 .retry
                 .as_ref()
                 .filter(|p| attempt < max_attempts && !matches!(error.kind(), NodeErrorKind::Panicked) && (p.retry_on)(&error));
-            events.emit(|| Event::NodeFailed {
+            events.live(|| Event::NodeFailed {
+                namespace: String::new(),
                 step,
                 node: task.name.to_string(),
                 attempt,

@@ -24,7 +24,7 @@ mod triggers;
 pub use config::{Durability, RunConfig, SnapshotPolicy};
 pub use context::{Context, TextSink};
 pub use error::{NodeError, NodeErrorKind, ResumeError, RunError};
-pub use events::{Event, PROGRESS_EVENT, TOKEN_EVENT};
+pub use events::{Event, StreamMode, PROGRESS_EVENT, TOKEN_EVENT};
 pub use namespace::ThreadPath;
 pub use stream::RunStream;
 pub use subgraph::Subgraph;
@@ -126,6 +126,7 @@ pub(crate) async fn execute_at<S: State>(
         span.record("thread_id", run.thread_id());
         span.record("run_id", run.run_id());
         events.emit(|| Event::RunStarted {
+            namespace: String::new(),
             thread_id: run.thread_id().to_string(),
             run_id: run.run_id().to_string(),
             step: run.step(),
@@ -153,6 +154,7 @@ pub(crate) async fn execute_at<S: State>(
             Err(_) => "failed",
         };
         events.emit(|| Event::RunFinished {
+            namespace: String::new(),
             step: run.step(),
             status: status.to_string(),
         });

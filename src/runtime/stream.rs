@@ -1,4 +1,4 @@
-use super::events::{Event, EventSink};
+use super::events::{Event, EventSink, Modes};
 use super::executor::Start;
 use super::{execute, RunConfig, RunError, RunOutcome};
 use crate::graph::CompiledGraph;
@@ -30,7 +30,8 @@ pub struct RunStream<S: State> {
 impl<S: State> RunStream<S> {
     pub(crate) fn spawn(graph: CompiledGraph<S>, start: Start<S>, config: RunConfig) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        let handle = tokio::spawn(execute(graph, start, config, EventSink::new(tx)));
+        let modes = Modes::of(&config.stream);
+        let handle = tokio::spawn(execute(graph, start, config, EventSink::new(tx, modes)));
         RunStream {
             events: rx,
             handle: Some(handle),

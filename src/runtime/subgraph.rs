@@ -11,7 +11,6 @@
 
 use super::context::Context;
 use super::error::{NodeError, NodeErrorKind, RunError};
-use super::events::EventSink;
 use super::executor::Start;
 use super::namespace::task_id;
 use super::{execute_at, Resume, RunConfig, RunStatus};
@@ -216,7 +215,8 @@ async fn run_child<C: State>(
         }
         _ => Start::Input(input),
     };
-    let outcome = execute_at(graph, start, config, EventSink::default(), true).await;
+    let events = t.events.nested(&path.namespace());
+    let outcome = execute_at(graph, start, config, events, true).await;
     match outcome {
         Ok(out) => match out.status {
             RunStatus::Done => Ok(out.state),

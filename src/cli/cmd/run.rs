@@ -277,7 +277,12 @@ async fn execute(
 ) -> anyhow::Result<u8> {
     let resume_hint = ctx.command_line(&["resume", thread]);
     let (ended, result) = drive(ctx, resolved, graph, thread, action, settings, first_step).await;
-    report(ctx, resolved, &ended, result, settings.json, &resume_hint)
+    let output = match (settings.stream.is_empty(), settings.json) {
+        (false, _) => Output::Ndjson,
+        (true, true) => Output::Json,
+        (true, false) => Output::Text,
+    };
+    report_as(ctx, resolved, &ended, result, output, &resume_hint)
 }
 
 /// Runs `action` on `thread`, made (remembering how it was started, with `sets`) when it does
@@ -330,7 +335,9 @@ async fn drive(
         .thread(thread.to_string())
         .cancel_on(token.clone())
         .interrupt_before(settings.interrupt_before.iter().cloned())
-        .interrupt_after(settings.interrupt_after.iter().cloned());
+        .interrupt_after(settings.interrupt_after.iter().cloned())
+        .stream_modes(settings.stream.iter().copied());
+    let streaming = !settings.stream.is_empty();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
     let mut progress = Progress::new(ctx.quiet, ctx.verbose > 0);
     progress.expect(first_step);
@@ -346,6 +353,13 @@ async fn drive(
     let mut seen = |event: &Event, progress: &mut Progress| {
         if let Event::CheckpointSaved { step, .. } = event {
             saved_step = Some(*step);
+        }
+        if streaming {
+            // `--stream`: the asked-for events, one JSON object per line.
+            if let Ok(line) = serde_json::to_string(event) {
+                out(&line);
+            }
+            return;
         }
         progress.event(event);
     };
@@ -363,6 +377,10 @@ async fn drive(
     drop(progress);
     watcher.abort();
     let snapshot = graph.get_state(thread, None).await.ok();
+    if streaming && saved_step.is_none() {
+        // The stream carries checkpoint events only in debug mode: the store says instead.
+        saved_step = snapshot.as_ref().map(|s| s.step);
+    }
     let ended = Ended {
         thread: thread.to_string(),
         graph: resolved.file.graph.clone(),
@@ -397,6 +415,29 @@ pub(super) fn report(
     json: bool,
     resume_hint: &str,
 ) -> anyhow::Result<u8> {
+    let output = if json { Output::Json } else { Output::Text };
+    report_as(ctx, resolved, meta, result, output, resume_hint)
+}
+
+/// How a command's outcome is printed on stdout.
+#[derive(Clone, Copy, PartialEq)]
+enum Output {
+    Text,
+    /// One JSON document (`--json`).
+    Json,
+    /// One line, `{"event":"outcome",...}`, after the streamed events (`--stream`).
+    Ndjson,
+}
+
+fn report_as(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    meta: &Ended,
+    result: Result<RunOutcome<Value>, RunError>,
+    output: Output,
+    resume_hint: &str,
+) -> anyhow::Result<u8> {
+    let json = output != Output::Text;
     let thread = &meta.thread;
     let mut doc = json!({
         "thread_id": thread,
@@ -507,7 +548,7 @@ pub(super) fn report(
                         "nothing of thread {thread} was saved; free some space and run it again"
                     ),
                 }
-                return finish(doc, json, code);
+                return finish(doc, output, code);
             } else {
                 eprintln!("error: {e}");
             }
@@ -518,12 +559,17 @@ pub(super) fn report(
             code
         }
     };
-    finish(doc, json, code)
+    finish(doc, output, code)
 }
 
-fn finish(doc: Value, json: bool, code: u8) -> anyhow::Result<u8> {
-    if json {
-        out(&format!("{doc:#}"));
+fn finish(mut doc: Value, output: Output, code: u8) -> anyhow::Result<u8> {
+    match output {
+        Output::Text => {}
+        Output::Json => out(&format!("{doc:#}")),
+        Output::Ndjson => {
+            doc["event"] = json!("outcome");
+            out(&doc.to_string());
+        }
     }
     Ok(code)
 }
