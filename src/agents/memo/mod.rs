@@ -46,6 +46,7 @@
 //!
 //! Settings: see [`MemoSettings`] and `graphs/memo.toml`.
 
+mod artifacts;
 mod dataroom;
 mod figures;
 mod nodes;
@@ -54,6 +55,7 @@ pub mod prompts;
 mod settings;
 mod state;
 
+pub use artifacts::artifact_set;
 pub use nodes::finish::Review;
 pub use settings::{slug, MemoSettings, ModeSetting};
 pub use state::{
@@ -62,6 +64,7 @@ pub use state::{
     SectionEvidence, SectionResearch, Topic, UnsupportedFigure, Validation,
 };
 
+use crate::artifacts::ArtifactSet;
 use crate::graph::{CompiledGraph, RetryPolicy, StateGraph};
 use crate::llm::provider::{self, LazyModel};
 use crate::llm::ChatModel;
@@ -299,6 +302,10 @@ impl GraphFactory for Memo {
             agent = agent.with_web(web.clone());
         }
         Ok(graph(Arc::new(agent)).compile()?)
+    }
+
+    fn artifacts(&self, _file: &GraphFile) -> Option<ArtifactSet<MemoState>> {
+        Some(artifact_set())
     }
 
     fn preflight(&self, file: &GraphFile) -> Result<(), BuildError> {

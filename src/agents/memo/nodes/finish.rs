@@ -18,6 +18,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
+/// The heading of the validation appendix `finalize` adds.
+const APPENDIX: &str = "## Validation";
+
 pub(crate) async fn fact_check(
     s: Arc<MemoState>,
     ctx: Context,
@@ -293,8 +296,14 @@ pub(crate) async fn finalize(
         .final_draft
         .clone()
         .ok_or_else(|| NodeError::new("finalize needs the draft (4-final-draft.md)"))?;
-    let body = body_of(&draft).trim_end().to_string();
     let citations = &draft[body_of(&draft).len()..];
+    // A draft finalized before (and edited, or sent round again) keeps one appendix.
+    let body = body_of(&draft);
+    let body = match body.find(&format!("\n{APPENDIX}\n")) {
+        Some(at) => &body[..at],
+        None => body,
+    };
+    let body = body.trim_end();
     let memo = format!("{body}\n\n{}\n{citations}", appendix(&s));
     let note = format!(
         "memo of {} words, score {:.1}",
@@ -311,7 +320,7 @@ pub(crate) async fn finalize(
 /// The validation appendix: score, citation and fact-check results.
 fn appendix(s: &MemoState) -> String {
     let v = &s.validation;
-    let mut out = String::from("## Validation\n\n");
+    let mut out = format!("{APPENDIX}\n\n");
     for line in &v.score_breakdown {
         out.push_str(&format!("- {line}\n"));
     }
