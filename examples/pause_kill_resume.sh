@@ -1,30 +1,47 @@
 #!/usr/bin/env bash
-# Keyless demo of what stategraph is for: a run pauses for a person, is killed with SIGKILL in
-# the middle of a step, and resumes from its last checkpoint without redoing finished work.
+# Keyless demo of what stategraph is for, on the 13-stage memo pipeline: a run is killed with
+# SIGKILL in the middle of a stage, resumes at that stage without redoing the finished ones, and
+# a second run pauses for a person's review and is approved.
 #
 #   bash examples/pause_kill_resume.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q --bin graph || exit 1
 graph=target/release/graph
-export GRAPH_DB="$(mktemp -d)/store"
-thread="demo-$$"
+tmp="$(mktemp -d)"
+export GRAPH_DB="$tmp/store"
+export GRAPH_OUT="$tmp/output"   # where the artifacts go (default: ./output)
+thread="memo-$$"
 
-echo "== 1. run: outline, three parallel drafts, then a pause for review (exit code 3)"
-$graph run pipeline --thread "$thread" --input "durable agents" --set step_ms=300
-echo "exit code: $?"
-
-echo; echo "== 2. approve, then kill -9 the process while it publishes"
-$graph resume "$thread" --resume yes --set step_ms=4000 &
+echo "== 1. run the memo; each stage waits 400 ms, so there is time to kill it"
+$graph run memo --thread "$thread" --input Fernstone --yes --set stage_ms=400 \
+    >/dev/null 2>"$tmp/run.log" &
 pid=$!
-sleep 1.5
+sleep 3
 kill -9 "$pid"; wait "$pid" 2>/dev/null
-echo "killed (exit code 137)"
+grep "^stage " "$tmp/run.log"
+echo "killed with SIGKILL in the middle of the next stage (exit code 137)"
 
-echo; echo "== 3. the thread is stopped, its finished steps are saved"
+echo; echo "== 2. the thread is stopped; its finished stages are saved"
 $graph threads
-$graph history "$thread" --limit 4
+$graph history "$thread" --limit 3
 
-echo; echo "== 4. resume: only the unfinished step runs again"
-$graph resume "$thread" --set step_ms=300
+echo; echo "== 3. resume: only the stages that had not finished run"
+$graph resume "$thread" --set stage_ms=0 >"$tmp/memo.md" 2>"$tmp/resume.log"
 echo "exit code: $?"
+grep "^stage " "$tmp/resume.log"
+echo "--- the memo's first lines:"
+head -12 "$tmp/memo.md"
+
+echo; echo "== 4. a stricter reviewer: below 9.5 the memo waits for a person (exit code 3)"
+$graph run memo --thread "$thread-review" --input Fernstone --set review_below=9.5 \
+    >/dev/null 2>"$tmp/review.log"
+echo "exit code: $?"
+grep -E "^stage 1[2-3] |\"question\"|graph resume" "$tmp/review.log"
+$graph resume "$thread-review" --resume approve >/dev/null 2>&1
+echo "approved; exit code: $?"
+
+if [ -d "$GRAPH_OUT" ]; then
+    echo; echo "== 5. the artifacts, one version folder per run"
+    (cd "$GRAPH_OUT" && find . -type f | sort)
+fi
