@@ -27,6 +27,7 @@ mod args;
 mod cmd;
 mod error;
 mod origin;
+mod pause;
 mod progress;
 
 pub use error::{EXIT_DONE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PAUSED, EXIT_USAGE};

@@ -385,6 +385,12 @@ impl<S: State> CompiledGraph<S> {
             },
         };
         store.put_checkpoint(&record, true).await?;
+        // What the source's tasks left against it (a pause waiting for an answer, siblings
+        // that finished) belongs to the copy too: a fork of a paused checkpoint is paused.
+        let writes = store.get_writes(thread_id, source.id).await?;
+        if !writes.is_empty() {
+            store.put_writes(&new_id, record.id, &writes, true).await?;
+        }
         Ok(new_id)
     }
 

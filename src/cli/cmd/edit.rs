@@ -71,6 +71,10 @@ pub(crate) async fn fork(ctx: &Ctx, args: ForkArgs) -> anyhow::Result<u8> {
         origin.unwrap_or_else(|| Origin::new(&resolved.file.graph, &resolved.origin, Vec::new()));
     origin.created_at_ms = crate::checkpoint::now_ms();
     origin.write(&ctx.store, &new).await?;
+    let interrupts = match graph.get_state(&new, None).await {
+        Ok(snapshot) => snapshot.interrupts,
+        Err(_) => Vec::new(),
+    };
     ctx.store.release(&new)?;
     if args.json {
         out(&format!(
@@ -81,7 +85,7 @@ pub(crate) async fn fork(ctx: &Ctx, args: ForkArgs) -> anyhow::Result<u8> {
         eprintln!(
             "forked {} at {checkpoint}; continue with: {}",
             args.thread,
-            ctx.command_line(&["resume", &new])
+            crate::cli::pause::continue_command(ctx, &new, &interrupts)
         );
         out(&new);
     }

@@ -1,8 +1,9 @@
 //! `threads`, `state` and `history`: reading threads, including running ones.
 
-use crate::checkpoint::{CheckpointId, InterruptWhen, ThreadListing, ThreadStatus};
+use crate::checkpoint::{CheckpointId, ThreadListing, ThreadStatus};
 use crate::cli::args::{HistoryArgs, StateArgs};
 use crate::cli::error::{bad_input, EXIT_DONE};
+use crate::cli::pause;
 use crate::cli::{check_thread_id, format_ago, format_time, out, status_of, Ctx};
 use crate::runtime::HistoryQuery;
 use serde_json::{json, Value};
@@ -178,20 +179,18 @@ pub(crate) async fn state(ctx: &Ctx, args: StateArgs) -> anyhow::Result<u8> {
             e.node, e.task, e.message
         ));
     }
-    for i in &snapshot.interrupts {
-        let what = match i.when {
-            InterruptWhen::Before => format!("breakpoint before `{}`", i.node),
-            InterruptWhen::After => format!("breakpoint after `{}`", i.node),
-            InterruptWhen::Dynamic => {
-                format!("`{}` asks (interrupt {}): {}", i.node, i.id, i.payload)
-            }
-        };
-        lines.push(format!("waiting     {what}"));
+    if !snapshot.interrupts.is_empty() {
+        lines.push("waiting".to_string());
+        lines.extend(pause::describe(
+            &resolved,
+            &snapshot.interrupts,
+            &snapshot.values,
+        ));
     }
     if status != ThreadStatus::Done && status != ThreadStatus::Running && checkpoint.is_none() {
         lines.push(format!(
             "continue    {}",
-            ctx.command_line(&["resume", &args.thread])
+            pause::continue_command(ctx, &args.thread, &snapshot.interrupts)
         ));
     }
     lines.push("values".to_string());

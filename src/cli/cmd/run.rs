@@ -6,6 +6,7 @@ use crate::cli::error::{
     bad_input, run_error_code, EXIT_DONE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PAUSED,
 };
 use crate::cli::origin::Origin;
+use crate::cli::pause;
 use crate::cli::progress::Progress;
 use crate::cli::{check_thread_id, out, parse_json, parse_overrides, status_of, Ctx};
 use crate::registry::{AnyFactory, ErasedGraph, Registry, Resolved};
@@ -470,47 +471,14 @@ fn report_as(
                     EXIT_DONE
                 }
                 RunStatus::Interrupted { interrupts, next } => {
-                    let dynamic: Vec<_> = interrupts
-                        .iter()
-                        .filter(|i| i.when == InterruptWhen::Dynamic)
-                        .collect();
-                    let words = ["resume", thread.as_str()];
-                    let command = match dynamic.len() {
-                        0 => resume_hint.to_string(),
-                        1 => ctx.command_line_with(&words, "--resume <ANSWER>"),
-                        _ => {
-                            let ids: Vec<String> = dynamic
-                                .iter()
-                                .map(|i| format!("\"{}\": <ANSWER>", i.id))
-                                .collect();
-                            ctx.command_line_with(
-                                &words,
-                                &format!("--resume-json '{{{}}}'", ids.join(", ")),
-                            )
-                        }
-                    };
+                    let command = pause::continue_command(ctx, thread, &interrupts);
                     doc["interrupts"] = serde_json::to_value(&interrupts).unwrap_or(Value::Null);
                     doc["next"] = json!(next);
                     doc["continue_with"] = json!(command);
                     if !json {
                         eprintln!("paused at step {} of thread {thread}:", outcome.step);
-                        for i in &interrupts {
-                            match i.when {
-                                InterruptWhen::Before => {
-                                    eprintln!("  breakpoint before `{}`", i.node)
-                                }
-                                InterruptWhen::After => {
-                                    eprintln!("  breakpoint after `{}`", i.node)
-                                }
-                                InterruptWhen::Dynamic => {
-                                    let payload =
-                                        format!("{:#}", i.payload).replace('\n', "\n    ");
-                                    eprintln!(
-                                        "  `{}` asks (interrupt {}):\n    {payload}",
-                                        i.node, i.id
-                                    );
-                                }
-                            }
+                        for line in pause::describe(resolved, &interrupts, &outcome.state) {
+                            eprintln!("{line}");
                         }
                         if resolved.factory.plan_editor().is_some() {
                             eprintln!(

@@ -1,0 +1,115 @@
+//! A paused run as a person reads it: the question in words, the plan once as a Markdown
+//! checklist (as it is now, after edits), the command that continues and works; a fork of a
+//! paused checkpoint is paused too.
+
+#[path = "support/fake_openai.rs"]
+mod fake_openai;
+#[path = "support/cli.rs"]
+mod harness;
+
+use fake_openai::FakeOpenAi;
+use harness::{Db, TestCommand};
+use serde_json::json;
+
+/// The words of the `continue` line of `graph state`, with `<ANSWER>` replaced by `answer`.
+fn continue_words(state_text: &str, answer: &str) -> Vec<String> {
+    let line = state_text
+        .lines()
+        .find_map(|l| l.strip_prefix("continue    "))
+        .unwrap_or_else(|| panic!("no continue line in\n{state_text}"));
+    line.split_whitespace()
+        .skip(1) // the program's name
+        .map(|w| w.replace("<ANSWER>", answer))
+        .collect()
+}
+
+#[test]
+fn the_review_pause_shows_the_plan_once_and_state_shows_it_as_edited() {
+    let server = FakeOpenAi::start(
+        json!({"todos": [
+            {"id": "t1", "task": "How does sled flush", "kind": "research", "dependencies": []},
+            {"id": "t2", "task": "What is Tokio", "kind": "research", "dependencies": []},
+        ]}),
+        |_| json!({"task_outcome": "answered", "status": "done", "new_tasks": []}),
+    );
+    let db = Db::new();
+    let docs = tempfile::tempdir().unwrap();
+    std::fs::write(
+        docs.path().join("sled.md"),
+        "# sled\nsled flushes every 500 ms.",
+    )
+    .unwrap();
+    let corpus = format!("search.corpus={}", docs.path().display());
+    let graph = |args: &[&str]| db.graph(args).with_model_at(&server.base_url());
+
+    let paused = graph(&[
+        "run",
+        "research",
+        "--input",
+        "How does sled flush?",
+        "--set",
+        &corpus,
+    ])
+    .expect(3);
+    let thread = paused.thread();
+    paused.stderr_has(&[
+        "`planning_mode` asks:",
+        "Review the research plan.",
+        "research question: How does sled flush?",
+        "- [ ] t1 (research): How does sled flush",
+        &format!("resume {thread} --resume <ANSWER>"),
+    ]);
+    assert_eq!(
+        paused.stderr.matches("How does sled flush\n").count()
+            + paused.stderr.matches("How does sled flush (").count(),
+        1,
+        "the plan is shown once\n{paused}"
+    );
+    assert!(
+        !paused.stderr.contains("\"markdown\"") && !paused.stderr.contains("\"todos\""),
+        "no raw JSON\n{paused}"
+    );
+
+    graph(&["plan", &thread, "rm", "t2"]).expect(0);
+    let state = graph(&["state", &thread]).expect(0);
+    assert!(state.stdout.contains("- [ ] t1 (research)"), "{state}");
+    assert!(
+        !state.stdout.contains("- [ ] t2"),
+        "state shows the plan as it is now\n{state}"
+    );
+    let words = continue_words(&state.stdout, "approve");
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    assert_eq!(
+        words[..4],
+        ["resume", thread.as_str(), "--resume", "approve"]
+    );
+    // The command as suggested (it names the store itself).
+    let done = TestCommand::bare(&words)
+        .with_model_at(&server.base_url())
+        .expect(0);
+    assert!(done.stdout.contains("Sources:"), "{done}");
+    assert_eq!(server.keys("PlanUpdate"), ["t1"], "t2 was removed");
+}
+
+#[test]
+fn a_fork_of_a_paused_checkpoint_is_paused_with_the_same_question() {
+    let db = Db::new();
+    let thread = db.paused_thread();
+    let history = db.graph(&["history", &thread, "--json"]).expect(0).json();
+    let newest = history[0]["checkpoint_id"].as_str().unwrap().to_string();
+    let fork = db
+        .graph(&["fork", &thread, "--checkpoint", &newest, "--to", "copy"])
+        .expect(0);
+    fork.stderr_has(&["graph resume copy --resume <ANSWER>"]);
+
+    let state = db.graph(&["state", "copy"]).expect(0);
+    assert!(state.stdout.contains("status      paused"), "{state}");
+    assert!(state.stdout.contains("Publish this document?"), "{state}");
+    let words = continue_words(&state.stdout, "yes");
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let done = TestCommand::bare(&words).expect(0);
+    assert!(done.stdout.starts_with("# A short guide to sled"), "{done}");
+    // The source thread still waits for its own answer.
+    let source = db.graph(&["state", &thread, "--json"]).expect(0).json();
+    assert_eq!(source["interrupts"].as_array().unwrap().len(), 1);
+}
