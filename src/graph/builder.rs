@@ -173,6 +173,56 @@ impl<S: State> StateGraph<S> {
         }
     }
 
+    /// Adds a router that returns a key, and a path map from keys to targets (LangGraph's
+    /// `path_map`): the targets are declared by the map. A key the map lacks is taken as a
+    /// target name, so it fails as an undeclared target naming it.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use serde::{Deserialize, Serialize};
+    /// # use stategraph::{graph::StateGraph, runtime::Context, State, END, START};
+    /// # #[derive(State, Clone, Default, Serialize, Deserialize)] struct S { n: u32 }
+    /// let mut g = StateGraph::<S>::new();
+    /// g.add_node("work", |_s: Arc<S>, _c: Context| async { Ok(SUpdate::default().n(1u32)) });
+    /// g.add_edge(START, "work");
+    /// g.add_conditional_edges_map(
+    ///     "work",
+    ///     |s: &S| if s.n < 3 { "again" } else { "stop" },
+    ///     [("again", "work"), ("stop", END)],
+    /// );
+    /// # g.compile().unwrap();
+    /// ```
+    pub fn add_conditional_edges_map<F, K, I, A, B>(
+        &mut self,
+        from: impl Into<String>,
+        router: F,
+        path_map: I,
+    ) -> RouterSpec<'_>
+    where
+        F: Fn(&S) -> K + Send + Sync + 'static,
+        K: AsRef<str>,
+        I: IntoIterator<Item = (A, B)>,
+        A: Into<String>,
+        B: Into<String>,
+    {
+        let map: std::collections::BTreeMap<String, String> = path_map
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        let mut targets: Vec<String> = map.values().cloned().collect();
+        targets.sort();
+        targets.dedup();
+        self.add_conditional_edges(
+            from,
+            move |s: &S| {
+                let key = router(s);
+                let key = key.as_ref();
+                Route::from(map.get(key).map(String::as_str).unwrap_or(key))
+            },
+            targets,
+        )
+    }
+
     /// Sets the entry point: shorthand for `add_edge(START, node)`.
     pub fn set_entry(&mut self, node: impl Into<String>) -> &mut Self {
         self.add_edge(START, node)

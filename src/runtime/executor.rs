@@ -1089,6 +1089,11 @@ fn answer_interrupts(
     };
     match resume {
         Resume::Continue => Ok(Vec::new()),
+        // At a static breakpoint a value just continues the run, as in LangGraph (nothing
+        // reads it).
+        Resume::Value(_) if waiting.is_empty() && !waiting_interrupts(pending).is_empty() => {
+            Ok(Vec::new())
+        }
         Resume::Value(value) => match waiting.as_slice() {
             [] => Err(ResumeError::NothingToAnswer {
                 thread: thread.to_string(),

@@ -242,8 +242,9 @@ impl<S: State> CompiledGraph<S> {
     /// Edits the thread's state, writing a new checkpoint (source `update`).
     ///
     /// With `as_node`, the edit counts as that node's output: its edges and routers decide what
-    /// runs next. Without it, the state changes and the thread continues where it was (its
-    /// pending tasks, pauses and saved results are kept).
+    /// runs next. With `as_node` = [`END`](crate::END), the thread ends there: nothing is left
+    /// to run and its pauses are dropped. Without it, the state changes and the thread
+    /// continues where it was (its pending tasks, pauses and saved results are kept).
     pub async fn update_state(
         &self,
         thread_id: &str,
@@ -252,6 +253,7 @@ impl<S: State> CompiledGraph<S> {
     ) -> Result<CheckpointId, RunError> {
         let store = self.store("update_state")?.clone();
         let node_index = match as_node {
+            Some(crate::END) => None,
             Some(name) => {
                 Some(
                     self.topology
@@ -301,6 +303,7 @@ impl<S: State> CompiledGraph<S> {
                 &latest.frontier,
                 latest.step,
             )?,
+            None if as_node == Some(crate::END) => Frontier::default(),
             None => latest.frontier.clone(),
         };
         let mut tracker = SnapshotTracker::new(Default::default(), stats);
@@ -335,7 +338,7 @@ impl<S: State> CompiledGraph<S> {
                     .or_else(|| latest.metadata.graph.clone()),
             },
         };
-        if node_index.is_none() {
+        if node_index.is_none() && as_node != Some(crate::END) {
             // The frontier is unchanged, so its tasks' saved results and pauses still apply.
             let carried = store.get_writes(thread_id, latest.id).await?;
             if !carried.is_empty() {
