@@ -42,8 +42,8 @@ fn two_nodes() -> StateGraph<Foo> {
     g
 }
 
-fn input(foo: &str) -> FooUpdate {
-    FooUpdate::default().foo(foo.to_string())
+fn input(text: &str) -> FooUpdate {
+    FooUpdate::default().foo(text.to_string())
 }
 
 /// LangGraph: test_pregel.py::test_command_with_static_breakpoints — resuming with a value at
