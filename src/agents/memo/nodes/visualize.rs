@@ -108,7 +108,11 @@ fn use_of_funds(text: &str, source: &str) -> Option<Series> {
         .split(',')
         .filter_map(|part| {
             let f = figures(part).into_iter().next()?;
-            let label = part.replace(&f.text, "").trim().to_string();
+            let label = part
+                .replace(&f.text, "")
+                .trim()
+                .trim_end_matches('.')
+                .to_string();
             Some((label, f.text, f.value))
         })
         .collect();
