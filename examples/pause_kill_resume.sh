@@ -37,7 +37,7 @@ echo; echo "== 4. a stricter reviewer: below 9.5 the memo waits for a person (ex
 $graph run memo --thread "$thread-review" --input Fernstone --set review_below=9.5 \
     >/dev/null 2>"$tmp/review.log"
 echo "exit code: $?"
-grep -E "^stage 1[2-3] |\"question\"|graph resume" "$tmp/review.log"
+grep -E "^stage 1[2-3] |asks:|The memo scores|graph resume" "$tmp/review.log"
 $graph resume "$thread-review" --resume approve >/dev/null 2>&1
 echo "approved; exit code: $?"
 
