@@ -30,7 +30,7 @@ use crate::checkpoint::Checkpointer;
 use crate::graph::{CompiledGraph, GraphError};
 use crate::state::State;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A named Rust graph that a graph file can configure and a registry can build.
@@ -314,6 +314,9 @@ pub struct Resolved {
     pub file: GraphFile,
     /// How it was named: a registered name or the path given.
     pub origin: String,
+    /// The graph file read from disk: the path given, or `graphs/NAME.toml` found for a name;
+    /// `None` for a graph's built-in copy.
+    pub path: Option<PathBuf>,
     /// The factory of the graph the file names.
     pub factory: Arc<dyn AnyFactory>,
 }
@@ -431,17 +434,29 @@ impl Registry {
         graph.ends_with(".toml") || graph.contains('/') || graph.contains(std::path::MAIN_SEPARATOR)
     }
 
-    /// Turns a registered name (with its built-in graph file) or the path of a graph file into
-    /// a configured graph, applying `overrides`.
+    /// `graphs/NAME.toml` under the current directory, when it exists: a registered name
+    /// resolves to it before its built-in copy, so the graph file a project edits is the one
+    /// that runs.
+    pub fn local_file(name: &str) -> Option<PathBuf> {
+        let path = Path::new("graphs").join(format!("{name}.toml"));
+        path.is_file().then_some(path)
+    }
+
+    /// Turns a registered name or the path of a graph file into a configured graph, applying
+    /// `overrides`. A name is read from [`local_file`](Self::local_file) when there is one,
+    /// else from the graph's built-in file.
     pub fn resolve(&self, graph: &str, overrides: &[Override]) -> Result<Resolved, RegistryError> {
-        let (text, origin) = if Self::is_path(graph) {
-            let text = std::fs::read_to_string(Path::new(graph)).map_err(|source| {
-                RegistryError::Read {
-                    path: graph.to_string(),
-                    source,
-                }
+        let on_disk = match Self::is_path(graph) {
+            true => Some(PathBuf::from(graph)),
+            false => Self::local_file(graph).filter(|_| self.get(graph).is_some()),
+        };
+        let path = on_disk.clone();
+        let (text, origin) = if let Some(file) = on_disk {
+            let text = std::fs::read_to_string(&file).map_err(|source| RegistryError::Read {
+                path: file.display().to_string(),
+                source,
             })?;
-            (text, graph.to_string())
+            (text, file.display().to_string())
         } else {
             let factory = self.get(graph).ok_or_else(|| RegistryError::UnknownGraph {
                 name: graph.to_string(),
@@ -476,6 +491,7 @@ impl Registry {
         Ok(Resolved {
             file,
             origin,
+            path,
             factory,
         })
     }

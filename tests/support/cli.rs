@@ -98,6 +98,12 @@ impl TestCommand {
         self
     }
 
+    /// Run in `dir` (where `./graphs/NAME.toml` is looked for, and relative paths start).
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.cmd.current_dir(dir);
+        self
+    }
+
     pub fn env_remove(mut self, key: &str) -> Self {
         self.cmd.env_remove(key);
         self

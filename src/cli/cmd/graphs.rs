@@ -19,6 +19,7 @@ pub(crate) fn graphs(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
             "output_field": factory.output_field(),
             "nodes": graph.node_names(),
             "settings": resolved.file.settings,
+            "source": resolved.path.as_ref().map(|p| p.display().to_string()),
         }));
     }
     if json {
@@ -41,8 +42,9 @@ pub(crate) fn graphs(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
             Some(f) => format!(" (--input fills `{f}`)"),
             None => String::new(),
         };
+        let source = g["source"].as_str().unwrap_or("built-in");
         out(&format!(
-            "{:<width$}  {}{input}",
+            "{:<width$}  {}{input} [{source}]",
             g["name"].as_str().unwrap_or_default(),
             g["description"].as_str().unwrap_or_default()
         ));

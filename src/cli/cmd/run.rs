@@ -9,7 +9,7 @@ use crate::cli::origin::Origin;
 use crate::cli::pause;
 use crate::cli::progress::Progress;
 use crate::cli::{check_thread_id, out, parse_json, parse_overrides, status_of, Ctx};
-use crate::registry::{AnyFactory, ErasedGraph, Registry, Resolved};
+use crate::registry::{AnyFactory, ErasedGraph, Resolved};
 use crate::runtime::{Event, Resume, RunError, RunOutcome, RunStatus};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -125,12 +125,12 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
         }
         None => uuid::Uuid::now_v7().to_string(),
     };
-    let graph_file = if Registry::is_path(&args.graph) {
-        std::fs::canonicalize(&args.graph)
+    // The file the run used is the one its resumes use, from whichever folder.
+    let graph_file = match &resolved.path {
+        Some(path) => std::fs::canonicalize(path)
             .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_else(|_| args.graph.clone())
-    } else {
-        args.graph.clone()
+            .unwrap_or_else(|_| path.display().to_string()),
+        None => args.graph.clone(),
     };
     match ctx.store.create(&thread).await {
         Ok(()) => {}
@@ -143,6 +143,12 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
             )))
         }
         Err(e) => return Err(e.into()),
+    }
+    if !ctx.quiet {
+        match &resolved.path {
+            Some(path) => eprintln!("graph {} from {}", resolved.file.graph, path.display()),
+            None => eprintln!("graph {} (built-in graph file)", resolved.file.graph),
+        }
     }
     eprintln!("thread {thread}");
     let origin = Origin::new(&resolved.file.graph, &graph_file, sets);
