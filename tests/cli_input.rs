@@ -166,3 +166,16 @@ fn run_with_the_id_of_a_thread_that_exists_points_to_resume_and_fork() {
     assert_eq!(before, after, "the existing thread was changed");
     assert_eq!(threads(&db), vec![thread]);
 }
+
+#[test]
+fn prune_keep_0_is_refused_and_says_what_to_use_instead() {
+    let db = Db::new();
+    let thread = db.finished_thread();
+    db.graph(&["prune", "--keep", "0"]).expect(2).stderr_has(&[
+        "--keep 0",
+        "keep at least 1",
+        "graph delete",
+    ]);
+    let history = db.graph(&["history", &thread, "--json"]).expect(0).json();
+    assert!(history.as_array().unwrap().len() > 1, "nothing was pruned");
+}

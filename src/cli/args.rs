@@ -336,7 +336,7 @@ pub(crate) struct RepairArgs {
 
 #[derive(Args, Debug)]
 pub(crate) struct PruneArgs {
-    /// Checkpoints to keep per thread (at least 1).
+    /// Checkpoints to keep per thread (at least 1: 0 is refused; `delete` removes a thread).
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub keep: usize,
     /// Prune only this thread.

@@ -236,13 +236,21 @@ impl fmt::Display for UsageLedger {
         fn line(f: &mut fmt::Formatter<'_>, name: &str, u: &NodeUsage) -> fmt::Result {
             write!(
                 f,
-                "{name:<20} {:>5} calls {:>10} in {:>10} out",
-                u.calls, u.usage.input_tokens, u.usage.output_tokens
+                "{name:<20} {:>5} {:<5} {:>10} in {:>10} out",
+                u.calls,
+                if u.calls == 1 { "call" } else { "calls" },
+                u.usage.input_tokens,
+                u.usage.output_tokens
             )?;
             if let Some(cost) = u.cost {
                 write!(f, "  cost {cost:.4}")?;
                 if u.unpriced_calls > 0 {
-                    write!(f, " (+{} unpriced calls)", u.unpriced_calls)?;
+                    let noun = if u.unpriced_calls == 1 {
+                        "call"
+                    } else {
+                        "calls"
+                    };
+                    write!(f, " (+{} unpriced {noun})", u.unpriced_calls)?;
                 }
             }
             if u.replayed_calls > 0 {
@@ -280,6 +288,18 @@ mod tests {
         let back: UsageLedger = serde_json::from_str(&json).unwrap();
         assert_eq!(back, ledger);
         assert!(ledger.to_string().contains("total"));
+    }
+
+    #[test]
+    fn one_call_is_one_call() {
+        let mut ledger = UsageLedger::new();
+        ledger.record("plan", Usage::new(10, 5), None);
+        ledger.record("answer", Usage::new(10, 5), None);
+        ledger.record("answer", Usage::new(10, 5), None);
+        let text = ledger.to_string();
+        assert!(text.contains("    1 call "), "{text}");
+        assert!(text.contains("    2 calls"), "{text}");
+        assert!(!text.contains("1 calls"), "{text}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use super::inspect::parse_checkpoint;
 use crate::checkpoint::{CheckpointError, Checkpointer};
 use crate::cli::args::{DeleteArgs, ForkArgs, PruneArgs, RepairArgs, UpdateArgs};
-use crate::cli::error::EXIT_DONE;
+use crate::cli::error::{bad_input, EXIT_DONE};
 use crate::cli::origin::Origin;
 use crate::cli::{check_thread_id, out, parse_json, Ctx};
 use crate::runtime::RunError;
@@ -167,7 +167,13 @@ pub(crate) async fn repair(ctx: &Ctx, args: RepairArgs) -> anyhow::Result<u8> {
 
 /// `graph prune`.
 pub(crate) async fn prune(ctx: &Ctx, args: PruneArgs) -> anyhow::Result<u8> {
-    let keep = args.keep.max(1);
+    if args.keep == 0 {
+        return Err(bad_input(
+            "--keep 0 would leave a thread no checkpoint to resume or read: keep at least 1 \
+             (the newest); to remove a whole thread, use `graph delete THREAD`",
+        ));
+    }
+    let keep = args.keep;
     let threads = match &args.thread {
         Some(t) => {
             check_thread_id(t)?;
