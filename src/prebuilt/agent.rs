@@ -114,10 +114,11 @@ impl AgentOptions {
     }
 }
 
-/// A model error as a node error that stays retryable when the provider said so.
+/// A model error as a node error, retryable only when no lower layer retried it already (the
+/// HTTP client retries its own errors), so retries never multiply across layers.
 pub fn model_node_error(e: LlmError) -> NodeError {
     let message = format!("the model call failed: {e}");
-    if e.is_transient() {
+    if e.should_retry() {
         NodeError::transient(message)
     } else {
         NodeError::new(message)
