@@ -130,7 +130,8 @@ impl<S: State> Artifact<S> {
         }
     }
 
-    /// A value of the state as pretty JSON in one file. `view` picks the value.
+    /// A value of the state as pretty JSON in one file. `view` picks the value; a view that
+    /// is `null` (an `Option` that is `None`) means the artifact is not produced yet.
     pub fn json<T: Serialize>(
         name: &str,
         path: &str,
@@ -138,13 +139,17 @@ impl<S: State> Artifact<S> {
         view: impl Fn(&S) -> T + Send + Sync + 'static,
     ) -> Self {
         Self::single(name, path, node, Format::Json, move |s| {
-            let mut bytes = serde_json::to_vec_pretty(&view(s)).map_err(|e| e.to_string())?;
+            let value = serde_json::to_value(view(s)).map_err(|e| e.to_string())?;
+            if value.is_null() {
+                return Ok(Vec::new());
+            }
+            let mut bytes = serde_json::to_vec_pretty(&value).map_err(|e| e.to_string())?;
             bytes.push(b'\n');
             Ok(bytes)
         })
     }
 
-    /// Text of the state as a Markdown file.
+    /// Text of the state as a Markdown file (none while the text is empty).
     pub fn markdown(
         name: &str,
         path: &str,
@@ -156,7 +161,7 @@ impl<S: State> Artifact<S> {
         })
     }
 
-    /// Text of the state as a plain text file.
+    /// Text of the state as a plain text file (none while the text is empty).
     pub fn text(
         name: &str,
         path: &str,
@@ -168,7 +173,7 @@ impl<S: State> Artifact<S> {
         })
     }
 
-    /// A file rendered by `render` (state → bytes, or why it cannot be).
+    /// A file rendered by `render` (state → bytes, or why it cannot be; no bytes: no file yet).
     pub fn custom(
         name: &str,
         path: &str,
@@ -293,6 +298,10 @@ impl<S: State> Artifact<S> {
                 .next()
                 .map(|e| e.bytes)
                 .unwrap_or_default();
+            // A one-file artifact that renders no bytes is not produced yet: no file.
+            if bytes.is_empty() {
+                return Ok(Vec::new());
+            }
             return Ok(vec![(self.pattern.as_str().to_string(), bytes)]);
         }
         Ok(entries

@@ -27,7 +27,9 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Start a thread and run it until it ends or pauses.
     Run(RunArgs),
-    /// Continue a paused, failed or stopped thread from its last checkpoint.
+    /// Continue a paused, failed or stopped thread from its last checkpoint (edited artifacts
+    /// are picked up first).
+    #[command(disable_version_flag = true)]
     Resume(ResumeArgs),
     /// List threads: id, graph, status, steps, last update.
     Threads(JsonArg),
@@ -41,8 +43,11 @@ pub(crate) enum Command {
     Plan(PlanArgs),
     /// Copy a checkpoint of a thread into a new thread.
     Fork(ForkArgs),
-    /// Run a thread again from the newest checkpoint where a node was about to run.
+    /// Run a thread again from the newest checkpoint where a node was about to run (into a new
+    /// artifact version folder).
     Rerun(RerunArgs),
+    /// List a thread's artifact files (path, node, step, changed or not), or write them again.
+    Artifacts(ArtifactsArgs),
     /// Delete a thread and everything stored for it.
     Delete(DeleteArgs),
     /// Delete old checkpoints, keeping the newest of each thread.
@@ -133,6 +138,9 @@ pub(crate) struct RunArgs {
     /// The thread to run on (a new id when absent; an existing thread continues with the input).
     #[arg(long, value_name = "ID")]
     pub thread: Option<String>,
+    /// Where the graph's artifact version folders go [default: output/ here].
+    #[arg(long, env = "GRAPH_OUT", value_name = "DIR")]
+    pub out: Option<PathBuf>,
     #[command(flatten)]
     pub settings: RunSettings,
 }
@@ -147,6 +155,13 @@ pub(crate) struct ResumeArgs {
     /// Answer with this JSON; with several questions pending, an object of answers by id.
     #[arg(long, group = "answer", value_name = "JSON")]
     pub resume_json: Option<String>,
+    /// Read edits from, and write artifacts to, this existing version folder (`v2`) [default:
+    /// the thread's latest].
+    #[arg(long, value_name = "VERSION")]
+    pub version: Option<String>,
+    /// Do not pick up edited artifact files.
+    #[arg(long)]
+    pub ignore_edits: bool,
     #[command(flatten)]
     pub settings: RunSettings,
 }
@@ -158,8 +173,33 @@ pub(crate) struct RerunArgs {
     /// The node to run again (with everything after it).
     #[arg(long, value_name = "NODE")]
     pub from: String,
+    /// Where the new artifact version folder goes [default: beside the thread's current one].
+    #[arg(long, env = "GRAPH_OUT", value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Do not pick up edited artifact files.
+    #[arg(long)]
+    pub ignore_edits: bool,
     #[command(flatten)]
     pub settings: RunSettings,
+}
+
+/// `graph artifacts THREAD [--restore]`.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Each file's status: ok (as written for the newest checkpoint), behind (the \
+    next write updates it),\nedited (read back as a valid edit by the next resume or rerun), \
+    invalid (does not parse or validate:\nthe line is named), truncated, changed (not editable), \
+    deleted, not written yet, added."
+)]
+pub(crate) struct ArtifactsArgs {
+    /// The thread.
+    pub thread: String,
+    /// Write every artifact file again from the thread's newest checkpoint (edits are lost).
+    #[arg(long)]
+    pub restore: bool,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -435,6 +475,7 @@ impl Command {
             Command::Delete(a) => a.json,
             Command::Prune(a) => a.json,
             Command::Repair(a) => a.json,
+            Command::Artifacts(a) => a.json,
             Command::Draw(_) => false,
             Command::Decompose(a) => a.json,
             Command::Tree(a) => a.json,

@@ -45,7 +45,14 @@ impl Db {
     pub fn graph(&self, args: &[&str]) -> TestCommand {
         let mut cmd = TestCommand::bare(args);
         cmd.cmd.arg("--db").arg(self.dir.path());
+        // Artifact folders go beside the store, not into the folder the tests run in.
+        cmd.cmd.env("GRAPH_OUT", self.out());
         cmd
+    }
+
+    /// Where runs of this store write their artifact version folders.
+    pub fn out(&self) -> PathBuf {
+        self.dir.path().join("output")
     }
 
     /// A thread's store directory.
@@ -86,7 +93,10 @@ impl TestCommand {
     /// `graph <args>` with no `--db` and a clean environment.
     pub fn bare(args: &[&str]) -> TestCommand {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_graph"));
-        cmd.args(args).env_remove("GRAPH_DB").env_remove("RUST_LOG");
+        cmd.args(args)
+            .env_remove("GRAPH_DB")
+            .env_remove("GRAPH_OUT")
+            .env_remove("RUST_LOG");
         TestCommand {
             cmd,
             text: format!("graph {}", args.join(" ")),

@@ -12,6 +12,7 @@
 //! section is drafted again with them. Settings (see `graphs/pipeline.toml`): `step_ms` (how
 //! long each node works), `title`, `sections`, `section_template`, `audience`, `yes`.
 
+use crate::artifacts::{Artifact, ArtifactSet, EditError, Entry, Format};
 use crate::graph::{CompiledGraph, StateGraph};
 use crate::registry::{BuildError, GraphFactory, GraphFile, SettingsSchema};
 use crate::runtime::{Context, NodeError};
@@ -137,6 +138,82 @@ impl GraphFactory for Pipeline {
     fn build(&self, _file: &GraphFile) -> Result<CompiledGraph<Doc>, BuildError> {
         Ok(graph().compile()?)
     }
+
+    fn artifacts(&self, _file: &GraphFile) -> Option<ArtifactSet<Doc>> {
+        Some(artifacts())
+    }
+}
+
+/// The outline as editable JSON (`outline.json`).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutlineFile {
+    title: String,
+    sections: Vec<String>,
+}
+
+/// The pipeline's files: `outline.json` (by `outline`; an edit drafts every section again),
+/// `sections/{index}-{slug}.md` (by `draft`; an edit goes back to review) and `document.md`
+/// (by `publish`, read-only).
+pub fn artifacts() -> ArtifactSet<Doc> {
+    let outline = Artifact::json("outline", "outline.json", "outline", |s: &Doc| {
+        (!s.outline.is_empty()).then(|| OutlineFile {
+            title: s.title.clone(),
+            sections: s.outline.clone(),
+        })
+    })
+    .parse_json(|_s: &Doc, f: OutlineFile| {
+        if f.sections.iter().all(|h| h.trim().is_empty()) {
+            return Err(EditError::new("`sections` needs at least one heading"));
+        }
+        Ok(DocUpdate::default().title(f.title).outline(f.sections))
+    });
+    let sections = Artifact::folder(
+        "sections",
+        "sections/{index}-{slug}.md",
+        "draft",
+        Format::Markdown,
+        |s: &Doc| {
+            let mut sections = s.sections.clone();
+            sections.sort_by_key(|x| x.index);
+            sections
+                .iter()
+                .map(|x| {
+                    Entry::new(
+                        x.heading.clone(),
+                        format!("## {}\n\n{}\n", x.heading, x.body),
+                    )
+                })
+                .collect()
+        },
+    )
+    .parse_entries(|_s: &Doc, entries: Vec<Entry>| {
+        let mut sections = Vec::new();
+        for (index, e) in entries.iter().enumerate() {
+            let text = e.text()?;
+            let (first, body) = text.split_once('\n').unwrap_or((text, ""));
+            let Some(heading) = first.strip_prefix("## ").filter(|h| !h.trim().is_empty()) else {
+                return Err(
+                    EditError::new("the first line must be the heading: `## Heading`")
+                        .at_line(1)
+                        .in_file(e.path.clone()),
+                );
+            };
+            sections.push(Section {
+                index,
+                heading: heading.trim().to_string(),
+                body: body.trim().to_string(),
+            });
+        }
+        Ok(DocUpdate::default().sections(sections))
+    });
+    let document = Artifact::markdown("document", "document.md", "publish", |s: &Doc| {
+        s.document.clone().unwrap_or_default()
+    });
+    ArtifactSet::new()
+        .with(outline)
+        .with(sections)
+        .with(document)
 }
 
 /// The pipeline's graph, uncompiled.

@@ -1,5 +1,6 @@
 //! One file per group of commands; `dispatch` picks the command.
 
+mod artifacts;
 mod edit;
 mod graphs;
 mod inspect;
@@ -16,6 +17,7 @@ pub(crate) async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> 
         Command::Run(a) => run::run(ctx, a).await,
         Command::Resume(a) => run::resume(ctx, a).await,
         Command::Rerun(a) => run::rerun(ctx, a).await,
+        Command::Artifacts(a) => artifacts::artifacts(ctx, a).await,
         Command::Threads(a) => inspect::threads(ctx, a.json).await,
         Command::State(a) => inspect::state(ctx, a).await,
         Command::History(a) => inspect::history(ctx, a).await,

@@ -1,5 +1,6 @@
 //! `run`, `resume` and `rerun`: the commands that run a graph on a thread.
 
+use super::artifacts;
 use crate::checkpoint::{CheckpointError, Checkpointer, InterruptWhen, ThreadStatus};
 use crate::cli::args::{RerunArgs, ResumeArgs, RunArgs, RunSettings};
 use crate::cli::error::{
@@ -157,6 +158,10 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
         let _ = ctx.store.delete_thread(&thread).await;
         return Err(e.into());
     }
+    if let Some(arts) = artifacts::of(ctx, &resolved)? {
+        arts.start_version(&thread, args.out.as_deref(), "run")
+            .await?;
+    }
     execute(
         ctx,
         &resolved,
@@ -185,6 +190,16 @@ pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
     ctx.store.hold(&args.thread).await?;
     eprintln!("thread {}", args.thread);
     remember_overrides(ctx, &resolved, origin, &args.thread, extra).await?;
+    if let Some(arts) = artifacts::of(ctx, &resolved)? {
+        let version = args.version.as_deref();
+        artifacts::before_resume(ctx, arts.as_ref(), &args.thread, version, args.ignore_edits)
+            .await?;
+    } else if args.version.is_some() {
+        return Err(bad_input(format!(
+            "--version: graph `{}` declares no artifacts",
+            resolved.file.graph
+        )));
+    }
     let snapshot = graph.get_state(&args.thread, None).await?;
     let dynamic: Vec<&str> = snapshot
         .interrupts
@@ -227,6 +242,19 @@ pub(crate) async fn rerun(ctx: &Ctx, args: RerunArgs) -> anyhow::Result<u8> {
     ctx.store.hold(&args.thread).await?;
     eprintln!("thread {}", args.thread);
     remember_overrides(ctx, &resolved, origin, &args.thread, extra).await?;
+    if let Some(arts) = artifacts::of(ctx, &resolved)? {
+        let (out, ignore) = (args.out.as_deref(), args.ignore_edits);
+        artifacts::before_rerun(
+            ctx,
+            arts.as_ref(),
+            graph.as_ref(),
+            &args.thread,
+            &args.from,
+            out,
+            ignore,
+        )
+        .await?;
+    }
     let from = std::slice::from_ref(&args.from);
     execute(
         ctx,
@@ -370,15 +398,35 @@ async fn drive(
         }
         progress.event(event);
     };
+    let arts = artifacts::of(ctx, resolved).unwrap_or_else(|e| {
+        eprintln!("warning: artifacts not written: {e:#}");
+        None
+    });
+    let mut writer = arts
+        .as_deref()
+        .map(|a| artifacts::Writer::new(a, thread, ctx.quiet));
     let result = loop {
         tokio::select! {
             biased;
-            Some(event) = rx.recv() => seen(&event, &mut progress),
+            Some(event) = rx.recv() => {
+                seen(&event, &mut progress);
+                if let (Some(w), Event::CheckpointSaved { checkpoint_id, .. }) = (&mut writer, &event) {
+                    w.write(Some(checkpoint_id)).await;
+                }
+            }
             result = &mut run => break result,
         }
     };
     while let Ok(event) = rx.try_recv() {
         seen(&event, &mut progress);
+        if let (Some(w), Event::CheckpointSaved { checkpoint_id, .. }) = (&mut writer, &event) {
+            w.write(Some(checkpoint_id)).await;
+        }
+    }
+    if let Some(w) = &mut writer {
+        if saved_step.is_some() {
+            w.write(None).await;
+        }
     }
     progress.clear();
     drop(progress);

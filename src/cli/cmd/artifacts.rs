@@ -1,0 +1,287 @@
+//! `artifacts`, and what `run`, `resume`, `rerun` and `fork` do with a graph's artifacts: open a
+//! version folder, pick up edited files before running, write the files after each checkpoint.
+
+use crate::artifacts::{ArtifactError, FileState, PickedUp, RunFolder, Status, ThreadArtifacts};
+use crate::checkpoint::CheckpointId;
+use crate::cli::args::ArtifactsArgs;
+use crate::cli::error::bad_input;
+use crate::cli::{check_thread_id, out, Ctx};
+use crate::registry::{ErasedGraph, Resolved};
+use crate::runtime::HistoryQuery;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// The thread's graph's artifacts, when it declares any.
+pub(super) fn of(
+    ctx: &Ctx,
+    resolved: &Resolved,
+) -> anyhow::Result<Option<Box<dyn ThreadArtifacts>>> {
+    Ok(resolved.artifacts(ctx.checkpointer())?)
+}
+
+/// An edit that cannot be taken is the user's input to fix: exit code 2, nothing changed.
+fn refused(e: ArtifactError) -> anyhow::Error {
+    match e {
+        ArtifactError::InvalidEdits(_) | ArtifactError::UnknownVersion { .. } => {
+            bad_input(format!("{e}\nfix the file(s), or run with --ignore-edits"))
+        }
+        other => other.into(),
+    }
+}
+
+fn shown(path: &Path) -> String {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let p = path.strip_prefix(&cwd).unwrap_or(path);
+    format!("{}/", p.display())
+}
+
+/// Tells what picking up edits found and will cause.
+fn report_picked(ctx: &Ctx, folder: Option<&RunFolder>, picked: &PickedUp) {
+    if ctx.quiet || picked.is_empty() {
+        return;
+    }
+    let place = folder.map(|f| shown(&f.dir)).unwrap_or_default();
+    for f in &picked.files {
+        eprintln!("picked up edited {place}{} (as node `{}`)", f.path, f.node);
+    }
+    for path in &picked.deleted {
+        eprintln!(
+            "{place}{path} was deleted: not read as empty; written again from the checkpoint"
+        );
+    }
+    for note in &picked.notes {
+        eprintln!("note: {note}");
+    }
+    if !picked.files.is_empty() {
+        let mut next = picked.next.clone();
+        next.dedup();
+        match next.is_empty() {
+            true => eprintln!("nothing runs again after the edit"),
+            false => eprintln!("runs again from: {} (and what follows)", next.join(", ")),
+        }
+    }
+}
+
+/// Before a resume: choose the version, then pick up its edits (unless told not to).
+pub(super) async fn before_resume(
+    ctx: &Ctx,
+    arts: &dyn ThreadArtifacts,
+    thread: &str,
+    version: Option<&str>,
+    ignore_edits: bool,
+) -> anyhow::Result<()> {
+    let folder = match version {
+        Some(label) => Some(arts.use_version(thread, label).await.map_err(refused)?),
+        None => arts.status(thread).await?.folder,
+    };
+    if ignore_edits || folder.is_none() {
+        return Ok(());
+    }
+    let picked = arts.pick_up_edits(thread).await.map_err(refused)?;
+    report_picked(ctx, folder.as_ref(), &picked);
+    Ok(())
+}
+
+/// Before a rerun: picks up edits when the rerun starts after them, then opens a new version.
+pub(super) async fn before_rerun(
+    ctx: &Ctx,
+    arts: &dyn ThreadArtifacts,
+    graph: &dyn ErasedGraph,
+    thread: &str,
+    from: &str,
+    out_dir: Option<&Path>,
+    ignore_edits: bool,
+) -> anyhow::Result<()> {
+    let folder = arts.status(thread).await?.folder;
+    if !ignore_edits && folder.is_some() {
+        let preview = arts.check_edits(thread).await.map_err(refused)?;
+        let producers: BTreeSet<&str> = preview.files.iter().map(|f| f.node.as_str()).collect();
+        for node in producers {
+            // What followed the producer when it last ran: a rerun from `from` keeps the edit
+            // only if it starts right after it.
+            let query = HistoryQuery {
+                limit: 1,
+                writer: Some(node.to_string()),
+                ..HistoryQuery::default()
+            };
+            let next = graph
+                .history(thread, query)
+                .await?
+                .first()
+                .map(|h| h.next.clone())
+                .unwrap_or_default();
+            if !next.iter().any(|n| n == from) {
+                let file = preview
+                    .files
+                    .iter()
+                    .find(|f| f.node == node)
+                    .map(|f| f.path.as_str())
+                    .unwrap_or_default();
+                return Err(bad_input(format!(
+                    "{file} was edited, and it is produced by `{node}`, which is followed by {}, not `{from}`: a rerun from `{from}` would start before the edit. \
+                     Continue with `{}` to run what follows `{node}` with the edit, or rerun with --ignore-edits",
+                    if next.is_empty() { "nothing".to_string() } else { format!("`{}`", next.join("`, `")) },
+                    ctx.command_line(&["resume", thread])
+                )));
+            }
+        }
+        let picked = arts.pick_up_edits(thread).await.map_err(refused)?;
+        report_picked(ctx, folder.as_ref(), &picked);
+    }
+    arts.start_version(thread, out_dir, &format!("rerun --from {from}"))
+        .await?;
+    Ok(())
+}
+
+/// Writes a running thread's artifacts after each checkpoint; a failure is a warning (the
+/// checkpoint is the truth; `graph artifacts ID --restore` writes the files again).
+pub(super) struct Writer<'a> {
+    arts: &'a dyn ThreadArtifacts,
+    thread: &'a str,
+    quiet: bool,
+    warned: BTreeSet<String>,
+}
+
+impl<'a> Writer<'a> {
+    pub(super) fn new(arts: &'a dyn ThreadArtifacts, thread: &'a str, quiet: bool) -> Self {
+        Writer {
+            arts,
+            thread,
+            quiet,
+            warned: BTreeSet::new(),
+        }
+    }
+
+    pub(super) async fn write(&mut self, checkpoint: Option<&str>) {
+        let id = checkpoint.and_then(|c| c.parse::<CheckpointId>().ok());
+        match self.arts.sync(self.thread, id).await {
+            Ok(report) => {
+                if report.opened && !self.quiet {
+                    eprintln!(
+                        "artifacts: {} (version {})",
+                        shown(&report.folder.dir),
+                        report.folder.label
+                    );
+                }
+            }
+            Err(e) => {
+                let message = e.to_string();
+                if self.warned.insert(message.clone()) {
+                    eprintln!("warning: artifacts not written: {message}");
+                }
+            }
+        }
+    }
+}
+
+fn describe(state: &FileState) -> String {
+    match state {
+        FileState::Unchanged => "ok".into(),
+        FileState::Behind => "behind (the next write updates it)".into(),
+        FileState::Edited => "edited".into(),
+        FileState::Invalid { error } => match error.line {
+            Some(line) => format!("invalid: line {line}: {}", error.message),
+            None => format!("invalid: {}", error.message),
+        },
+        FileState::Truncated { len, expected } => {
+            format!("truncated ({len} of {expected} bytes)")
+        }
+        FileState::Changed => "changed (not editable)".into(),
+        FileState::Missing => "deleted".into(),
+        FileState::NotWritten => "not written yet".into(),
+        FileState::Added => "added".into(),
+    }
+}
+
+fn print_status(ctx: &Ctx, thread: &str, status: &Status) {
+    let Some(folder) = &status.folder else {
+        out(&format!("thread {thread} has no artifacts written yet"));
+        return;
+    };
+    let versions: Vec<&str> = status.versions.iter().map(|v| v.label.as_str()).collect();
+    out(&format!(
+        "{} (version {} of {}; newest checkpoint: step {})",
+        shown(&folder.dir),
+        folder.label,
+        versions.join(", "),
+        status.step
+    ));
+    let width = status.files.iter().map(|f| f.path.len()).max().unwrap_or(4);
+    let node_width = status.files.iter().map(|f| f.node.len()).max().unwrap_or(4);
+    out(&format!(
+        "  {:width$}  {:node_width$}  step  status",
+        "path", "node"
+    ));
+    for f in &status.files {
+        let step = f.step.map(|s| s.to_string()).unwrap_or_else(|| "-".into());
+        out(&format!(
+            "  {:width$}  {:node_width$}  {step:>4}  {}",
+            f.path,
+            f.node,
+            describe(&f.state)
+        ));
+    }
+    for p in &status.partials {
+        out(&format!(
+            "  {p}: an unfinished write of a process that died (removed by the next write)"
+        ));
+    }
+    let edited = status
+        .files
+        .iter()
+        .any(|f| matches!(f.state, FileState::Edited | FileState::Added));
+    let damaged = status.files.iter().any(|f| {
+        matches!(
+            f.state,
+            FileState::Invalid { .. }
+                | FileState::Truncated { .. }
+                | FileState::Changed
+                | FileState::Missing
+        )
+    });
+    if edited {
+        eprintln!(
+            "edits are picked up by:\n  {}",
+            ctx.command_line(&["resume", thread])
+        );
+    }
+    if damaged {
+        eprintln!(
+            "write the files again from the checkpoint with:\n  {}",
+            ctx.command_line_with(&["artifacts", thread], "--restore")
+        );
+    }
+}
+
+/// `graph artifacts`.
+pub(crate) async fn artifacts(ctx: &Ctx, args: ArtifactsArgs) -> anyhow::Result<u8> {
+    check_thread_id(&args.thread)?;
+    let (resolved, _) = ctx.graph_for_thread(&args.thread, &[]).await?;
+    let Some(arts) = of(ctx, &resolved)? else {
+        return Err(bad_input(format!(
+            "graph `{}` declares no artifacts",
+            resolved.file.graph
+        )));
+    };
+    if args.restore {
+        ctx.store.hold(&args.thread).await?;
+        let report = arts.restore(&args.thread).await;
+        ctx.store.release(&args.thread)?;
+        let report = report?;
+        if !ctx.quiet {
+            eprintln!(
+                "wrote {} file(s) again into {} from checkpoint {}",
+                report.written.len() + report.restored.len(),
+                shown(&report.folder.dir),
+                report.checkpoint
+            );
+        }
+    }
+    let status = arts.status(&args.thread).await?;
+    if args.json {
+        out(&format!("{:#}", serde_json::to_value(&status)?));
+    } else {
+        print_status(ctx, &args.thread, &status);
+    }
+    Ok(0)
+}
