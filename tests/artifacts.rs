@@ -351,3 +351,37 @@ async fn declarations_are_checked_against_the_graph() {
         .with(Artifact::text("y", "x.txt", "draft", |_s| String::new()));
     assert!(bad.bind(&graph).is_err());
 }
+
+#[tokio::test]
+async fn files_of_a_checkpoint_newer_than_the_record_are_not_edits() {
+    // A writer killed after renaming a checkpoint's files but before recording their hashes,
+    // while the run had already saved a newer checkpoint.
+    let out = tempfile::tempdir().unwrap();
+    let runs = Runs::default();
+    let graph = graph(&runs);
+    let artifacts = set().bind(&graph).unwrap();
+    run(&artifacts, &graph, "t", out.path()).await;
+    let notes = |n: &str| MemoUpdate::default().notes(vec![n.to_string()]);
+    graph
+        .update_state("t", notes("second"), Some("research"))
+        .await
+        .unwrap();
+    let file = out.path().join("memo-v1/1-research.json");
+    std::fs::write(&file, "[\n  \"second\"\n]\n").unwrap();
+    graph
+        .update_state("t", notes("third"), Some("research"))
+        .await
+        .unwrap();
+    let status = artifacts.status("t").await.unwrap();
+    let research = status
+        .files
+        .iter()
+        .find(|f| f.artifact == "research")
+        .unwrap();
+    assert_eq!(research.state, FileState::Behind);
+    assert!(artifacts.pick_up_edits("t").await.unwrap().files.is_empty());
+    // A real edit is still one.
+    std::fs::write(&file, "[\"mine\"]").unwrap();
+    let picked = artifacts.pick_up_edits("t").await.unwrap();
+    assert_eq!(picked.files.len(), 1);
+}

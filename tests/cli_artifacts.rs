@@ -216,3 +216,87 @@ fn a_rerun_keeps_an_edit_only_when_it_starts_right_after_it() {
     let doc = std::fs::read_to_string(db.out().join("pipeline-v2/document.md")).unwrap();
     assert!(doc.starts_with("# Edited"), "{doc}");
 }
+
+/// Every artifact file a reader can see is whole: outline.json parses, each section is its
+/// heading line plus the whole body, and nothing else but hidden temporary files is there.
+fn assert_whole(dir: &Path, body_len: usize) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if path.is_dir() {
+            assert_whole(&path, body_len);
+            continue;
+        }
+        if name.starts_with('.') {
+            assert!(
+                name.contains(".partial-"),
+                "unexpected hidden file {path:?}"
+            );
+            continue;
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        match name.as_str() {
+            "outline.json" => {
+                serde_json::from_slice::<Value>(&bytes)
+                    .unwrap_or_else(|e| panic!("{path:?} is not whole JSON: {e}"));
+            }
+            "document.md" => assert!(bytes.ends_with(b"\n"), "{path:?} cut short"),
+            _ => {
+                let text = String::from_utf8(bytes).unwrap();
+                let body = text.split_once("\n\n").map(|(_, b)| b).unwrap_or("");
+                assert_eq!(body.trim_end().len(), body_len, "{path:?} is cut short");
+            }
+        }
+    }
+}
+
+#[test]
+fn kill_9_while_artifacts_are_written_leaves_no_partial_file() {
+    let db = Db::new();
+    // Big sections, many of them: each write of the folder takes a while.
+    let body = "x".repeat(100_000);
+    let headings: Vec<String> = (0..30).map(|i| format!("Part {i}")).collect();
+    let sections = format!("sections={}", serde_json::to_string(&headings).unwrap());
+    let template = format!("section_template={body}");
+    let mut threads = Vec::new();
+    for round in 0..6u64 {
+        let thread = format!("k{round}");
+        let mut run = db
+            .graph(&[
+                "run",
+                "pipeline",
+                "--input",
+                "sled",
+                "--yes",
+                "--thread",
+                &thread,
+                "--set",
+                "step_ms=0",
+                "--set",
+                &sections,
+                "--set",
+                &template,
+            ])
+            .spawn();
+        run.wait_for("artifacts: ");
+        std::thread::sleep(std::time::Duration::from_millis(20 + round * 45));
+        if run.is_running() {
+            run.signal(libc::SIGKILL);
+        }
+        let _ = run.finish();
+        assert_whole(&db.out(), body.len());
+        threads.push(thread);
+    }
+    for thread in &threads {
+        db.graph(&["resume", thread, "--yes"]).output();
+        let doc = db.graph(&["artifacts", thread, "--json"]).expect(0).json();
+        assert!(doc["partials"].as_array().unwrap().is_empty(), "{doc}");
+        for f in doc["files"].as_array().unwrap() {
+            assert_eq!(f["state"]["state"], "unchanged", "{f}");
+        }
+    }
+    assert_whole(&db.out(), body.len());
+}

@@ -9,6 +9,7 @@ use super::spec::Entry;
 use super::sync::Rendered;
 use super::Artifacts;
 use crate::checkpoint::CheckpointId;
+use crate::runtime::HistoryQuery;
 use crate::state::State;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -177,6 +178,10 @@ impl<S: State> Artifacts<S> {
                 state,
             });
         }
+        if let Some(last) = &last {
+            self.settle_lagging(thread, last, &mut status, &mut disk)
+                .await?;
+        }
         self.find_added(&folder, &paths, &mut status, &mut disk)?;
         let edits = self.read_edits(&snapshot.values, &mut status, &disk, snapshot.step);
         status.files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -234,6 +239,58 @@ impl<S: State> Artifacts<S> {
             }
         };
         Ok((artifact, node, step, state))
+    }
+
+    /// A run writes a checkpoint's files after the checkpoint is saved, and its hashes after the
+    /// files: a process killed in between leaves files of a checkpoint newer than the folder's
+    /// manifest, which are no edit. A changed file that is exactly what one of those checkpoints
+    /// renders is marked [`FileState::Behind`].
+    async fn settle_lagging(
+        &self,
+        thread: &str,
+        last: &Manifest,
+        status: &mut Status,
+        disk: &mut BTreeMap<String, Vec<u8>>,
+    ) -> Result<(), ArtifactError> {
+        let mut open: BTreeMap<String, String> = disk
+            .iter()
+            .map(|(path, bytes)| (path.clone(), files::hash(bytes)))
+            .collect();
+        if open.is_empty() {
+            return Ok(());
+        }
+        let query = HistoryQuery {
+            limit: 500,
+            ..HistoryQuery::default()
+        };
+        for entry in self.graph.history(thread, query).await? {
+            if entry.checkpoint_id <= last.checkpoint || open.is_empty() {
+                break;
+            }
+            let Ok(snapshot) = self
+                .graph
+                .get_state(thread, Some(entry.checkpoint_id))
+                .await
+            else {
+                continue;
+            };
+            let Ok(rendered) = self.render_all(&snapshot.values) else {
+                continue;
+            };
+            open.retain(|path, hash| {
+                let written = rendered
+                    .get(path)
+                    .is_some_and(|(_, b)| &files::hash(b) == hash);
+                if written {
+                    disk.remove(path);
+                    if let Some(f) = status.files.iter_mut().find(|f| &f.path == path) {
+                        f.state = FileState::Behind;
+                    }
+                }
+                !written
+            });
+        }
+        Ok(())
     }
 
     /// Files a person added to a folder artifact's folder.
