@@ -15,8 +15,38 @@ fn log(db: &Db, thread: &str) -> Vec<String> {
 }
 
 fn finished(db: &Db) -> String {
-    db.finished_thread()
+    db.graph(&[
+        "run",
+        "pipeline",
+        "--input",
+        "sled",
+        "--yes",
+        "--set",
+        "step_ms=1",
+        "--set",
+        ART,
+    ])
+    .expect(0)
+    .thread()
 }
+
+fn paused(db: &Db) -> String {
+    db.graph(&[
+        "run",
+        "pipeline",
+        "--input",
+        "sled",
+        "--set",
+        "step_ms=1",
+        "--set",
+        ART,
+    ])
+    .expect(3)
+    .thread()
+}
+
+/// The pipeline writes its files when asked.
+const ART: &str = "artifacts=true";
 
 fn write_json(path: &Path, value: &Value) {
     std::fs::write(path, serde_json::to_string_pretty(value).unwrap()).unwrap();
@@ -102,7 +132,7 @@ fn an_edited_outline_reruns_exactly_what_follows_outline() {
 #[test]
 fn an_edited_section_is_reviewed_again_with_the_edit() {
     let db = Db::new();
-    let thread = db.paused_thread();
+    let thread = paused(&db);
     let file = db.out().join("pipeline-v1/sections/02-how-sled-works.md");
     std::fs::write(
         &file,
@@ -125,7 +155,7 @@ fn an_edited_section_is_reviewed_again_with_the_edit() {
 #[test]
 fn an_invalid_edit_is_refused_naming_file_and_line_and_nothing_runs() {
     let db = Db::new();
-    let thread = db.paused_thread();
+    let thread = paused(&db);
     let history = db.graph(&["history", &thread, "--json"]).expect(0).json();
     let file = db.out().join("pipeline-v1/outline.json");
     std::fs::write(&file, "{\n  \"title\": \"x\",\n  \"sections\": [1]\n}\n").unwrap();
@@ -279,6 +309,8 @@ fn kill_9_while_artifacts_are_written_leaves_no_partial_file() {
                 &sections,
                 "--set",
                 &template,
+                "--set",
+                ART,
             ])
             .spawn();
         run.wait_for("artifacts: ");

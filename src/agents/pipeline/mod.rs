@@ -83,6 +83,8 @@ struct PipelineSettings {
     section_template: String,
     /// Skip the review pause.
     yes: bool,
+    /// Write the run's files (outline.json, sections/, document.md) into a version folder.
+    artifacts: bool,
 }
 
 impl Default for PipelineSettings {
@@ -94,6 +96,7 @@ impl Default for PipelineSettings {
             sections: vec!["About {topic}".into()],
             section_template: "{heading}.".into(),
             yes: false,
+            artifacts: false,
         }
     }
 }
@@ -139,8 +142,10 @@ impl GraphFactory for Pipeline {
         Ok(graph().compile()?)
     }
 
-    fn artifacts(&self, _file: &GraphFile) -> Option<ArtifactSet<Doc>> {
-        Some(artifacts())
+    fn artifacts(&self, file: &GraphFile) -> Option<ArtifactSet<Doc>> {
+        // Opt-in for the demo (`--set artifacts=true`), so its quick runs leave no folders.
+        let on = file.settings.get("artifacts") == Some(&serde_json::Value::Bool(true));
+        on.then(artifacts)
     }
 }
 
