@@ -332,3 +332,36 @@ fn kill_9_while_artifacts_are_written_leaves_no_partial_file() {
     }
     assert_whole(&db.out(), body.len());
 }
+
+#[test]
+fn a_fork_writes_into_a_new_version_folder() {
+    let db = Db::new();
+    let thread = finished(&db);
+    let v1 = db.out().join("pipeline-v1");
+    let doc = std::fs::read(v1.join("document.md")).unwrap();
+    let history = db.graph(&["history", &thread, "--json"]).expect(0).json();
+    // The checkpoint after `outline`: the fork drafts, reviews and publishes again.
+    let after_outline = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["step"] == 1)
+        .unwrap()["checkpoint_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    db.graph(&[
+        "fork",
+        &thread,
+        "--checkpoint",
+        &after_outline,
+        "--to",
+        "forked",
+    ])
+    .expect(0);
+    db.graph(&["resume", "forked", "--yes"])
+        .expect(0)
+        .stderr_has(&["pipeline-v2/ (version v2)"]);
+    assert!(db.out().join("pipeline-v2/document.md").exists());
+    assert_eq!(std::fs::read(v1.join("document.md")).unwrap(), doc);
+}

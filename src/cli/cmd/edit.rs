@@ -71,6 +71,15 @@ pub(crate) async fn fork(ctx: &Ctx, args: ForkArgs) -> anyhow::Result<u8> {
         origin.unwrap_or_else(|| Origin::new(&resolved.file.graph, &resolved.origin, Vec::new()));
     origin.created_at_ms = crate::checkpoint::now_ms();
     origin.write(&ctx.store, &new).await?;
+    if let Some(arts) = super::artifacts::of(ctx, &resolved)? {
+        // The fork writes its files into a version folder of its own, beside the source's.
+        let status = arts.status(&args.thread).await.ok();
+        let base = status
+            .and_then(|s| s.folder)
+            .and_then(|f| f.dir.parent().map(std::path::Path::to_path_buf));
+        let reason = format!("fork of {}", args.thread);
+        arts.start_version(&new, base.as_deref(), &reason).await?;
+    }
     let interrupts = match graph.get_state(&new, None).await {
         Ok(snapshot) => snapshot.interrupts,
         Err(_) => Vec::new(),
