@@ -57,7 +57,7 @@ async fn each_stage_writes_its_artifact_into_the_version_folder() {
     let graph = memo_graph();
     let artifacts = artifact_set().bind(&graph).unwrap();
     run(&graph, &artifacts, out.path()).await;
-    let dir = out.path().join("fernstone-v0.0.1");
+    let dir = out.path().join("Fernstone-v0.0.1");
 
     let deck: Value = serde_json::from_str(&read(&dir.join("0-deck-analysis.json"))).unwrap();
     assert_eq!(deck["company"], "Fernstone, Inc.");
@@ -121,7 +121,7 @@ async fn an_edited_research_file_is_used_by_everything_after_research() {
     let graph = memo_graph();
     let artifacts = artifact_set().bind(&graph).unwrap();
     run(&graph, &artifacts, out.path()).await;
-    let file = out.path().join("fernstone-v0.0.1/1-research.json");
+    let file = out.path().join("Fernstone-v0.0.1/1-research.json");
     let mut research: Value = serde_json::from_str(&read(&file)).unwrap();
     let edit = "EDITED: analysts put the serviceable market lower than the deck does.";
     research["topics"][0]["summary"] = Value::String(edit.into());
@@ -143,7 +143,7 @@ async fn an_edited_research_file_is_used_by_everything_after_research() {
     );
     assert_eq!(count(&state, "section_research"), 2);
     assert_eq!(count(&state, "finalize"), 2);
-    let draft = read(&out.path().join("fernstone-v0.0.1/4-final-draft.md"));
+    let draft = read(&out.path().join("Fernstone-v0.0.1/4-final-draft.md"));
     assert!(draft.contains(edit));
     assert_eq!(draft.matches("## Validation").count(), 1);
 }
@@ -155,7 +155,7 @@ async fn a_corrupt_artifact_is_refused_with_its_file_and_line() {
     let artifacts = artifact_set().bind(&graph).unwrap();
     run(&graph, &artifacts, out.path()).await;
     let head = graph.get_state("t", None).await.unwrap().checkpoint_id;
-    let file = out.path().join("fernstone-v0.0.1/1-section-research.json");
+    let file = out.path().join("Fernstone-v0.0.1/1-section-research.json");
     let text = read(&file);
     // Cut short, as a crash of an editor or a full disk would leave it.
     std::fs::write(&file, &text[..text.len() / 2]).unwrap();
@@ -199,7 +199,7 @@ async fn a_rerun_from_cite_writes_a_new_version_and_keeps_the_old_one() {
     let graph = memo_graph();
     let artifacts = artifact_set().bind(&graph).unwrap();
     run(&graph, &artifacts, out.path()).await;
-    let first = read(&out.path().join("fernstone-v0.0.1/4-final-draft.md"));
+    let first = read(&out.path().join("Fernstone-v0.0.1/4-final-draft.md"));
 
     artifacts
         .start_version("t", None, "rerun --from cite")
@@ -207,15 +207,15 @@ async fn a_rerun_from_cite_writes_a_new_version_and_keeps_the_old_one() {
         .unwrap();
     let state = graph.rerun_from("t", "cite", config()).await.unwrap().state;
     artifacts.sync("t", None).await.unwrap();
-    let second = read(&out.path().join("fernstone-v0.0.2/4-final-draft.md"));
+    let second = read(&out.path().join("Fernstone-v0.0.2/4-final-draft.md"));
     assert_eq!(second, first, "offline runs are deterministic");
     assert_eq!(
-        read(&out.path().join("fernstone-v0.0.1/4-final-draft.md")),
+        read(&out.path().join("Fernstone-v0.0.1/4-final-draft.md")),
         first
     );
     assert!(out
         .path()
-        .join("fernstone-v0.0.2/2-sections/04-team.md")
+        .join("Fernstone-v0.0.2/2-sections/04-team.md")
         .exists());
     // The rerun branches from the checkpoint before `cite`: its history has each stage once.
     assert_eq!(state.log.len(), 13, "{:?}", state.log);

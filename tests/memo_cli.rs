@@ -1,5 +1,5 @@
 //! The memo pipeline's artifacts through the real `graph` binary (offline, no key): each stage's
-//! file in `fernstone-v0.0.N/`, `graph artifacts`, an edited `1-research.json` picked up by
+//! file in `Fernstone-v0.0.N/`, `graph artifacts`, an edited `1-research.json` picked up by
 //! `graph resume`, `graph rerun --from cite` into a new version, a kill -9 leaving the finished
 //! stages' files, and a damaged artifact reported.
 
@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 
 fn version(db: &Db, n: u32) -> PathBuf {
-    db.path().join("output").join(format!("fernstone-v0.0.{n}"))
+    db.path().join("output").join(format!("Fernstone-v0.0.{n}"))
 }
 
 fn read(path: PathBuf) -> String {
@@ -56,7 +56,7 @@ fn a_run_writes_every_artifact_and_graph_artifacts_lists_them() {
     }
     assert_eq!(read(dir.join("4-final-draft.md")).trim_end(), memo);
     let listed = db.graph(&["artifacts", &thread]).expect(0);
-    assert!(listed.stdout.contains("fernstone-v0.0.1"), "{listed}");
+    assert!(listed.stdout.contains("Fernstone-v0.0.1"), "{listed}");
     assert!(listed.stdout.contains("3-validation.json"), "{listed}");
 }
 

@@ -12,8 +12,14 @@ use std::path::{Component, Path};
 /// assert_eq!(stategraph::artifacts::slug("../.."), "item");
 /// ```
 pub fn slug(text: &str) -> String {
+    file_safe(&text.to_lowercase())
+}
+
+/// `text` as a file-safe name that keeps its case, for a folder named after a field (a company
+/// is `Fernstone-v0.0.1`, as people name it).
+fn file_safe(text: &str) -> String {
     let mut out = String::new();
-    for c in text.chars().flat_map(char::to_lowercase) {
+    for c in text.chars() {
         if c.is_ascii_alphanumeric() {
             out.push(c);
         } else if !out.is_empty() && !out.ends_with('-') {
@@ -265,7 +271,7 @@ impl FolderPattern {
                     }
                 },
             };
-            out.push_str(&slug(&value));
+            out.push_str(&file_safe(&value));
             rest = &rest[open + close + 1..];
         }
         out.push_str(rest);
@@ -335,6 +341,11 @@ mod tests {
         assert_eq!(p.number_of("7"), Some(7));
         let q = FolderPattern::new("{company}", "v0.0.{N}");
         assert_eq!(q.number_in("acme", "acme-v0.0.4"), Some(4));
+        let state = serde_json::json!({"company": "Fernstone Robotics"});
+        assert_eq!(
+            q.folder_name("memo", &state, 1).unwrap(),
+            "Fernstone-Robotics-v0.0.1"
+        );
         let err = q.base_name("memo", &serde_json::json!({})).unwrap_err();
         assert!(err.to_string().contains("field `company`"), "{err}");
     }
