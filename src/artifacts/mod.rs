@@ -39,7 +39,7 @@
 //! artifacts.start_version("t1", Some(out.path()), "run").await.unwrap(); // where, and why
 //! let outcome = artifacts.watch(graph.stream(input, config)).await;  // written after each checkpoint
 //! assert!(outcome.result.is_ok() && outcome.problems.is_empty());
-//! assert!(out.path().join("acme-v0.0.1/1-research.json").exists());
+//! assert!(out.path().join("Acme-v0.0.1/1-research.json").exists());
 //! // A person edits 1-research.json; then, before resuming:
 //! let picked = artifacts.pick_up_edits("t1").await.unwrap();
 //! assert!(picked.files.is_empty());

@@ -200,14 +200,15 @@ fn match_pieces(pieces: &[Piece], text: &str, index: &mut usize, slug_out: &mut 
 }
 
 /// How a thread's run folders are named: `{name}-{version}`, where the name may use `{graph}`
-/// and any top-level text or number field of the state (`{company}`), and the version holds
-/// `{N}`, the version number. The default is `{graph}-v{N}`: `output/memo-v1/`, `output/memo-v2/`.
+/// and any top-level text or number field of the state (`{company}`, made file-safe, its case
+/// kept), and the version holds `{N}`, the version number. The default is `{graph}-v{N}`:
+/// `output/memo-v1/`, `output/memo-v2/`.
 ///
 /// ```
 /// use stategraph::artifacts::FolderPattern;
 /// let p = FolderPattern::new("{company}", "v0.0.{N}");
 /// let state = serde_json::json!({"company": "Fernstone Labs"});
-/// assert_eq!(p.folder_name("memo", &state, 3).unwrap(), "fernstone-labs-v0.0.3");
+/// assert_eq!(p.folder_name("memo", &state, 3).unwrap(), "Fernstone-Labs-v0.0.3");
 /// assert_eq!(p.label(3), "v0.0.3");
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
