@@ -53,6 +53,9 @@ impl ThreadListing {
         if let Some(s) = &mut summary {
             s.status = ThreadStatus::Running;
         }
+        // A thread made by this process had no checkpoint when it was taken: ask the store now.
+        let created_at_ms =
+            created_at_ms.or_else(|| store.first_checkpoint_time(thread).ok().flatten());
         Ok(ThreadListing {
             thread_id: thread.to_string(),
             summary,
