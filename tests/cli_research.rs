@@ -452,3 +452,73 @@ fn a_todo_that_keeps_failing_is_escalated_and_the_run_still_answers() {
     assert!(shown.stdout.contains("(parent: t1)"), "{shown}");
     assert!(shown.stdout.contains("    reason: gave up"), "{shown}");
 }
+
+#[test]
+fn an_emptied_editor_buffer_aborts_the_plan_edit_and_a_byte_order_mark_is_accepted() {
+    let r = Research::new(FakeOpenAi::start(three_todos(), |_| done()));
+    let thread = r.run(&[]).expect(3).thread();
+    let before = r.plan_json(&thread);
+    let history = r.graph(&["history", &thread, "--json"]).expect(0).json();
+    let tmp = tempfile::tempdir().unwrap();
+
+    // Emptied (or left blank) in the editor: aborted like `git commit`, exit 1, nothing stored.
+    for (name, text) in [
+        ("empty", ""),
+        ("blank", "\n  \n\t\n"),
+        ("bom-only", "\u{feff}\n"),
+    ] {
+        let editor = editor_writing(tmp.path(), name, text);
+        let out = r
+            .graph(&["plan", &thread, "--edit"])
+            .env("EDITOR", &editor)
+            .expect(1);
+        out.stderr_has(&["aborted", "empty", "the plan is unchanged"]);
+        assert_eq!(r.plan_json(&thread), before, "{name}");
+        let now = r.graph(&["history", &thread, "--json"]).expect(0).json();
+        assert_eq!(now, history, "{name}: no checkpoint was written");
+    }
+
+    // A plan saved with a UTF-8 byte-order mark first: read as if it had none.
+    let edited =
+        format!("\u{feff}# Plan\n\n- [ ] t1 (research): {T1}\n- [ ] t2 (research): {T2}\n");
+    let editor = editor_writing(tmp.path(), "bom", &edited);
+    r.graph(&["plan", &thread, "--edit"])
+        .env("EDITOR", &editor)
+        .expect(0);
+    let ids: Vec<Value> = r
+        .plan_json(&thread)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].clone())
+        .collect();
+    assert_eq!(ids, [json!("t1"), json!("t2")]);
+    // So is an answer to the review that starts with one.
+    let answer = format!("\u{feff}# Plan\n\n- [ ] t1 (research): {T1}\n");
+    r.graph(&["resume", &thread, "--resume", &answer]).expect(0);
+    assert_eq!(r.plan_json(&thread).as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn a_run_where_no_todo_succeeded_ends_with_exit_1_and_says_so() {
+    let r = Research::new(FakeOpenAi::start(three_todos(), |_| failed()));
+    let out = r.run(&["--yes"]).expect(1);
+    out.stderr_has(&["finished but failed", "no todo of the plan succeeded"]);
+    assert!(
+        out.stdout.contains("no todo of the plan succeeded"),
+        "the answer still says what could not be found\n{out}"
+    );
+    let thread = out.thread();
+    for todo in r.plan_json(&thread).as_array().unwrap() {
+        assert_ne!(todo["status"], "done", "{todo}");
+    }
+    // With --json too: the document names the failure, the exit code is 1.
+    let json = r.run(&["--yes", "--json"]).expect(1).json();
+    assert!(
+        json["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no todo of the plan succeeded")),
+        "{json:#}"
+    );
+    // One todo succeeding is enough for exit 0 (`a_todo_that_keeps_failing_is_escalated...`).
+}

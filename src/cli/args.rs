@@ -254,6 +254,7 @@ pub(crate) struct UpdateArgs {
       graph plan ID deps t2 --add t1         (or --remove IDS, or IDS to replace them)\n\
     An edit that would make the plan invalid (unknown dependency, cycle, duplicate id, a line\n\
     that cannot be read) is refused with the line named; the stored plan does not change.\n\
+    An editor that leaves the file empty aborts the edit (exit 1, the plan unchanged).\n\
     A running thread cannot be edited: edit it while it is paused.")]
 pub(crate) struct PlanArgs {
     /// The thread.

@@ -126,6 +126,14 @@ pub trait GraphFactory: Send + Sync + 'static {
         let _ = file;
         None
     }
+
+    /// Why a run that reached its end still failed at its job, when it did (e.g. no todo of
+    /// its plan succeeded): the CLI then exits 1 with this reason, not 0. The state stays as
+    /// it is (a finished thread). By default, a finished run succeeded.
+    fn failure(&self, state: &Self::State) -> Option<String> {
+        let _ = state;
+        None
+    }
 }
 
 /// A graph that could not be built from its file.
@@ -202,6 +210,8 @@ pub trait AnyFactory: Send + Sync {
         file: &GraphFile,
         checkpointer: Arc<dyn Checkpointer>,
     ) -> Result<Option<Box<dyn ThreadArtifacts>>, BuildError>;
+    /// See [`GraphFactory::failure`]; `None` also when `state` is not the graph's state.
+    fn failure(&self, state: &serde_json::Value) -> Option<String>;
 }
 
 impl<F: GraphFactory> AnyFactory for F {
@@ -256,6 +266,10 @@ impl<F: GraphFactory> AnyFactory for F {
             message: e.to_string(),
         })?;
         Ok(Some(Box::new(bound)))
+    }
+    fn failure(&self, state: &serde_json::Value) -> Option<String> {
+        let state = serde_json::from_value::<F::State>(state.clone()).ok()?;
+        GraphFactory::failure(self, &state)
     }
 }
 

@@ -108,4 +108,8 @@ impl GraphFactory for Agent {
     fn plan_editor(&self) -> Option<Arc<dyn PlanEditor>> {
         Some(Arc::new(ResearchPlanEditor))
     }
+
+    fn failure(&self, state: &PlanState) -> Option<String> {
+        crate::agents::research::failure_of(state)
+    }
 }

@@ -390,6 +390,37 @@ impl GraphFactory for Research {
     fn plan_editor(&self) -> Option<Arc<dyn PlanEditor>> {
         Some(Arc::new(ResearchPlanEditor))
     }
+
+    fn failure(&self, state: &PlanState) -> Option<String> {
+        failure_of(state)
+    }
+}
+
+/// Why a finished research run failed: no todo of its plan succeeded (is done with a result),
+/// so its answer only says what could not be found.
+///
+/// ```
+/// use stategraph::agents::research::{failure_of, Kind, PlanState, Status, Todo};
+/// let mut state = PlanState::default();
+/// state.plan = vec![Todo::new("t1", "a", Kind::Research).with_status(Status::Failed)];
+/// assert!(failure_of(&state).unwrap().contains("no todo of the plan succeeded"));
+/// let mut done = Todo::new("t2", "b", Kind::Research).with_status(Status::Done);
+/// done.result = Some("found it".into());
+/// state.plan.push(done);
+/// assert_eq!(failure_of(&state), None);
+/// ```
+pub fn failure_of(state: &PlanState) -> Option<String> {
+    let succeeded = |t: &Todo| t.status == Status::Done && t.result.is_some();
+    if state.plan.is_empty() || state.plan.iter().any(succeeded) {
+        return None;
+    }
+    let count = |status: Status| state.plan.iter().filter(|t| t.status == status).count();
+    Some(format!(
+        "no todo of the plan succeeded ({} failed, {} blocked, {} not run)",
+        count(Status::Failed),
+        count(Status::Blocked),
+        count(Status::Pending) + count(Status::InProgress)
+    ))
 }
 
 pub(crate) fn settings_of(file: &GraphFile) -> Result<ResearchSettings, BuildError> {

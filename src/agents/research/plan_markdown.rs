@@ -230,8 +230,12 @@ fn parse_line(text: &str, n: usize) -> Result<Todo, PlanEditError> {
 /// let err = parse("- [ ] t1: find X\n- [ ] t2: find Y (after: t9)\n").unwrap_err();
 /// assert_eq!(err.line, Some(2));
 /// assert!(err.message.contains("unknown dependency `t9`"));
+/// // A UTF-8 byte-order mark before the first line is skipped.
+/// assert_eq!(parse("\u{feff}# Plan\n- [ ] t1: find X\n").unwrap().len(), 1);
 /// ```
 pub fn parse(markdown: &str) -> Result<Vec<Todo>, PlanEditError> {
+    // Some editors start a UTF-8 file with a byte-order mark: it is not part of the first line.
+    let markdown = markdown.strip_prefix('\u{feff}').unwrap_or(markdown);
     let mut todos = Vec::new();
     let mut lines_of = Vec::new();
     for (i, raw) in markdown.lines().enumerate() {

@@ -165,7 +165,9 @@ impl Drop for TempFile {
 
 /// Writes `markdown` to a temporary file, opens the editor on it, and applies the result with
 /// `apply`. `None` when the file came back unchanged. A refused edit keeps a copy of the
-/// person's text (named in the error) so the work is not lost.
+/// person's text (named in the error) so the work is not lost. A file emptied in the editor
+/// aborts the edit, as an empty message aborts `git commit`: exit 1, the plan unchanged. A
+/// byte-order mark some editors put first is not part of the plan.
 async fn edit_in_editor(
     thread: &str,
     markdown: &str,
@@ -177,16 +179,23 @@ async fn edit_in_editor(
     std::fs::write(&file.0, markdown)
         .with_context(|| format!("cannot write the plan to {}", file.0.display()))?;
     run_editor(&file.0).await?;
-    let edited = std::fs::read_to_string(&file.0)
+    let read = std::fs::read_to_string(&file.0)
         .with_context(|| format!("cannot read the edited plan back from {}", file.0.display()))?;
+    let edited = read.strip_prefix('\u{feff}').unwrap_or(&read);
+    if edited.trim().is_empty() {
+        return Err(anyhow::anyhow!(
+            "the edit was aborted: the editor left the plan empty; the plan is unchanged \
+             (to remove todos, delete their lines and keep the rest)"
+        ));
+    }
     if edited == markdown {
         return Ok(None);
     }
-    match apply(&edited) {
+    match apply(edited) {
         Ok(update) => Ok(Some(update)),
         Err(e) => {
             let kept = dir.join(format!("graph-plan-{thread}.rejected.md"));
-            let note = match std::fs::write(&kept, &edited) {
+            let note = match std::fs::write(&kept, edited) {
                 Ok(()) => format!("\nyour edit is kept in {}", kept.display()),
                 Err(_) => String::new(),
             };

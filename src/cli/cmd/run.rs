@@ -505,25 +505,7 @@ fn report_as(
         Ok(outcome) => {
             doc["state"] = outcome.state.clone();
             match outcome.status {
-                RunStatus::Done => {
-                    if !json {
-                        if !ctx.quiet {
-                            eprintln!(
-                                "done: thread {thread} finished after {} steps",
-                                outcome.step
-                            );
-                            print_usage(&outcome.state);
-                        }
-                        let shown = resolved
-                            .factory
-                            .output_field()
-                            .and_then(|f| outcome.state.get(f))
-                            .and_then(Value::as_str)
-                            .map(str::to_string);
-                        out(&shown.unwrap_or_else(|| format!("{:#}", outcome.state)));
-                    }
-                    EXIT_DONE
-                }
+                RunStatus::Done => report_done(ctx, resolved, thread, &outcome, json, &mut doc),
                 RunStatus::Interrupted { interrupts, next } => {
                     let command = pause::continue_command(ctx, thread, &interrupts);
                     doc["interrupts"] = serde_json::to_value(&interrupts).unwrap_or(Value::Null);
@@ -582,6 +564,46 @@ fn report_as(
         }
     };
     finish(doc, output, code)
+}
+
+/// A run that reached its end: exit 0, or 1 when the graph says it failed at its job anyway
+/// (e.g. a research run where no todo succeeded), saying why after its output.
+fn report_done(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    thread: &str,
+    outcome: &RunOutcome<Value>,
+    json: bool,
+    doc: &mut Value,
+) -> u8 {
+    let failure = resolved.factory.failure(&outcome.state);
+    if let Some(why) = &failure {
+        doc["error"] = json!(format!("the run finished but failed: {why}"));
+    }
+    if !json {
+        if !ctx.quiet {
+            eprintln!(
+                "done: thread {thread} finished after {} steps",
+                outcome.step
+            );
+            print_usage(&outcome.state);
+        }
+        let shown = resolved
+            .factory
+            .output_field()
+            .and_then(|f| outcome.state.get(f))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        out(&shown.unwrap_or_else(|| format!("{:#}", outcome.state)));
+    }
+    match failure {
+        Some(why) => {
+            // Said even with --json, where stdout holds the document: a script sees the code.
+            eprintln!("error: thread {thread} finished but failed: {why}");
+            EXIT_FAILURE
+        }
+        None => EXIT_DONE,
+    }
 }
 
 fn finish(mut doc: Value, output: Output, code: u8) -> anyhow::Result<u8> {

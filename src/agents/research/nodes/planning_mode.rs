@@ -17,6 +17,7 @@ enum Review {
 }
 
 fn is_approval(text: &str) -> bool {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     matches!(
         text.trim().to_lowercase().as_str(),
         "" | "y" | "yes" | "ok" | "approve" | "approved" | "lgtm" | "go" | "run"
