@@ -3,7 +3,7 @@
 //! A run is a sequence of supersteps. In each, every task of the frontier runs concurrently on
 //! tokio; their updates are merged after all of them finish, in task order (declaration order,
 //! then Send order; never finish order); then routers and edges choose the next frontier and a
-//! checkpoint is saved. See `executor.rs` for the loop and `threads.rs` for inspection, editing
+//! checkpoint is saved. See `executor/` for the loop and `threads.rs` for inspection, editing
 //! and time travel.
 //!
 //! Invariant: the runtime talks to storage only through [`Checkpointer`](crate::checkpoint::Checkpointer);
