@@ -23,7 +23,7 @@ mod settings;
 pub use erased::{DrawFormat, ErasedGraph, EventSender};
 pub use file::{GraphFile, GraphFileError, Override};
 pub use plan::{DependencyChange, PlanEditor, PlanError, PlanOp, PlanPosition};
-pub use settings::SettingsSchema;
+pub use settings::{path_setting, SettingsSchema};
 
 use crate::artifacts::{ArtifactSet, ThreadArtifacts};
 use crate::checkpoint::Checkpointer;
@@ -336,6 +336,45 @@ pub struct Resolved {
 }
 
 impl Resolved {
+    /// The path settings (see [`path_setting`]) this run gives as relative paths, each made
+    /// absolute against `base` (the folder the run starts in), as `KEY="PATH"` overrides to keep
+    /// with the thread, so a resume from another folder reads the same files. Left as given, for
+    /// the graph to read: a path starting with `~`, and one that names nothing under `base`,
+    /// not even a folder to be made there (its parent is missing too), such as a sample a graph
+    /// finds elsewhere.
+    pub fn absolute_path_overrides(&self, base: &Path) -> Vec<String> {
+        let Some(schema) = self.factory.settings_schema() else {
+            return Vec::new();
+        };
+        let settings = serde_json::Value::Object(self.file.settings.clone());
+        schema
+            .path_keys()
+            .into_iter()
+            .filter_map(|key| {
+                let text = key
+                    .split('.')
+                    .try_fold(&settings, |v, part| v.get(part))?
+                    .as_str()?;
+                let path = Path::new(text);
+                if text.is_empty() || text.starts_with('~') || path.is_absolute() {
+                    return None;
+                }
+                let relative: PathBuf = path
+                    .components()
+                    .filter(|c| !matches!(c, std::path::Component::CurDir))
+                    .collect();
+                let absolute = base.join(relative);
+                let names_something =
+                    absolute.exists() || absolute.parent().is_some_and(Path::is_dir);
+                if !names_something {
+                    return None;
+                }
+                let value = toml::Value::String(absolute.to_str()?.to_string());
+                Some(format!("{key}={value}"))
+            })
+            .collect()
+    }
+
     /// Builds the graph, attached to `checkpointer`.
     pub fn build(
         &self,

@@ -1,10 +1,40 @@
 //! The settings a graph declares, and `--set` overrides checked against them before anything
 //! runs: an unknown key (with the nearest known one) or a value of the wrong type is refused
 //! with the key and the type it expects.
+//!
+//! A setting that names a file or folder is marked in the schema ([`path_setting`]), so
+//! whoever starts a run can make its relative paths absolute against the folder the run starts
+//! in, once for every graph, rather than each graph key by key.
 
 use schemars::gen::SchemaSettings;
 use schemars::JsonSchema;
 use serde_json::{Map, Value};
+
+/// The `format` a schema node carries when its setting is a path.
+const PATH_FORMAT: &str = "path";
+
+/// The schema of a setting that names a file or folder: a text, marked as a path. Put it on a
+/// `PathBuf` (or `Option<PathBuf>`) field of a graph's settings type with
+/// `#[schemars(schema_with = "stategraph::registry::path_setting")]`; then
+/// [`SettingsSchema::path_keys`] names it, and `graph run` stores a relative value made absolute
+/// against the folder the run starts in, so a resume from another folder reads the same files.
+///
+/// ```
+/// use stategraph::registry::SettingsSchema;
+/// #[derive(schemars::JsonSchema)]
+/// struct Search { #[schemars(schema_with = "stategraph::registry::path_setting")] corpus: Option<std::path::PathBuf> }
+/// #[derive(schemars::JsonSchema)]
+/// struct Settings { step_ms: u64, search: Search }
+/// assert_eq!(SettingsSchema::of::<Settings>().path_keys(), ["search.corpus"]);
+/// ```
+pub fn path_setting(_: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
+    schemars::schema::SchemaObject {
+        instance_type: Some(schemars::schema::InstanceType::String.into()),
+        format: Some(PATH_FORMAT.to_string()),
+        ..Default::default()
+    }
+    .into()
+}
 
 /// The shape of a graph's `[settings]`: which keys exist and what type each takes, as a JSON
 /// schema derived from the Rust type the graph reads its settings into.
@@ -81,6 +111,13 @@ impl SettingsSchema {
         check_value(node, value, &key.join("."))
     }
 
+    /// The dotted keys of the settings that are paths (marked with [`path_setting`]).
+    pub fn path_keys(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        path_leaves(&self.root, String::new(), &mut out);
+        out
+    }
+
     fn unknown(&self, key: &[String]) -> String {
         let mut known = Vec::new();
         leaf_paths(&self.root, String::new(), &mut known);
@@ -121,6 +158,21 @@ fn leaf_paths(node: &Value, prefix: String, out: &mut Vec<String>) {
             false => format!("{prefix}.{name}"),
         };
         leaf_paths(child, path, out);
+    }
+}
+
+/// Every key path under `node` whose schema is a path.
+fn path_leaves(node: &Value, prefix: String, out: &mut Vec<String>) {
+    if node.get("format").and_then(Value::as_str) == Some(PATH_FORMAT) {
+        out.push(prefix);
+        return;
+    }
+    for (name, child) in properties_of(node).into_iter().flatten() {
+        let path = match prefix.is_empty() {
+            true => name.clone(),
+            false => format!("{prefix}.{name}"),
+        };
+        path_leaves(child, path, out);
     }
 }
 

@@ -26,6 +26,7 @@ pub struct MemoSettings {
     /// `auto`, `offline` or `model`.
     pub mode: ModeSetting,
     /// The folder holding one data room per company (`<dataroom>/<company>/`).
+    #[schemars(schema_with = "crate::registry::path_setting")]
     pub dataroom: PathBuf,
     /// The deck's file name inside a company's data room.
     pub deck: String,

@@ -78,6 +78,7 @@ pub struct SearchSettings {
     /// Web, corpus, or auto.
     pub provider: SearchProvider,
     /// The folder of .md, .txt and .html files to search instead of the web.
+    #[schemars(schema_with = "crate::registry::path_setting")]
     pub corpus: Option<PathBuf>,
     /// Hits read per search.
     pub max_results: usize,
@@ -153,6 +154,7 @@ pub struct ResearchSettings {
     /// The folder tool todos work in (created if missing). When set, `tool` todos run the
     /// model↔tool loop with the workspace tools (and search and fetch); when not, a tool todo
     /// fetches the URL named in its task.
+    #[schemars(schema_with = "crate::registry::path_setting")]
     pub workspace: Option<PathBuf>,
     /// Pause before each `run_command`, showing it; resume with `yes`, `no` or an edited
     /// command line.

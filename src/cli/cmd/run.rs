@@ -46,6 +46,44 @@ fn thread_overrides(s: &RunSettings) -> Vec<String> {
     sets
 }
 
+/// The run's relative path settings made absolute against the folder it starts in, as
+/// overrides to keep with the thread (see [`Resolved::absolute_path_overrides`]).
+fn path_pins(resolved: &Resolved) -> Vec<String> {
+    match std::env::current_dir() {
+        Ok(here) => resolved.absolute_path_overrides(&here),
+        // No current folder: a relative path then reads nothing anyway, and says so.
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The graph a new run names, with its overrides `sets`, its relative path settings pinned
+/// (added to `sets`, which the run keeps with the thread).
+fn new_graph(ctx: &Ctx, graph: &str, sets: &mut Vec<String>) -> anyhow::Result<Resolved> {
+    let resolved = ctx.registry.resolve(graph, &parse_overrides(sets)?)?;
+    let pins = path_pins(&resolved);
+    if pins.is_empty() {
+        return Ok(resolved);
+    }
+    sets.extend(pins);
+    Ok(ctx.registry.resolve(graph, &parse_overrides(sets)?)?)
+}
+
+/// A thread's graph with this command's `extra` overrides, its relative path settings pinned
+/// (added to `extra`, which the command keeps with the thread).
+async fn thread_graph(
+    ctx: &Ctx,
+    thread: &str,
+    extra: &mut Vec<String>,
+) -> anyhow::Result<(Resolved, Option<Origin>)> {
+    let (resolved, origin) = ctx.graph_for_thread(thread, extra).await?;
+    let pins = path_pins(&resolved);
+    if pins.is_empty() {
+        return Ok((resolved, origin));
+    }
+    extra.extend(pins);
+    ctx.graph_for_thread(thread, extra).await
+}
+
 /// Checks the run's `--interrupt-before/after` names against the graph's nodes.
 fn check_breakpoints(graph: &dyn ErasedGraph, settings: &RunSettings) -> anyhow::Result<()> {
     check_nodes(graph, &settings.interrupt_before, "--interrupt-before")?;
@@ -108,10 +146,8 @@ fn read_input(args: &RunArgs, factory: &dyn AnyFactory) -> anyhow::Result<Value>
 
 /// `graph run`.
 pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
-    let sets = thread_overrides(&args.settings);
-    let resolved = ctx
-        .registry
-        .resolve(&args.graph, &parse_overrides(&sets)?)?;
+    let mut sets = thread_overrides(&args.settings);
+    let resolved = new_graph(ctx, &args.graph, &mut sets)?;
     let input = read_input(&args, resolved.factory.as_ref())?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     graph.check_input(&input)?;
@@ -177,8 +213,8 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
 /// `graph resume`.
 pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
     check_thread_id(&args.thread)?;
-    let extra = thread_overrides(&args.settings);
-    let (resolved, origin) = ctx.graph_for_thread(&args.thread, &extra).await?;
+    let mut extra = thread_overrides(&args.settings);
+    let (resolved, origin) = thread_graph(ctx, &args.thread, &mut extra).await?;
     resolved.preflight()?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     check_breakpoints(graph.as_ref(), &args.settings)?;
@@ -233,8 +269,8 @@ pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
 /// `graph rerun`.
 pub(crate) async fn rerun(ctx: &Ctx, args: RerunArgs) -> anyhow::Result<u8> {
     check_thread_id(&args.thread)?;
-    let extra = thread_overrides(&args.settings);
-    let (resolved, origin) = ctx.graph_for_thread(&args.thread, &extra).await?;
+    let mut extra = thread_overrides(&args.settings);
+    let (resolved, origin) = thread_graph(ctx, &args.thread, &mut extra).await?;
     resolved.preflight()?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     check_nodes(graph.as_ref(), std::slice::from_ref(&args.from), "--from")?;
