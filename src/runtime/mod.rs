@@ -16,6 +16,7 @@ mod events;
 mod executor;
 pub mod namespace;
 mod persist;
+mod saved;
 mod stream;
 mod subgraph;
 mod threads;

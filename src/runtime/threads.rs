@@ -3,6 +3,7 @@
 use super::config::RunConfig;
 use super::error::RunError;
 use super::persist::{self, LeaseGuard, SnapshotTracker};
+use super::saved::with_saved_results;
 use super::triggers::{self, Finished};
 use super::{Resume, RunOutcome};
 pub(crate) use crate::checkpoint::status::{pending_interrupts, task_errors};
@@ -27,7 +28,9 @@ pub(crate) const UPDATE_WRITER: &str = "__update__";
 pub struct StateSnapshot<S> {
     /// The state.
     pub values: S,
-    /// The nodes that run next, in task order.
+    /// The nodes that run next, in task order. For the thread's newest state, tasks of a
+    /// stopped step whose results are saved are left out (they are in `completed`, and their
+    /// results are merged into `values`).
     pub next: Vec<String>,
     /// Pauses waiting for a person (answer dynamic ones by id).
     pub interrupts: Vec<InterruptRecord>,
@@ -135,9 +138,18 @@ impl<S: State> CompiledGraph<S> {
         completed.sort();
         completed.dedup();
         let completed = completed.into_iter().map(|(_, node)| node).collect();
+        // The newest state shows a stopped step's finished results merged, as LangGraph does;
+        // a checkpoint asked for by id shows exactly what it stored.
+        let (values, next) = match checkpoint {
+            None => match with_saved_results(&values, &record.frontier, &pending) {
+                (Some(merged), next) => (merged, next),
+                (None, next) => (values, next),
+            },
+            Some(_) => (values, record.frontier.next_nodes()),
+        };
         Ok(StateSnapshot {
             values,
-            next: record.frontier.next_nodes(),
+            next,
             interrupts: pending_interrupts(&pending),
             errors,
             completed,

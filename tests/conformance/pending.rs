@@ -31,10 +31,19 @@ pub async fn a_failed_parallel_task_keeps_its_siblings_results(backend: &dyn Bac
     }
 
     // The thread stands before the workers' step, with w0 and w2 done and w1's error kept.
+    // As in LangGraph (test_pregel.py::test_pending_writes_resume), its newest state shows the
+    // finished siblings' results merged and only the failed task next; the checkpoint itself,
+    // read by id, is unchanged.
     let state = graph.get_state("t", None).await.unwrap();
-    assert_eq!(state.values.steps, strings(&["split"]));
-    assert_eq!(state.next, strings(&["w0", "w1", "w2"]));
+    assert_eq!(state.values.steps, strings(&["split", "w0", "w2"]));
+    assert_eq!(state.next, strings(&["w1"]));
     assert_eq!(state.completed, strings(&["w0", "w2"]));
+    let stored = graph
+        .get_state("t", Some(state.checkpoint_id))
+        .await
+        .unwrap();
+    assert_eq!(stored.values.steps, strings(&["split"]));
+    assert_eq!(stored.next, strings(&["w0", "w1", "w2"]));
     assert_eq!(state.errors.len(), 1);
     assert_eq!(
         (state.errors[0].node.as_str(), state.errors[0].task),

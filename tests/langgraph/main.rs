@@ -2,6 +2,8 @@
 //! one test per behaviour, each naming the LangGraph test it comes from. The facts carry over,
 //! not the code: our graphs are typed, our updates are deltas.
 
+mod pending;
+
 use serde::{Deserialize, Serialize};
 use stategraph::checkpoint::MemoryCheckpointer;
 use stategraph::graph::CompiledGraph;

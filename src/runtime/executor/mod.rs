@@ -92,6 +92,8 @@ pub(crate) struct Run<S: State> {
     skip_before: bool,
     last_writers: Vec<String>,
     unsaved: bool,
+    /// What a paused run's result shows: the state with the step's finished results merged.
+    shown: Option<S>,
 }
 
 fn merged_names(graph_set: &BTreeSet<String>, run_set: &BTreeSet<String>) -> BTreeSet<String> {
@@ -162,6 +164,7 @@ impl<S: State> Run<S> {
             skip_before: false,
             last_writers: Vec::new(),
             unsaved: false,
+            shown: None,
             config,
         };
         let result = match start {
@@ -187,7 +190,7 @@ impl<S: State> Run<S> {
         RunOutcome {
             thread_id: self.thread_id.to_string(),
             run_id: self.run_id.to_string(),
-            state: (*self.state).clone(),
+            state: self.shown.clone().unwrap_or_else(|| (*self.state).clone()),
             status,
             checkpoint_id: self.writer.as_ref().map(|_| self.checkpoint_id),
             step: self.step,

@@ -8,6 +8,7 @@ use crate::runtime::config::Durability;
 use crate::runtime::error::{NodeError, RunError};
 use crate::runtime::events::Event;
 use crate::runtime::persist;
+use crate::runtime::saved::with_saved_results;
 use crate::runtime::triggers::{self, Finished};
 use crate::runtime::RunStatus;
 use crate::state::{State, TaggedUpdate};
@@ -256,10 +257,10 @@ impl<S: State> Run<S> {
             step: step_done,
             interrupts: interrupts.clone(),
         });
-        Ok(RunStatus::Interrupted {
-            interrupts,
-            next: self.frontier.next_nodes(),
-        })
+        // The result shows the finished siblings' results merged, as `get_state` does.
+        let (shown, next) = with_saved_results(&*self.state, &self.frontier, &self.pending);
+        self.shown = shown;
+        Ok(RunStatus::Interrupted { interrupts, next })
     }
 
     /// The run's error for a task that failed, naming the path into a subgraph if it failed there.
