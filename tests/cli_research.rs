@@ -478,6 +478,14 @@ fn an_emptied_editor_buffer_aborts_the_plan_edit_and_a_byte_order_mark_is_accept
         assert_eq!(now, history, "{name}: no checkpoint was written");
     }
 
+    // Every todo deleted, the header kept: refused like any invalid edit (exit 2), kept aside.
+    let editor = editor_writing(tmp.path(), "header-only", "# Plan\n\n");
+    r.graph(&["plan", &thread, "--edit"])
+        .env("EDITOR", &editor)
+        .expect(2)
+        .stderr_has(&["no todo left", "the plan is unchanged"]);
+    assert_eq!(r.plan_json(&thread), before);
+
     // A plan saved with a UTF-8 byte-order mark first: read as if it had none.
     let edited =
         format!("\u{feff}# Plan\n\n- [ ] t1 (research): {T1}\n- [ ] t2 (research): {T2}\n");

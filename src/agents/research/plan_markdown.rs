@@ -284,9 +284,19 @@ pub fn parse(markdown: &str) -> Result<Vec<Todo>, PlanEditError> {
 /// let plan = apply_markdown(&stored, &edited).unwrap();
 /// assert_eq!(plan.len(), 1);
 /// assert_eq!(plan[0].result.as_deref(), Some("found it [1]"));
+/// // Every todo deleted: refused, the stored plan stays.
+/// assert!(apply_markdown(&stored, "# Plan\n").unwrap_err().message.contains("no todo left"));
 /// ```
 pub fn apply_markdown(stored: &[Todo], markdown: &str) -> Result<Vec<Todo>, PlanEditError> {
     let edited = parse(markdown)?;
+    if edited.is_empty() && !stored.is_empty() {
+        // Most likely every line was deleted to abort, as `git commit` reads an empty message;
+        // a plan with nothing to do cannot run anyway.
+        return Err(PlanEditError::general(
+            "the edited plan has no todo left: a plan needs at least one (the plan is kept as \
+             it was; to stop a todo, mark it `[-]` blocked)",
+        ));
+    }
     Ok(edited
         .into_iter()
         .map(|todo| match stored.iter().find(|s| s.id == todo.id) {
