@@ -14,6 +14,13 @@
 //!
 //! A piece is checked against its hash when read, so a damaged or missing piece is reported as
 //! such, never read as something else.
+//!
+//! A large record that is not a snapshot (a checkpoint with a large delta, a large pending
+//! write) is stored the same way as a whole ([`spill`]): its frame is cut into pieces and the
+//! store keeps only their root (frame format 5). Such a record mostly repeats what the state
+//! already holds (a node's large update is in the next snapshot too), so its pieces are shared,
+//! and no backend holds one large value whole: sled keeps every value it was handed in its page
+//! cache, charged at the size it takes in its log, which for a large value is a few bytes.
 
 use super::codec::FrameError;
 use super::error::{corrupt, CheckpointError};
@@ -148,7 +155,9 @@ fn join(store: &dyn ChunkStore, root: &ChunkRoot) -> Result<Vec<u8>, String> {
     let mut bytes = fetch(store, &root.hash, top_len)?;
     for _ in 0..root.depth {
         let index = bytes;
-        let mut next = Vec::new();
+        // Sized up front: grown by doubling, a 100 MB state took twice its size while joined.
+        let size: usize = entries(&index)?.map(|(_, len)| len as usize).sum();
+        let mut next = Vec::with_capacity(size.min(usize::try_from(root.len).unwrap_or(0)));
         for (h, len) in entries(&index)? {
             next.extend_from_slice(&fetch(store, &h, Some(len.into()))?);
         }
@@ -190,8 +199,21 @@ fn mark(
     Ok(())
 }
 
+/// Cuts `data` into pieces that go to `store` (those it already holds are not written again).
+fn put_pieces(data: &[u8], store: &mut dyn ChunkStore) -> Result<ChunkRoot, CheckpointError> {
+    let mut put = |h: &ChunkHash, bytes: &[u8]| {
+        if store.contains(h)? {
+            Ok(())
+        } else {
+            store.insert(h, bytes)
+        }
+    };
+    split(data, &mut put)
+}
+
 /// Encodes a checkpoint for a backend that keeps pieces: a large snapshot goes to `store` first
-/// (pieces it already holds are not written again), and the record names its root.
+/// (pieces it already holds are not written again), and the record names its root. A record
+/// that is large for another reason (a large delta) is stored as pieces as a whole.
 pub(crate) fn encode_checkpoint(
     record: &CheckpointRecord,
     store: &mut dyn ChunkStore,
@@ -199,28 +221,76 @@ pub(crate) fn encode_checkpoint(
     let fail = |e| corrupt(&record.thread_id, Some(record.id), "checkpoint", e);
     let root = match &record.state {
         StateData::Snapshot(json) if json.get().len() >= CHUNKED_FROM => {
-            let mut put = |h: &ChunkHash, bytes: &[u8]| {
-                if store.contains(h)? {
-                    Ok(())
-                } else {
-                    store.insert(h, bytes)
-                }
-            };
-            Some(split(json.get().as_bytes(), &mut put)?)
+            Some(put_pieces(json.get().as_bytes(), store)?)
         }
         _ => None,
     };
-    super::codec::encode_checkpoint_with(record, root.as_ref()).map_err(fail)
+    let frame = super::codec::encode_checkpoint_with(record, root.as_ref()).map_err(fail)?;
+    spill(frame, root.as_ref(), store)
+        .map_err(|e| e.in_record(&record.thread_id, Some(record.id), "checkpoint"))
+}
+
+/// Stores a framed record of [`CHUNKED_FROM`] bytes or more as pieces in `store`, and returns
+/// the small frame that names them (format 5); a smaller one is returned as it is. `inner` is
+/// the root of the pieces the frame itself names, if any (a checkpoint's snapshot), which the
+/// small frame names as well, so a sweep finds them without reading the record back.
+pub(crate) fn spill(
+    frame: Vec<u8>,
+    inner: Option<&ChunkRoot>,
+    store: &mut dyn ChunkStore,
+) -> Result<Vec<u8>, SpillError> {
+    if frame.len() < CHUNKED_FROM {
+        return Ok(frame);
+    }
+    let root = put_pieces(&frame, store).map_err(SpillError::Store)?;
+    super::codec::encode_spilled(&root, inner).map_err(SpillError::Frame)
+}
+
+/// Why a record could not be stored as pieces.
+pub(crate) enum SpillError {
+    Store(CheckpointError),
+    Frame(FrameError),
+}
+
+impl SpillError {
+    /// The error, naming the record for a frame that did not encode.
+    pub(crate) fn in_record(
+        self,
+        thread: &str,
+        checkpoint: Option<super::record::CheckpointId>,
+        what: &'static str,
+    ) -> CheckpointError {
+        match self {
+            SpillError::Store(e) => e,
+            SpillError::Frame(e) => corrupt(thread, checkpoint, what, e),
+        }
+    }
+}
+
+/// The frame of a stored record: read back from its pieces when it was spilled ([`spill`]),
+/// else the stored bytes themselves.
+pub(crate) fn unspill<'a>(
+    bytes: &'a [u8],
+    store: &dyn ChunkStore,
+) -> Result<std::borrow::Cow<'a, [u8]>, FrameError> {
+    match super::codec::spilled_root(bytes)? {
+        None => Ok(std::borrow::Cow::Borrowed(bytes)),
+        Some(root) => join(store, &root)
+            .map(std::borrow::Cow::Owned)
+            .map_err(FrameError::Decode),
+    }
 }
 
 /// Decodes a checkpoint stored by [`encode_checkpoint`] (or any older format), reassembling a
-/// chunked snapshot from `store`.
+/// chunked snapshot (or a record stored as pieces as a whole) from `store`.
 pub(crate) fn decode_checkpoint(
     thread: &str,
     id: super::record::CheckpointId,
     bytes: &[u8],
     store: &dyn ChunkStore,
 ) -> Result<CheckpointRecord, CheckpointError> {
+    let bytes = unspill(bytes, store).map_err(|e| corrupt(thread, Some(id), "checkpoint", e))?;
+    let bytes = &bytes[..];
     let mut resolve = |root: &ChunkRoot| {
         let json = join(store, root)?;
         String::from_utf8(json).map_err(|_| "a reassembled snapshot is not UTF-8".to_string())
@@ -232,7 +302,7 @@ pub(crate) fn decode_checkpoint(
 /// Whether removing this stored checkpoint may leave pieces nothing names: it names some, or it
 /// is too damaged to tell (then nothing can read its pieces any more either).
 pub(crate) fn may_hold_pieces(record: &[u8]) -> bool {
-    !matches!(super::codec::chunk_root(record), Ok(None))
+    !super::codec::chunk_roots(record).is_ok_and(|roots| roots.is_empty())
 }
 
 /// The pieces still referenced by any of a thread's stored checkpoints (`records`, as stored).
@@ -244,7 +314,7 @@ pub(crate) fn live_pieces<'a>(
     let (mut live, mut indexes) = (HashSet::new(), HashSet::new());
     for bytes in records {
         let fail = |e| corrupt(thread, None, "checkpoint", e);
-        if let Some(root) = super::codec::chunk_root(bytes).map_err(fail)? {
+        for root in super::codec::chunk_roots(bytes).map_err(fail)? {
             mark(store, &root, &mut live, &mut indexes).map_err(|e| fail(FrameError::Decode(e)))?;
         }
     }
@@ -395,5 +465,90 @@ mod tests {
         let mut live_new = HashSet::new();
         mark(&pieces, &new, &mut live_new, &mut HashSet::new()).unwrap();
         assert!(live_new.is_disjoint(&all_old));
+    }
+
+    fn record_with(state: StateData, frontier_arg: &str) -> CheckpointRecord {
+        use crate::checkpoint::{CheckpointMetadata, Frontier, Source, TaskSpec};
+        let mut frontier = Frontier::default();
+        frontier.tasks.push(TaskSpec {
+            node: "draft".into(),
+            arg: Some(serde_json::Value::String(frontier_arg.into())),
+        });
+        CheckpointRecord {
+            thread_id: "t".into(),
+            id: uuid::Uuid::from_u128(7),
+            parent_id: Some(uuid::Uuid::from_u128(6)),
+            step: 2,
+            state,
+            frontier,
+            metadata: CheckpointMetadata {
+                source: Source::Loop,
+                writers: vec!["draft".into()],
+                created_at_ms: 1,
+                schema_version: 1,
+                run_id: "r".into(),
+                graph: None,
+            },
+        }
+    }
+
+    #[test]
+    fn a_large_record_is_stored_as_pieces_it_shares_and_reads_back_whole() {
+        use crate::checkpoint::NodeWrite;
+        let big = String::from_utf8(messages(5_000)).unwrap();
+        let raw = serde_json::value::RawValue::from_string(big.clone()).unwrap();
+        let mut pieces = Pieces::default();
+
+        // A large delta: its frame is stored as pieces, and a second record holding the same
+        // value costs a few pieces (where the frames differ), not the value again.
+        let delta = |node: &str| {
+            StateData::Delta(vec![NodeWrite {
+                node: node.into(),
+                update: raw.clone(),
+            }])
+        };
+        let first = encode_checkpoint(&record_with(delta("a"), "x"), &mut pieces).unwrap();
+        assert_eq!(first[2], 5, "stored as pieces");
+        assert!(first.len() < 100, "{} bytes", first.len());
+        let before = pieces.inserted;
+        let second = encode_checkpoint(&record_with(delta("b"), "x"), &mut pieces).unwrap();
+        let added = pieces.inserted - before;
+        assert!(
+            added < 4 * MAX_CHUNK,
+            "{added} bytes for a value stored before"
+        );
+        let read = decode_checkpoint("t", uuid::Uuid::from_u128(7), &second, &pieces).unwrap();
+        assert_eq!(
+            serde_json::to_value(&read).unwrap(),
+            serde_json::to_value(record_with(delta("b"), "x")).unwrap()
+        );
+
+        // A large frontier beside a snapshot stored as pieces: both roots are named, so a
+        // sweep keeps the snapshot's pieces as well as the record's.
+        let snapshot = StateData::Snapshot(raw.clone());
+        let both = encode_checkpoint(&record_with(snapshot, &big), &mut pieces).unwrap();
+        assert_eq!(super::super::codec::chunk_roots(&both).unwrap().len(), 2);
+        let mut only = Pieces::default();
+        let both = encode_checkpoint(
+            &record_with(StateData::Snapshot(raw.clone()), &big),
+            &mut only,
+        )
+        .unwrap();
+        let live = live_pieces("t", [both.as_slice()], &only).unwrap();
+        assert_eq!(live.len(), only.map.len());
+        assert!(may_hold_pieces(&both));
+
+        // A small record is stored whole, as before.
+        let small = spill(b"SG-small".to_vec(), None, &mut pieces).ok().unwrap();
+        assert_eq!(small, b"SG-small");
+        assert!(matches!(
+            unspill(&small, &pieces),
+            Ok(std::borrow::Cow::Borrowed(_))
+        ));
+
+        // A missing piece of a spilled record is reported, never read as something else.
+        let victim = *only.map.keys().next().unwrap();
+        only.map.remove(&victim);
+        assert!(decode_checkpoint("t", uuid::Uuid::from_u128(7), &both, &only).is_err());
     }
 }

@@ -6,8 +6,11 @@
 //! a checkpoint in the compact binary layout of `checkpoint/compact.rs`; 3 is the same layout for
 //! a checkpoint whose snapshot is stored as pieces beside it (`checkpoint/chunks.rs`), so only a
 //! backend that holds the pieces can read it; 4, what checkpoints are written as now, is a slimmer
-//! layout that leaves the checkpoint's id to its key, and holds a snapshot either way. Readers
-//! keep every format they ever wrote.
+//! layout that leaves the checkpoint's id to its key, and holds a snapshot either way; 5 is any
+//! large record (a checkpoint with a large delta, a large pending write) whose frame is itself
+//! stored as pieces (`chunks::spill`), so it shares them with the thread's snapshots and other
+//! records: the payload is only the root of those pieces. Readers keep every format they ever
+//! wrote.
 
 use super::chunks::ChunkRoot;
 use super::record::{CheckpointId, CheckpointRecord};
@@ -19,8 +22,9 @@ const JSON: u8 = 1;
 const COMPACT_CHECKPOINT: u8 = 2;
 const CHUNKED_CHECKPOINT: u8 = 3;
 const SLIM_CHECKPOINT: u8 = 4;
+const SPILLED: u8 = 5;
 /// The newest format this build reads.
-const NEWEST: u8 = SLIM_CHECKPOINT;
+const NEWEST: u8 = SPILLED;
 const HEADER: usize = 2 + 1 + 4 + 4;
 
 /// Why a stored record could not be read.
@@ -111,6 +115,7 @@ pub(crate) fn decode_checkpoint_with(
         (JSON, body) => {
             serde_json::from_slice(body).map_err(|e| FrameError::Decode(e.to_string()))?
         }
+        (SPILLED, _) => return Err(stored_as_pieces()),
         // `open` only passes known formats; naming each keeps a new one from being read as JSON.
         (format, _) => return Err(FrameError::UnknownFormat(format)),
     };
@@ -141,15 +146,77 @@ pub(crate) fn encode_checkpoint_as_before(
     seal(out, format).expect("a test record fits a frame")
 }
 
-/// The pieces a stored checkpoint's snapshot is kept as, if it is kept that way.
-pub(crate) fn chunk_root(bytes: &[u8]) -> Result<Option<ChunkRoot>, FrameError> {
+/// The pieces a stored record names: a checkpoint's snapshot kept as pieces, a record kept as
+/// pieces as a whole (format 5), or both (a spilled checkpoint whose snapshot is in pieces).
+pub(crate) fn chunk_roots(bytes: &[u8]) -> Result<Vec<ChunkRoot>, FrameError> {
     let (format, body) = open(bytes)?;
     let slim = match format {
         CHUNKED_CHECKPOINT => false,
         SLIM_CHECKPOINT => true,
-        _ => return Ok(None),
+        SPILLED => {
+            let (outer, inner) = spilled_body(body)?;
+            return Ok([Some(outer), inner].into_iter().flatten().collect());
+        }
+        _ => return Ok(Vec::new()),
     };
-    super::compact::chunk_root(body, slim).map_err(FrameError::Decode)
+    super::compact::chunk_root(body, slim)
+        .map(|root| root.into_iter().collect())
+        .map_err(FrameError::Decode)
+}
+
+fn stored_as_pieces() -> FrameError {
+    FrameError::Decode("the record is stored as pieces; read it through its store".into())
+}
+
+/// Frames a record that is stored as the pieces under `root` (format 5); `inner` is the root of
+/// the pieces the record itself names (its snapshot's), kept here so a sweep finds them without
+/// reading the record back.
+pub(crate) fn encode_spilled(
+    root: &ChunkRoot,
+    inner: Option<&ChunkRoot>,
+) -> Result<Vec<u8>, FrameError> {
+    let mut out = vec![0u8; HEADER];
+    for r in std::iter::once(root).chain(inner) {
+        out.extend_from_slice(&r.hash);
+        out.push(r.depth);
+        out.extend_from_slice(&r.len.to_le_bytes());
+    }
+    seal(out, SPILLED)
+}
+
+/// The root of the pieces a record is stored as, when it is stored that way (format 5); `None`
+/// for a record stored whole. Only a format-5 frame is checked, so asking costs nothing for a
+/// large record stored whole.
+pub(crate) fn spilled_root(bytes: &[u8]) -> Result<Option<ChunkRoot>, FrameError> {
+    if bytes.len() < HEADER || bytes[0..2] != MAGIC || bytes[2] != SPILLED {
+        return Ok(None);
+    }
+    let (_, body) = open(bytes)?;
+    spilled_body(body).map(|(outer, _)| Some(outer))
+}
+
+/// A root is its hash (16 bytes), its depth (1) and its length (8, little-endian).
+const ROOT: usize = 16 + 1 + 8;
+
+fn spilled_body(body: &[u8]) -> Result<(ChunkRoot, Option<ChunkRoot>), FrameError> {
+    let bad = || FrameError::Decode(format!("a root of pieces of {} bytes", body.len()));
+    let root = |at: usize| -> Result<ChunkRoot, FrameError> {
+        let r = body.get(at..at + ROOT).ok_or_else(bad)?;
+        let mut hash = [0u8; 16];
+        hash.copy_from_slice(&r[..16]);
+        let mut len = [0u8; 8];
+        len.copy_from_slice(&r[17..]);
+        Ok(ChunkRoot {
+            hash,
+            depth: r[16],
+            len: u64::from_le_bytes(len),
+        })
+    };
+    match body.len() {
+        ROOT => Ok((root(0)?, None)),
+        l if l == 2 * ROOT => Ok((root(0)?, Some(root(ROOT)?))),
+        _ => Err(bad()),
+    }
 }
 
 /// Fills in the header of `out`, whose first `HEADER` bytes were reserved for it.
@@ -177,6 +244,7 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, FrameError> {
 pub fn payload(bytes: &[u8]) -> Result<&[u8], FrameError> {
     match open(bytes)? {
         (JSON, body) => Ok(body),
+        (SPILLED, _) => Err(stored_as_pieces()),
         (format, _) => Err(FrameError::Decode(format!(
             "a record in format {format} (a checkpoint) where a JSON record was expected"
         ))),

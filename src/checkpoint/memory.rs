@@ -51,13 +51,15 @@ impl MemoryCheckpointer {
         }
     }
 
-    /// Bytes the thread's checkpoints and snapshot pieces hold. For tests of how storage grows.
+    /// Bytes the thread's checkpoints, pending writes and pieces hold. For tests of how storage
+    /// grows.
     #[doc(hidden)]
     pub fn stored_bytes(&self, thread: &str) -> u64 {
         self.lock().get(thread).map_or(0, |t| {
             let records: usize = t.checkpoints.values().map(|b| 16 + b.len()).sum();
+            let writes: usize = t.writes.values().flatten().map(|b| 16 + b.len()).sum();
             let pieces: usize = t.pieces.0.values().map(|b| 16 + b.len()).sum();
-            (records + pieces) as u64
+            (records + writes + pieces) as u64
         })
     }
 
@@ -164,17 +166,14 @@ impl Checkpointer for MemoryCheckpointer {
         writes: &[PendingWrite],
         _flush: bool,
     ) -> Result<(), CheckpointError> {
-        let encoded = writes
-            .iter()
-            .map(|w| encode(thread, w))
-            .collect::<Result<Vec<_>, _>>()?;
-        self.lock()
-            .entry(thread.to_string())
-            .or_default()
-            .writes
-            .entry(checkpoint)
-            .or_default()
-            .extend(encoded);
+        let mut threads = self.lock();
+        let t = threads.entry(thread.to_string()).or_default();
+        for w in writes {
+            // A large result is kept as pieces it shares with the thread's snapshots.
+            let bytes = chunks::spill(encode(thread, w)?, None, &mut t.pieces)
+                .map_err(|e| e.in_record(thread, Some(checkpoint), "pending writes"))?;
+            t.writes.entry(checkpoint).or_default().push(bytes);
+        }
         Ok(())
     }
 
@@ -187,10 +186,16 @@ impl Checkpointer for MemoryCheckpointer {
         let Some(list) = threads.get(thread).and_then(|t| t.writes.get(&checkpoint)) else {
             return Ok(Vec::new());
         };
+        let pieces = &threads.get(thread).map(|t| &t.pieces);
         list.iter()
             .map(|b| {
-                codec::decode(b).map_err(|e| corrupt(thread, Some(checkpoint), "pending writes", e))
+                let frame = match pieces {
+                    Some(p) => chunks::unspill(b, *p)?,
+                    None => std::borrow::Cow::Borrowed(&b[..]),
+                };
+                codec::decode(&frame)
             })
+            .map(|r| r.map_err(|e| corrupt(thread, Some(checkpoint), "pending writes", e)))
             .collect()
     }
 
@@ -250,13 +255,14 @@ impl Checkpointer for MemoryCheckpointer {
             for id in ids {
                 let removed = t.checkpoints.remove(id);
                 removed_pieces |= removed.is_some_and(|r| chunks::may_hold_pieces(&r));
-                t.writes.remove(id);
+                let writes = t.writes.remove(id).unwrap_or_default();
+                removed_pieces |= writes.iter().any(|w| chunks::may_hold_pieces(w));
                 let prefix = format!("{id}/");
                 t.journal.retain(|k, _| !k.starts_with(&prefix));
             }
             if removed_pieces {
-                let live =
-                    chunks::live_pieces(thread, t.checkpoints.values().map(|b| &b[..]), &t.pieces)?;
+                let records = t.checkpoints.values().chain(t.writes.values().flatten());
+                let live = chunks::live_pieces(thread, records.map(|b| &b[..]), &t.pieces)?;
                 t.pieces.0.retain(|h, _| live.contains(h));
             }
         }

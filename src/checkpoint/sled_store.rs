@@ -269,13 +269,13 @@ impl SledCheckpointer {
         Ok(())
     }
 
-    /// Bytes of keys and values the thread's checkpoints and snapshot pieces hold (before
-    /// sled's own overhead). For tests of how storage grows.
+    /// Bytes of keys and values the thread's checkpoints, pending writes and pieces hold
+    /// (before sled's own overhead). For tests of how storage grows.
     #[doc(hidden)]
     pub fn stored_bytes(&self, thread: &str) -> Result<u64, CheckpointError> {
         let prefix = thread_prefix(thread);
         let mut total = 0u64;
-        for tree in [&self.checkpoints, &self.pieces] {
+        for tree in [&self.checkpoints, &self.writes, &self.pieces] {
             for item in tree.scan_prefix(&prefix) {
                 let (k, v) = item.map_err(|e| self.io.error(e))?;
                 total += (k.len() + v.len()) as u64;
@@ -304,10 +304,12 @@ impl SledCheckpointer {
     fn sweep_pieces(&self, thread: &str) -> Result<(), CheckpointError> {
         self.forget_pieces(thread);
         let prefix = thread_prefix(thread);
+        // Pending writes name pieces too: a large one is stored as pieces (`chunks::spill`).
         let records = self
             .checkpoints
             .scan_prefix(&prefix)
             .values()
+            .chain(self.writes.scan_prefix(&prefix).values())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| self.io.error(e))?;
         let live = chunks::live_pieces(
@@ -714,11 +716,15 @@ impl Checkpointer for SledCheckpointer {
     ) -> Result<(), CheckpointError> {
         self.io.check()?;
         let mut entries: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(writes.len());
+        let mut pieces = self.pieces_of(thread);
         for w in writes {
             let mut key = checkpoint_key(thread, checkpoint);
             let seq = self.db.generate_id().map_err(|e| self.io.error(e))?;
             key.extend_from_slice(&seq.to_be_bytes());
-            entries.push((key, encode(thread, w)?));
+            // A large result goes in as pieces, before the record that names them.
+            let value = chunks::spill(encode(thread, w)?, None, &mut pieces)
+                .map_err(|e| e.in_record(thread, Some(checkpoint), "pending writes"))?;
+            entries.push((key, value));
         }
         // sled's `apply_batch` seals and writes its log buffer before and after the batch, and
         // every buffer write is synced to disk: two syncs (~400 us) even when nothing asked for
@@ -753,7 +759,8 @@ impl Checkpointer for SledCheckpointer {
             .values()
             .map(|v| {
                 let v = v.map_err(|e| self.io.error(e))?;
-                codec::decode(&v)
+                chunks::unspill(&v, &self.pieces_of(thread))
+                    .and_then(|frame| codec::decode(&frame))
                     .map_err(|e| corrupt(thread, Some(checkpoint), "pending writes", e))
             })
             .collect()
@@ -833,6 +840,10 @@ impl Checkpointer for SledCheckpointer {
                 .remove(&key)
                 .map_err(|e| self.io.error(e))?;
             removed_pieces |= removed.is_some_and(|r| chunks::may_hold_pieces(&r));
+            for write in self.writes.scan_prefix(&key).values() {
+                let write = write.map_err(|e| self.io.error(e))?;
+                removed_pieces |= chunks::may_hold_pieces(&write);
+            }
             remove_prefix(&self.writes, &key, &self.io)?;
             let mut journal_prefix = thread_prefix(thread);
             journal_prefix.extend_from_slice(format!("{id}/").as_bytes());

@@ -51,6 +51,7 @@ macro_rules! conformance_suite {
                 storage::replay_stays_bounded_within_and_across_runs,
                 storage::snapshots_stay_linear_on_long_threads,
                 storage::pruning_and_deleting_free_the_pieces_of_large_snapshots,
+                storage::a_large_value_written_again_is_stored_once,
 
                 integrity::a_truncated_checkpoint_is_reported_with_its_thread_and_id,
                 integrity::a_flipped_bit_is_caught_and_older_checkpoints_stay_usable,

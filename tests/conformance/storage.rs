@@ -1,11 +1,14 @@
 //! Storage grows with what changed, and reading a state replays a bounded chain of deltas.
 
 use crate::backends::Backend;
-use crate::common::{chat, entries, Log, Probe};
-use stategraph::checkpoint::{CheckpointId, CheckpointRecord, Checkpointer, StateData};
-use stategraph::runtime::{RunConfig, SnapshotPolicy};
-use stategraph::{StateGraph, END, START};
+use crate::common::{chat, entries, Log, LogUpdate, Probe};
+use stategraph::checkpoint::{
+    CheckpointId, CheckpointRecord, Checkpointer, PendingKind, StateData,
+};
+use stategraph::runtime::{Context, Durability, NodeError, RunConfig, SnapshotPolicy};
+use stategraph::{Route, Send, StateGraph, END, START};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Every checkpoint of a thread, newest first.
 async fn all_records(store: &dyn Checkpointer, thread: &str) -> Vec<CheckpointRecord> {
@@ -225,4 +228,84 @@ pub async fn pruning_and_deleting_free_the_pieces_of_large_snapshots(backend: &d
 
     graph.delete_thread("big").await.unwrap();
     assert_eq!(backend.stored_bytes("big"), 0);
+}
+
+/// Text of `len` bytes that content-defined chunking can cut (no long runs of one pattern),
+/// the same on every call.
+fn prose(len: usize) -> String {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut out = String::with_capacity(len + 16);
+    while out.len() < len {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let word = 2 + (seed % 8) as usize;
+        for i in 0..word {
+            out.push((b'a' + ((seed >> (8 + 5 * i)) % 26) as u8) as char);
+        }
+        out.push(' ');
+    }
+    out.truncate(len);
+    out
+}
+
+pub async fn a_large_value_written_again_is_stored_once(backend: &dyn Backend) {
+    // Each round sends the same 300 KB text to two tasks (Send arguments, kept in the frontier
+    // of a checkpoint), which both append it: their results are saved as pending writes, then
+    // merged into the state. Stored whole, every round would cost the text ~6 times over.
+    const ROUNDS: usize = 5;
+    let big = prose(300 * 1024);
+    let saver = backend.saver();
+    let mut g = StateGraph::<Log>::named("copies");
+    g.add_node("plan", |_s: Arc<Log>, _c: Context| async {
+        Ok::<_, NodeError>(entries(&["plan"]))
+    });
+    g.add_node("copy", |_s: Arc<Log>, c: Context| async move {
+        Ok::<_, NodeError>(LogUpdate::default().steps(vec![c.arg::<String>()?]))
+    });
+    g.add_edge(START, "plan");
+    let text = big.clone();
+    g.add_conditional_edges(
+        "plan",
+        move |s: &Log| {
+            if s.steps.len() >= 3 * ROUNDS {
+                return Route::from(END);
+            }
+            vec![Send::new("copy", &text), Send::new("copy", &text)].into()
+        },
+        ["copy", END],
+    );
+    g.add_edge("copy", "plan");
+    let graph = g.compile().unwrap().with_checkpointer(saver.clone());
+    let config = RunConfig::new()
+        .thread("copies")
+        .durability(Durability::Sync);
+    let out = graph.invoke(entries(&[]), config).await.unwrap();
+    assert_eq!(
+        out.state.steps.iter().filter(|s| **s == big).count(),
+        2 * ROUNDS
+    );
+
+    let stored = backend.stored_bytes("copies") as usize;
+    assert!(
+        stored < 3 * big.len(),
+        "{stored} bytes stored for {} copies of a {}-byte text",
+        2 * ROUNDS,
+        big.len()
+    );
+    // Every record reads back whole: the state, and each round's saved task results.
+    assert_eq!(
+        graph.get_state("copies", None).await.unwrap().values,
+        out.state
+    );
+    let mut results = 0;
+    for record in all_records(saver.as_ref(), "copies").await {
+        for w in saver.get_writes("copies", record.id).await.unwrap() {
+            if let PendingKind::Update { update, .. } = &w.kind {
+                assert!(update.get().contains(&big[..1000]));
+                results += 1;
+            }
+        }
+    }
+    assert_eq!(results, 2 * ROUNDS);
 }
