@@ -395,6 +395,10 @@ pub(crate) struct DrawArgs {
     /// The drawing's language.
     #[arg(long, value_enum, default_value = "mermaid")]
     pub format: FormatArg,
+    /// Draw subgraphs inside the nodes that run them (Mermaid `subgraph` blocks): every level,
+    /// or only the first LEVELS.
+    #[arg(long, value_name = "LEVELS", num_args = 0..=1)]
+    pub xray: Option<Option<usize>>,
 }
 
 /// `graph decompose TASK.md`.

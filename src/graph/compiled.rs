@@ -234,7 +234,14 @@ impl<S: State> CompiledGraph<S> {
 
     /// The graph as a Mermaid flowchart.
     pub fn to_mermaid(&self) -> String {
-        draw::mermaid(self)
+        draw::mermaid(self, draw::DrawOptions::default())
+    }
+
+    /// The graph as a Mermaid flowchart drawn with `options`: with
+    /// [`DrawOptions::xray`](draw::DrawOptions::xray), subgraphs are drawn inside the nodes
+    /// that run them.
+    pub fn to_mermaid_with(&self, options: draw::DrawOptions) -> String {
+        draw::mermaid(self, options)
     }
 
     /// The graph as Graphviz DOT.

@@ -81,11 +81,64 @@ fn escape(label: &str) -> String {
     label.replace('"', "'")
 }
 
+/// How a drawing is made.
+///
+/// ```
+/// use stategraph::graph::DrawOptions;
+/// assert_eq!(DrawOptions::xray(1).xray, 1);
+/// assert_eq!(DrawOptions::default().xray, 0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DrawOptions {
+    /// How many levels of subgraphs to draw inside the node that runs them, as a Mermaid
+    /// `subgraph` block (0: a subgraph is one node; LangGraph's `xray`).
+    pub xray: usize,
+}
+
+impl DrawOptions {
+    /// Subgraphs expanded `levels` deep.
+    pub fn xray(levels: usize) -> Self {
+        DrawOptions { xray: levels }
+    }
+}
+
 /// Mermaid flowchart text. Conditional edges are dashed and labelled with the router's label.
-pub(crate) fn mermaid<S: State>(g: &CompiledGraph<S>) -> String {
+/// With `xray`, a node that runs subgraphs is drawn as a `subgraph` block holding the child's
+/// own nodes and edges (ids prefixed with the node's), and the parent's edges lead to the block.
+pub(crate) fn mermaid<S: State>(g: &CompiledGraph<S>, options: DrawOptions) -> String {
     let mut s = String::from("graph TD;\n");
-    let _ = writeln!(s, "\t{}([\"START\"]):::first", mermaid_id(START));
+    s.push_str(&mermaid_body(g, "", options.xray));
+    s.push_str("\tclassDef first fill-opacity:0\n\tclassDef last fill:#bfb6fc\n");
+    s
+}
+
+/// The nodes and edges of `g`, one per line, ids prefixed with `prefix`.
+pub(crate) fn mermaid_body<S: State>(g: &CompiledGraph<S>, prefix: &str, xray: usize) -> String {
+    let id = |name: &str| format!("{prefix}{}", mermaid_id(name));
+    let mut s = String::new();
+    let _ = writeln!(s, "\t{}([\"START\"]):::first", id(START));
     for n in &g.topology.builder.nodes {
+        let views = if xray > 0 {
+            g.subgraphs_of(&n.name)
+        } else {
+            Vec::new()
+        };
+        if !views.is_empty() {
+            let block = id(&n.name);
+            let _ = writeln!(s, "\tsubgraph {block}[\"{}\"]", escape(&n.name));
+            for (k, view) in views.iter().enumerate() {
+                let inner = if views.len() == 1 {
+                    format!("{block}__")
+                } else {
+                    format!("{block}__{k}__")
+                };
+                for line in view.mermaid_body(&inner, xray - 1).lines() {
+                    let _ = writeln!(s, "\t{line}");
+                }
+            }
+            s.push_str("\tend\n");
+            continue;
+        }
         let shape = if n.options.deferred {
             ("[[\"", "\"]]")
         } else {
@@ -94,13 +147,13 @@ pub(crate) fn mermaid<S: State>(g: &CompiledGraph<S>) -> String {
         let _ = writeln!(
             s,
             "\t{}{}{}{}",
-            mermaid_id(&n.name),
+            id(&n.name),
             shape.0,
             escape(&n.name),
             shape.1
         );
     }
-    let _ = writeln!(s, "\t{}([\"END\"]):::last", mermaid_id(END));
+    let _ = writeln!(s, "\t{}([\"END\"]):::last", id(END));
     for e in edges(g) {
         let arrow = match e.kind {
             EdgeKind::Static | EdgeKind::Join => "-->",
@@ -111,24 +164,17 @@ pub(crate) fn mermaid<S: State>(g: &CompiledGraph<S>) -> String {
                 let _ = writeln!(
                     s,
                     "\t{} {}|\"{}\"| {};",
-                    mermaid_id(e.from),
+                    id(e.from),
                     arrow,
                     escape(l),
-                    mermaid_id(e.to)
+                    id(e.to)
                 );
             }
             None => {
-                let _ = writeln!(
-                    s,
-                    "\t{} {} {};",
-                    mermaid_id(e.from),
-                    arrow,
-                    mermaid_id(e.to)
-                );
+                let _ = writeln!(s, "\t{} {} {};", id(e.from), arrow, id(e.to));
             }
         }
     }
-    s.push_str("\tclassDef first fill-opacity:0\n\tclassDef last fill:#bfb6fc\n");
     s
 }
 

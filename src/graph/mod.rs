@@ -9,7 +9,7 @@
 mod builder;
 mod command;
 mod compiled;
-mod draw;
+pub(crate) mod draw;
 mod error;
 mod node;
 mod validate;
@@ -18,6 +18,7 @@ pub use builder::{RouterFn, RouterSpec, StateGraph};
 pub use command::{Command, Goto, Route, Send, END, START};
 pub use compiled::CompiledGraph;
 pub(crate) use compiled::{Target, Topology};
+pub use draw::DrawOptions;
 pub use error::GraphError;
 pub use node::{
     FnMarker, IntoNode, Node, NodeMarker, NodeOptions, NodeSpec, RetryPolicy, RetryPredicate,

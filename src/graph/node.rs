@@ -1,7 +1,8 @@
 //! Nodes: the units of work in a graph, and the options that govern how each one runs.
 
 use super::command::Command;
-use crate::runtime::{Context, NodeError};
+use super::compiled::CompiledGraph;
+use crate::runtime::{Context, NodeError, SubgraphView};
 use crate::state::State;
 use async_trait::async_trait;
 use std::future::Future;
@@ -37,6 +38,15 @@ pub trait Node<S: State>: Send + Sync + 'static {
     /// Runs the node once. `state` is the state as of the start of the superstep; sibling
     /// tasks' writes of the same step are not visible.
     async fn run(&self, state: Arc<S>, ctx: Context) -> Result<Command<S>, NodeError>;
+
+    /// The graphs this node runs as subgraphs, so reading a thread with its subgraphs can show
+    /// their values, a child namespace can be edited and drawings can expand them. Compiled
+    /// graphs and [`Subgraph`](crate::runtime::Subgraph) nodes say so themselves; a node that
+    /// calls [`Context::run_subgraph`] returns its graphs here (or is declared with
+    /// [`NodeSpec::subgraph`]).
+    fn subgraphs(&self) -> Vec<Arc<dyn SubgraphView>> {
+        Vec::new()
+    }
 }
 
 /// Adapts an async closure (or `async fn`) to [`Node`].
@@ -225,6 +235,9 @@ pub struct NodeOptions {
     pub deferred: bool,
     /// Where this node's commands may send the run (checked at run time; drawn as edges).
     pub destinations: Vec<String>,
+    /// Graphs the node runs with [`Context::run_subgraph`], declared with
+    /// [`NodeSpec::subgraph`].
+    pub subgraphs: Vec<Arc<dyn SubgraphView>>,
 }
 
 /// The handle returned by [`StateGraph::add_node`](super::StateGraph::add_node), to set a
@@ -260,6 +273,14 @@ impl NodeSpec<'_> {
     /// Runs the node only once nothing else is pending.
     pub fn deferred(&mut self) -> &mut Self {
         self.options.deferred = true;
+        self
+    }
+
+    /// Declares a graph the node runs with [`Context::run_subgraph`], so reading the thread
+    /// with its subgraphs shows the child's values, its namespace can be edited, and drawings
+    /// with xray expand it.
+    pub fn subgraph<C: State>(&mut self, graph: &CompiledGraph<C>) -> &mut Self {
+        self.options.subgraphs.push(Arc::new(graph.clone()));
         self
     }
 

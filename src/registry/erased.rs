@@ -50,8 +50,9 @@ pub trait ErasedGraph: Send + Sync {
     /// The nodes, in declaration order.
     fn node_names(&self) -> Vec<String>;
 
-    /// Draws the graph.
-    fn draw(&self, format: DrawFormat) -> String;
+    /// Draws the graph; with `xray` > 0 (Mermaid only), subgraphs are drawn inside the nodes
+    /// that run them, that many levels deep.
+    fn draw(&self, format: DrawFormat, xray: usize) -> String;
 
     /// Checks that `input` fits the state's update type, without running anything.
     fn check_input(&self, input: &Value) -> Result<(), RunError>;
@@ -83,8 +84,17 @@ pub trait ErasedGraph: Send + Sync {
         events: EventSender,
     ) -> Result<RunOutcome<Value>, RunError>;
 
-    /// The thread's state at its newest checkpoint, or at `checkpoint`.
+    /// The thread's state at its newest checkpoint, or at `checkpoint`. `thread` may be a
+    /// child namespace (`{thread}/{node}:{task}`).
     async fn get_state(
+        &self,
+        thread: &str,
+        checkpoint: Option<CheckpointId>,
+    ) -> Result<StateSnapshot<Value>, RunError>;
+
+    /// Like [`get_state`](Self::get_state), with the children of the next step's tasks nested
+    /// (see [`CompiledGraph::get_state_with_subgraphs`]).
+    async fn get_state_with_subgraphs(
         &self,
         thread: &str,
         checkpoint: Option<CheckpointId>,
@@ -97,7 +107,9 @@ pub trait ErasedGraph: Send + Sync {
         query: HistoryQuery,
     ) -> Result<Vec<HistoryEntry>, RunError>;
 
-    /// Edits the thread's state (see [`CompiledGraph::update_state`]).
+    /// Edits the thread's state (see [`CompiledGraph::update_state`]); `thread` may be a child
+    /// namespace, whose update is then the child's (see
+    /// [`CompiledGraph::update_subgraph_state`]).
     async fn update_state(
         &self,
         thread: &str,
@@ -191,9 +203,9 @@ impl<S: State> ErasedGraph for CompiledGraph<S> {
             .collect()
     }
 
-    fn draw(&self, format: DrawFormat) -> String {
+    fn draw(&self, format: DrawFormat, xray: usize) -> String {
         match format {
-            DrawFormat::Mermaid => self.to_mermaid(),
+            DrawFormat::Mermaid => self.to_mermaid_with(crate::graph::DrawOptions::xray(xray)),
             DrawFormat::Dot => self.to_dot(),
         }
     }
@@ -266,18 +278,25 @@ impl<S: State> ErasedGraph for CompiledGraph<S> {
         thread: &str,
         checkpoint: Option<CheckpointId>,
     ) -> Result<StateSnapshot<Value>, RunError> {
+        if thread.contains('/') {
+            let mut s = self.subgraph_state(thread, checkpoint).await?;
+            s.subgraphs.clear();
+            return Ok(s);
+        }
         let s = CompiledGraph::get_state(self, thread, checkpoint).await?;
-        Ok(StateSnapshot {
-            values: to_json(&s.values)?,
-            next: s.next,
-            interrupts: s.interrupts,
-            errors: s.errors,
-            completed: s.completed,
-            checkpoint_id: s.checkpoint_id,
-            parent_id: s.parent_id,
-            step: s.step,
-            metadata: s.metadata,
-        })
+        Ok(s.map_values(to_json(&s.values)?))
+    }
+
+    async fn get_state_with_subgraphs(
+        &self,
+        thread: &str,
+        checkpoint: Option<CheckpointId>,
+    ) -> Result<StateSnapshot<Value>, RunError> {
+        if thread.contains('/') {
+            return self.subgraph_state(thread, checkpoint).await;
+        }
+        let s = CompiledGraph::get_state_with_subgraphs(self, thread, checkpoint).await?;
+        Ok(s.map_values(to_json(&s.values)?))
     }
 
     async fn history(
@@ -294,6 +313,9 @@ impl<S: State> ErasedGraph for CompiledGraph<S> {
         update: Value,
         as_node: Option<&str>,
     ) -> Result<CheckpointId, RunError> {
+        if thread.contains('/') {
+            return self.update_subgraph_state(thread, update, as_node).await;
+        }
         if let Some(node) = as_node {
             if !CompiledGraph::node_names(self).contains(&node) {
                 return Err(self.unknown_node(node, "update --as-node"));

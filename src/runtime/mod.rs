@@ -19,6 +19,8 @@ mod persist;
 mod saved;
 mod stream;
 mod subgraph;
+mod subgraph_fork;
+mod subgraph_view;
 mod threads;
 mod triggers;
 
@@ -29,6 +31,7 @@ pub use events::{Event, StreamMode, PROGRESS_EVENT, TOKEN_EVENT};
 pub use namespace::ThreadPath;
 pub use stream::RunStream;
 pub use subgraph::Subgraph;
+pub use subgraph_view::{SubgraphState, SubgraphView};
 pub use threads::{
     HistoryEntry, HistoryQuery, StateSnapshot, TaskError, ThreadStatus, ThreadSummary,
 };

@@ -13,6 +13,7 @@ use super::context::Context;
 use super::error::{NodeError, NodeErrorKind, RunError};
 use super::executor::Start;
 use super::namespace::task_id;
+use super::subgraph_view::{view_of, SubgraphView};
 use super::{execute_at, Resume, RunConfig, RunStatus};
 use crate::checkpoint::status::waiting_interrupts;
 use crate::checkpoint::InterruptRecord;
@@ -53,6 +54,10 @@ impl<S: State> Node<S> for CompiledGraph<S> {
         let input = whole_state(&*state)?;
         let after = ctx.run_subgraph(self, input).await?;
         Ok(Command::from_update(changes(&*state, &after)?))
+    }
+
+    fn subgraphs(&self) -> Vec<Arc<dyn SubgraphView>> {
+        vec![view_of(self)]
     }
 }
 
@@ -118,6 +123,10 @@ impl<P: State, C: State> Node<P> for Subgraph<P, C> {
         let input = (self.input)(&state, &ctx)?;
         let child = ctx.run_subgraph(&self.graph, input).await?;
         Ok(Command::from_update((self.output)(&state, child)))
+    }
+
+    fn subgraphs(&self) -> Vec<Arc<dyn SubgraphView>> {
+        vec![view_of(&self.graph)]
     }
 }
 

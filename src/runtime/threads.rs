@@ -2,15 +2,17 @@
 
 use super::config::RunConfig;
 use super::error::RunError;
+use super::namespace::ThreadPath;
 use super::persist::{self, LeaseGuard, SnapshotTracker};
 use super::saved::with_saved_results;
+use super::subgraph_view::SubgraphState;
 use super::triggers::{self, Finished};
 use super::{Resume, RunOutcome};
 pub(crate) use crate::checkpoint::status::{pending_interrupts, task_errors};
 use crate::checkpoint::{
     now_ms, summarize, validate_thread_id, CheckpointError, CheckpointId, CheckpointMetadata,
-    CheckpointRecord, Checkpointer, Frontier, InterruptRecord, NodeWrite, PendingKind, Source,
-    StateData,
+    CheckpointRecord, Checkpointer, Frontier, InterruptRecord, NodeWrite, PendingKind,
+    PendingWrite, Source, StateData,
 };
 pub use crate::checkpoint::{TaskError, ThreadStatus, ThreadSummary};
 use crate::graph::{CompiledGraph, GraphError};
@@ -19,6 +21,18 @@ use serde::Serialize;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// A root thread id or a child namespace's path (`{root}/{node}:{task}`), checked.
+#[allow(clippy::result_large_err)]
+pub(crate) fn check_thread(thread_id: &str) -> Result<ThreadPath, RunError> {
+    if !thread_id.contains('/') {
+        validate_thread_id(thread_id)?;
+        return Ok(ThreadPath::root_of(thread_id));
+    }
+    thread_id
+        .parse::<ThreadPath>()
+        .map_err(|e| RunError::InvalidInput(e.to_string()))
+}
 
 /// The node name edits without `as_node` are attributed to.
 pub(crate) const UPDATE_WRITER: &str = "__update__";
@@ -46,6 +60,57 @@ pub struct StateSnapshot<S> {
     pub step: u64,
     /// Why and by whom it was written.
     pub metadata: CheckpointMetadata,
+    /// The children the next step's tasks started (paused or cut short inside them), each with
+    /// its state and its own children, in task order; filled by
+    /// [`CompiledGraph::get_state_with_subgraphs`], empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subgraphs: Vec<SubgraphState>,
+}
+
+impl<S> StateSnapshot<S> {
+    /// The same snapshot with other values (e.g. the state as JSON).
+    pub fn map_values<T>(&self, values: T) -> StateSnapshot<T> {
+        StateSnapshot {
+            values,
+            next: self.next.clone(),
+            interrupts: self.interrupts.clone(),
+            errors: self.errors.clone(),
+            completed: self.completed.clone(),
+            checkpoint_id: self.checkpoint_id,
+            parent_id: self.parent_id,
+            step: self.step,
+            metadata: self.metadata.clone(),
+            subgraphs: self.subgraphs.clone(),
+        }
+    }
+}
+
+/// A snapshot of `record` with its pending writes, holding `values`.
+pub(crate) fn snapshot_of<V>(
+    record: &CheckpointRecord,
+    pending: &[PendingWrite],
+    values: V,
+) -> StateSnapshot<V> {
+    // In task order, like everything about a step: results are saved in finish order.
+    let mut completed: Vec<(usize, String)> = pending
+        .iter()
+        .filter(|w| matches!(w.kind, PendingKind::Update { .. }))
+        .map(|w| (w.task, w.node.clone()))
+        .collect();
+    completed.sort();
+    completed.dedup();
+    StateSnapshot {
+        values,
+        next: record.frontier.next_nodes(),
+        interrupts: pending_interrupts(pending),
+        errors: task_errors(pending),
+        completed: completed.into_iter().map(|(_, node)| node).collect(),
+        checkpoint_id: record.id,
+        parent_id: record.parent_id,
+        step: record.step,
+        metadata: record.metadata.clone(),
+        subgraphs: Vec::new(),
+    }
 }
 
 /// One entry of a thread's history.
@@ -90,19 +155,22 @@ impl Default for HistoryQuery {
 }
 
 impl<S: State> CompiledGraph<S> {
-    fn store(&self, operation: &'static str) -> Result<&Arc<dyn Checkpointer>, RunError> {
+    pub(crate) fn store(
+        &self,
+        operation: &'static str,
+    ) -> Result<&Arc<dyn Checkpointer>, RunError> {
         self.checkpointer
             .as_ref()
             .ok_or(RunError::NoCheckpointer { operation })
     }
 
-    async fn record(
+    pub(crate) async fn record(
         &self,
         thread_id: &str,
         checkpoint: Option<CheckpointId>,
         operation: &'static str,
     ) -> Result<CheckpointRecord, RunError> {
-        validate_thread_id(thread_id)?;
+        check_thread(thread_id)?;
         let store = self.store(operation)?;
         store
             .get_checkpoint(thread_id, checkpoint)
@@ -118,46 +186,55 @@ impl<S: State> CompiledGraph<S> {
             })
     }
 
+    /// The snapshot `get_state` returns, with the record it was read from.
+    async fn snapshot(
+        &self,
+        thread_id: &str,
+        checkpoint: Option<CheckpointId>,
+    ) -> Result<(StateSnapshot<S>, CheckpointRecord), RunError> {
+        let record = self.record(thread_id, checkpoint, "get_state").await?;
+        let store = self.store("get_state")?;
+        let (values, _) = persist::load_state::<S>(store.as_ref(), &record).await?;
+        let pending = store.get_writes(thread_id, record.id).await?;
+        let mut snapshot = snapshot_of(&record, &pending, values);
+        // The newest state shows a stopped step's finished results merged, as LangGraph does;
+        // a checkpoint asked for by id shows exactly what it stored.
+        if checkpoint.is_none() {
+            let (merged, next) =
+                with_saved_results(&snapshot.values, &record.frontier, &pending);
+            if let Some(merged) = merged {
+                snapshot.values = merged;
+            }
+            snapshot.next = next;
+        }
+        Ok((snapshot, record))
+    }
+
     /// The thread's state at its newest checkpoint, or at `checkpoint`.
     pub async fn get_state(
         &self,
         thread_id: &str,
         checkpoint: Option<CheckpointId>,
     ) -> Result<StateSnapshot<S>, RunError> {
-        let record = self.record(thread_id, checkpoint, "get_state").await?;
+        Ok(self.snapshot(thread_id, checkpoint).await?.0)
+    }
+
+    /// Like [`get_state`](Self::get_state), with the children the next step's tasks started
+    /// nested in [`StateSnapshot::subgraphs`] (LangGraph's `get_state(config, subgraphs=True)`):
+    /// a run paused inside a child shows the child's state, next nodes and pauses under the
+    /// task that runs it, and so on down. Each child's `thread` addresses it for
+    /// [`history`](Self::history), [`subgraph_state`](Self::subgraph_state),
+    /// [`update_subgraph_state`](Self::update_subgraph_state) and [`fork`](Self::fork).
+    pub async fn get_state_with_subgraphs(
+        &self,
+        thread_id: &str,
+        checkpoint: Option<CheckpointId>,
+    ) -> Result<StateSnapshot<S>, RunError> {
+        let (mut snapshot, record) = self.snapshot(thread_id, checkpoint).await?;
+        let path = check_thread(thread_id)?;
         let store = self.store("get_state")?;
-        let (values, _) = persist::load_state::<S>(store.as_ref(), &record).await?;
-        let pending = store.get_writes(thread_id, record.id).await?;
-        let errors = task_errors(&pending);
-        // In task order, like everything about a step: results are saved in finish order.
-        let mut completed: Vec<(usize, String)> = pending
-            .iter()
-            .filter(|w| matches!(w.kind, PendingKind::Update { .. }))
-            .map(|w| (w.task, w.node.clone()))
-            .collect();
-        completed.sort();
-        completed.dedup();
-        let completed = completed.into_iter().map(|(_, node)| node).collect();
-        // The newest state shows a stopped step's finished results merged, as LangGraph does;
-        // a checkpoint asked for by id shows exactly what it stored.
-        let (values, next) = match checkpoint {
-            None => match with_saved_results(&values, &record.frontier, &pending) {
-                (Some(merged), next) => (merged, next),
-                (None, next) => (values, next),
-            },
-            Some(_) => (values, record.frontier.next_nodes()),
-        };
-        Ok(StateSnapshot {
-            values,
-            next,
-            interrupts: pending_interrupts(&pending),
-            errors,
-            completed,
-            checkpoint_id: record.id,
-            parent_id: record.parent_id,
-            step: record.step,
-            metadata: record.metadata,
-        })
+        snapshot.subgraphs = self.children_of(store, &path, &record).await?;
+        Ok(snapshot)
     }
 
     /// The thread's checkpoints, newest first, filtered and paged by `query`.
@@ -169,7 +246,7 @@ impl<S: State> CompiledGraph<S> {
         thread_id: &str,
         query: HistoryQuery,
     ) -> Result<Vec<HistoryEntry>, RunError> {
-        validate_thread_id(thread_id)?;
+        check_thread(thread_id)?;
         let store = self.store("history")?;
         let mut out = Vec::new();
         let mut before = query.before;
@@ -280,7 +357,10 @@ impl<S: State> CompiledGraph<S> {
             None => None,
         };
         let latest = self.record(thread_id, None, "update_state").await?;
-        let lease = LeaseGuard::acquire(store.clone(), thread_id, Duration::from_secs(15)).await?;
+        // A child namespace is written under its root thread's lease, as its runs are.
+        let root = check_thread(thread_id)?;
+        let lease =
+            LeaseGuard::acquire(store.clone(), root.root(), Duration::from_secs(15)).await?;
         let result = self
             .write_update(&store, &latest, update, as_node, node_index)
             .await;
@@ -363,15 +443,24 @@ impl<S: State> CompiledGraph<S> {
 
     /// Starts a new thread from a checkpoint of another; the source thread is untouched.
     /// Returns the new thread's id. Resume it to run from there.
+    ///
+    /// The copy keeps the checkpoint's id, so the children its tasks had started keep their
+    /// namespaces: a child that had not finished (a run paused or cut short inside it) is
+    /// copied with it, and the fork resumes inside the child. `thread_id` may be a child
+    /// namespace (`{thread}/{node}:{task}`, see
+    /// [`get_state_with_subgraphs`](Self::get_state_with_subgraphs)) and `checkpoint` one of the
+    /// child's (see [`history`](Self::history)): the new root thread is then the parent as it
+    /// was when that child ran, with the child at `checkpoint`, so resuming it reruns neither
+    /// the parent's finished steps nor the child's steps before `checkpoint`.
     pub async fn fork(
         &self,
         thread_id: &str,
         checkpoint: CheckpointId,
         new_thread: Option<String>,
     ) -> Result<String, RunError> {
-        let store = self.store("fork")?;
+        let store = self.store("fork")?.clone();
+        let path = check_thread(thread_id)?;
         let source = self.record(thread_id, Some(checkpoint), "fork").await?;
-        let (state, _) = persist::load_state::<S>(store.as_ref(), &source).await?;
         let new_id = new_thread.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         validate_thread_id(&new_id)?;
         if store.get_checkpoint(&new_id, None).await?.is_some() {
@@ -379,9 +468,30 @@ impl<S: State> CompiledGraph<S> {
                 "thread `{new_id}` already exists: fork into a new thread id"
             )));
         }
+        if path.is_root() {
+            self.fork_root(&store, &source, &new_id, None).await?;
+            let dst = ThreadPath::root_of(new_id.clone());
+            super::subgraph_fork::copy_open_children(&store, &path, &source, &dst).await?;
+        } else {
+            super::subgraph_fork::fork_from_child(self, &store, &path, &source, &new_id).await?;
+        }
+        Ok(new_id)
+    }
+
+    /// Writes `source` (a root checkpoint) as the first checkpoint of `new_id`, a snapshot under
+    /// the same id, with the writes its tasks left against it (a pause waiting for an answer,
+    /// siblings that finished: a fork of a paused checkpoint is paused), except `skip_task`'s.
+    pub(crate) async fn fork_root(
+        &self,
+        store: &Arc<dyn Checkpointer>,
+        source: &CheckpointRecord,
+        new_id: &str,
+        skip_task: Option<usize>,
+    ) -> Result<(), RunError> {
+        let (state, _) = persist::load_state::<S>(store.as_ref(), source).await?;
         let record = CheckpointRecord {
-            thread_id: new_id.clone(),
-            id: persist::new_checkpoint_id(),
+            thread_id: new_id.to_string(),
+            id: source.id,
             parent_id: None,
             step: source.step,
             state: StateData::Snapshot(persist::to_raw(&state)?),
@@ -400,13 +510,16 @@ impl<S: State> CompiledGraph<S> {
             },
         };
         store.put_checkpoint(&record, true).await?;
-        // What the source's tasks left against it (a pause waiting for an answer, siblings
-        // that finished) belongs to the copy too: a fork of a paused checkpoint is paused.
-        let writes = store.get_writes(thread_id, source.id).await?;
+        let writes: Vec<PendingWrite> = store
+            .get_writes(&source.thread_id, source.id)
+            .await?
+            .into_iter()
+            .filter(|w| Some(w.task) != skip_task)
+            .collect();
         if !writes.is_empty() {
-            store.put_writes(&new_id, record.id, &writes, true).await?;
+            store.put_writes(new_id, record.id, &writes, true).await?;
         }
-        Ok(new_id)
+        Ok(())
     }
 
     /// Runs a stage again: finds the newest checkpoint from which `node` was about to run and

@@ -23,6 +23,7 @@ mod leases;
 mod pending;
 mod schema;
 mod storage;
+mod subgraph_state;
 mod subgraphs;
 mod threads;
 mod time_travel;
@@ -107,26 +108,32 @@ macro_rules! subgraph_suite {
     ($backend:ident: $make:expr) => {
         mod $backend {
             subgraph_tests!($make;
-                a_compiled_graph_is_a_node_and_checkpoints_under_a_namespace,
-                a_mapped_subgraph_runs_once_per_send_item,
-                an_interrupt_in_a_child_pauses_the_run_and_resumes_inside_it,
-                parallel_children_pause_together_and_are_answered_by_id,
-                a_grandchild_that_asks_twice_is_answered_through_two_levels,
-                a_breakpoint_in_a_child_pauses_the_run,
-                a_failing_child_names_its_path_and_a_resume_reruns_only_what_failed,
-                a_node_runs_subgraphs_itself,
+                subgraphs::a_compiled_graph_is_a_node_and_checkpoints_under_a_namespace,
+                subgraphs::a_mapped_subgraph_runs_once_per_send_item,
+                subgraphs::an_interrupt_in_a_child_pauses_the_run_and_resumes_inside_it,
+                subgraphs::parallel_children_pause_together_and_are_answered_by_id,
+                subgraphs::a_grandchild_that_asks_twice_is_answered_through_two_levels,
+                subgraphs::a_breakpoint_in_a_child_pauses_the_run,
+                subgraphs::a_failing_child_names_its_path_and_a_resume_reruns_only_what_failed,
+                subgraphs::a_node_runs_subgraphs_itself,
+                subgraph_state::a_paused_run_shows_each_childs_state_under_its_task,
+                subgraph_state::a_grandchilds_state_is_nested_under_its_child,
+                subgraph_state::an_undeclared_child_is_listed_without_its_values,
+                subgraph_state::a_paused_childs_state_is_edited_and_the_resume_uses_it,
+                subgraph_state::a_fork_of_a_run_paused_inside_a_child_resumes_inside_it,
+                subgraph_state::a_fork_from_a_checkpoint_inside_a_child_reruns_only_what_follows_it,
             );
         }
     };
 }
 
 macro_rules! subgraph_tests {
-    ($make:expr; $($check:ident),* $(,)?) => {
+    ($make:expr; $($module:ident :: $check:ident),* $(,)?) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $check() {
                 let (saver, _keep) = $make;
-                crate::subgraphs::$check(saver).await;
+                crate::$module::$check(saver).await;
             }
         )*
     };

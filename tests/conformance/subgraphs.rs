@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// `START -> names... -> END` over `Log`, each node an appender.
-fn chain(probe: &Probe, names: &[&str]) -> StateGraph<Log> {
+pub(crate) fn chain(probe: &Probe, names: &[&str]) -> StateGraph<Log> {
     crate::common::linear(probe, names)
 }
 
@@ -36,7 +36,7 @@ fn seen_threads(log: &Log) -> Vec<String> {
 }
 
 /// `START -> before -> child -> after -> END` where `child` is `child_graph`.
-fn parent_of(probe: &Probe, child_graph: CompiledGraph<Log>) -> StateGraph<Log> {
+pub(crate) fn parent_of(probe: &Probe, child_graph: CompiledGraph<Log>) -> StateGraph<Log> {
     let mut g = StateGraph::<Log>::named("parent");
     g.add_node("before", probe.appender("before"));
     g.add_node("child", child_graph);
@@ -102,14 +102,14 @@ pub async fn a_compiled_graph_is_a_node_and_checkpoints_under_a_namespace(
 /// The child's state: a question in, an answer out.
 #[derive(State, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Qa {
-    question: String,
-    answer: String,
+    pub question: String,
+    pub answer: String,
     #[state(append)]
     trail: Vec<String>,
 }
 
 /// `START -> think -> ask -> END` over `Qa`; `ask` pauses for a person when `pause`.
-fn qa_graph(probe: &Probe, pause: bool) -> CompiledGraph<Qa> {
+pub(crate) fn qa_graph(probe: &Probe, pause: bool) -> CompiledGraph<Qa> {
     let think = probe.counter("think");
     let ask = probe.counter("ask");
     let mut g = StateGraph::<Qa>::named("qa");
@@ -137,7 +137,7 @@ fn qa_graph(probe: &Probe, pause: bool) -> CompiledGraph<Qa> {
 }
 
 /// `START -(Send per question)-> research -> END`, `research` a mapped `qa_graph`.
-fn per_item(probe: &Probe, pause: bool, questions: &[&str]) -> StateGraph<Log> {
+pub(crate) fn per_item(probe: &Probe, pause: bool, questions: &[&str]) -> StateGraph<Log> {
     let research = Subgraph::new(
         qa_graph(probe, pause),
         |_p: &Log, ctx: &Context| Ok(QaUpdate::default().question(ctx.arg::<String>()?)),
@@ -276,7 +276,7 @@ pub async fn parallel_children_pause_together_and_are_answered_by_id(saver: Arc<
 }
 
 /// A grandchild that asks twice, inside a child, inside the root.
-fn two_levels(probe: &Probe) -> CompiledGraph<Log> {
+pub(crate) fn two_levels(probe: &Probe) -> CompiledGraph<Log> {
     let asks = probe.counter("asker");
     let mut inner = StateGraph::<Log>::named("inner");
     inner.add_node("prep", probe.appender("prep"));

@@ -1,7 +1,7 @@
 //! `graphs` and `draw`: what can be run, and what it looks like.
 
 use crate::cli::args::{DrawArgs, FormatArg};
-use crate::cli::error::EXIT_DONE;
+use crate::cli::error::{bad_input, EXIT_DONE};
 use crate::cli::{out, Ctx};
 use crate::registry::DrawFormat;
 use serde_json::{json, Value};
@@ -60,6 +60,17 @@ pub(crate) fn draw(ctx: &Ctx, args: DrawArgs) -> anyhow::Result<u8> {
         FormatArg::Mermaid => DrawFormat::Mermaid,
         FormatArg::Dot => DrawFormat::Dot,
     };
-    out(graph.draw(format).trim_end());
+    // `--xray` alone expands every level; drawing stops where the graphs do.
+    let xray = match args.xray {
+        None => 0,
+        Some(None) => usize::MAX,
+        Some(Some(levels)) => levels,
+    };
+    if xray > 0 && format == DrawFormat::Dot {
+        return Err(bad_input(
+            "--xray draws subgraphs as Mermaid blocks only: drop --format dot (or --xray)",
+        ));
+    }
+    out(graph.draw(format, xray).trim_end());
     Ok(EXIT_DONE)
 }
