@@ -29,9 +29,11 @@ pub(crate) fn check_thread(thread_id: &str) -> Result<ThreadPath, RunError> {
         validate_thread_id(thread_id)?;
         return Ok(ThreadPath::root_of(thread_id));
     }
-    thread_id
-        .parse::<ThreadPath>()
-        .map_err(|e| RunError::InvalidInput(e.to_string()))
+    // Not a namespace either: refused as the thread id it was probably meant to be.
+    thread_id.parse::<ThreadPath>().or_else(|_| {
+        validate_thread_id(thread_id)?;
+        Ok(ThreadPath::root_of(thread_id))
+    })
 }
 
 /// The node name edits without `as_node` are attributed to.
