@@ -202,8 +202,7 @@ impl<S: State> CompiledGraph<S> {
         // The newest state shows a stopped step's finished results merged, as LangGraph does;
         // a checkpoint asked for by id shows exactly what it stored.
         if checkpoint.is_none() {
-            let (merged, next) =
-                with_saved_results(&snapshot.values, &record.frontier, &pending);
+            let (merged, next) = with_saved_results(&snapshot.values, &record.frontier, &pending);
             if let Some(merged) = merged {
                 snapshot.values = merged;
             }
