@@ -62,8 +62,11 @@
 //! Registered as `research` by [`Research`], whose model is made on its first call (so the
 //! graph builds, draws and shows stored threads with no key; the preflight before a run says
 //! how to configure one) and whose [`ResearchPlanEditor`] lets `graph plan THREAD` show and edit
-//! a paused run's plan without the command line knowing this agent.
+//! a paused run's plan without the command line knowing this agent. Its plan is also written
+//! as `plan.md` into the run's folder after every checkpoint (see [`artifacts()`]); an edit of
+//! that file is picked up by `graph resume` as the reviewed plan.
 
+mod artifacts;
 mod nodes;
 mod plan;
 mod plan_editor;
@@ -73,6 +76,7 @@ mod settings;
 mod state;
 mod toolbox;
 
+pub use artifacts::{artifacts, PLAN_FILE};
 pub use nodes::escalate::{Split, SubTask};
 pub use nodes::generate_plan::{Plan, PlannedTodo};
 pub use nodes::reflect::{plan_update_schema, NewTask, PlanUpdate, TaskOutcome};
@@ -85,6 +89,7 @@ pub use settings::{
 pub use state::{merge_usage, Kind, PlanState, PlanStateUpdate, Source, Status, Todo};
 pub use toolbox::{command_approval, FetchArgs, SearchArgs};
 
+use crate::artifacts::ArtifactSet;
 use crate::graph::{CompiledGraph, GraphError, RetryPolicy, StateGraph};
 use crate::llm::provider::{self, LazyModel, ProviderSettings};
 use crate::llm::ChatModel;
@@ -393,6 +398,10 @@ impl GraphFactory for Research {
 
     fn failure(&self, state: &PlanState) -> Option<String> {
         failure_of(state)
+    }
+
+    fn artifacts(&self, _file: &GraphFile) -> Option<ArtifactSet<PlanState>> {
+        Some(artifacts())
     }
 }
 

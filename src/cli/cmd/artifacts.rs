@@ -63,12 +63,16 @@ fn report_picked(ctx: &Ctx, folder: Option<&RunFolder>, picked: &PickedUp) {
 }
 
 /// Before a resume: choose the version, then pick up its edits (unless told not to).
+/// `answering` is true when the resume answers a question (`--resume`): an edit, stored as its
+/// producer's output, settles the pause, so the two together are refused before anything
+/// changes.
 pub(super) async fn before_resume(
     ctx: &Ctx,
     arts: &dyn ThreadArtifacts,
     thread: &str,
     version: Option<&str>,
     ignore_edits: bool,
+    answering: bool,
 ) -> anyhow::Result<()> {
     let folder = match version {
         Some(label) => Some(arts.use_version(thread, label).await.map_err(refused)?),
@@ -76,6 +80,20 @@ pub(super) async fn before_resume(
     };
     if ignore_edits || folder.is_none() {
         return Ok(());
+    }
+    if answering {
+        let preview = arts.check_edits(thread).await.map_err(refused)?;
+        if let Some(f) = preview.files.first() {
+            let place = folder.as_ref().map(|f| shown(&f.dir)).unwrap_or_default();
+            return Err(bad_input(format!(
+                "{place}{} was edited: picking it up stores it as the output of `{}` and the run goes on from there, \
+                 so the question the thread is paused on is no longer asked and --resume has nothing to answer. \
+                 Nothing changed. Run `{}` to continue with the edit, or add --ignore-edits to answer without it",
+                f.path,
+                f.node,
+                ctx.command_line(&["resume", thread])
+            )));
+        }
     }
     let picked = arts.pick_up_edits(thread).await.map_err(refused)?;
     report_picked(ctx, folder.as_ref(), &picked);

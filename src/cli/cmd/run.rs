@@ -228,7 +228,8 @@ pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
     remember_overrides(ctx, &resolved, origin, &args.thread, extra).await?;
     if let Some(arts) = artifacts::of(ctx, &resolved)? {
         let version = args.version.as_deref();
-        artifacts::before_resume(ctx, arts.as_ref(), &args.thread, version, args.ignore_edits)
+        let (ignore, answering) = (args.ignore_edits, answer.is_some());
+        artifacts::before_resume(ctx, arts.as_ref(), &args.thread, version, ignore, answering)
             .await?;
     } else if args.version.is_some() {
         return Err(bad_input(format!(
