@@ -3,6 +3,7 @@
 //! not the code: our graphs are typed, our updates are deltas.
 
 mod pending;
+mod update_state;
 
 use serde::{Deserialize, Serialize};
 use stategraph::checkpoint::MemoryCheckpointer;
