@@ -365,3 +365,44 @@ fn a_fork_writes_into_a_new_version_folder() {
     assert!(db.out().join("pipeline-v2/document.md").exists());
     assert_eq!(std::fs::read(v1.join("document.md")).unwrap(), doc);
 }
+
+#[test]
+fn resume_out_writes_a_new_version_there_after_picking_up_edits_where_they_are() {
+    let db = Db::new();
+    let thread = paused(&db);
+    let v1 = db.out().join("pipeline-v1");
+    // GRAPH_OUT (set by the harness) is where the thread's folder is: nothing moves.
+    let out = db.graph(&["resume", &thread]).expect(3);
+    assert!(!out.stderr.contains("artifacts: "), "{out}");
+    assert!(!db.out().join("pipeline-v2").exists());
+
+    write_json(
+        &v1.join("outline.json"),
+        &serde_json::json!({"title": "Moved", "sections": ["One"]}),
+    );
+    let elsewhere = tempfile::tempdir().unwrap();
+    let dir = elsewhere.path().display().to_string();
+    let out = db
+        .graph(&["resume", &thread, "--yes", "--out", &dir])
+        .expect(0);
+    out.stderr_has(&[
+        "picked up edited",
+        "pipeline-v1/outline.json (as node `outline`)",
+        "pipeline-v2/ (version v2: the files of",
+        "that folder is kept",
+    ]);
+    let v2 = elsewhere.path().join("pipeline-v2");
+    let doc = std::fs::read_to_string(v2.join("document.md")).unwrap();
+    assert!(doc.starts_with("# Moved"), "{doc}");
+    assert!(v2.join("outline.json").exists());
+    assert!(
+        !v1.join("document.md").exists(),
+        "the old folder is kept as it was"
+    );
+    let listed = db.graph(&["artifacts", &thread, "--json"]).expect(0).json();
+    assert_eq!(listed["folder"]["label"], "v2");
+    assert_eq!(listed["versions"].as_array().unwrap().len(), 2);
+    for f in listed["files"].as_array().unwrap() {
+        assert_eq!(f["state"]["state"], "unchanged", "{f}");
+    }
+}

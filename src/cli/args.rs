@@ -159,6 +159,11 @@ pub(crate) struct ResumeArgs {
     /// the thread's latest].
     #[arg(long, value_name = "VERSION")]
     pub version: Option<String>,
+    /// Where the artifact version folders go. When the thread's current version folder is
+    /// elsewhere, its edits are picked up there, then the files are written into a new version
+    /// folder here (the old one is kept) [default: beside the thread's current one].
+    #[arg(long, env = "GRAPH_OUT", value_name = "DIR")]
+    pub out: Option<PathBuf>,
     /// Do not pick up edited artifact files.
     #[arg(long)]
     pub ignore_edits: bool,

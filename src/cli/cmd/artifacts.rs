@@ -100,6 +100,49 @@ pub(super) async fn before_resume(
     Ok(())
 }
 
+/// `resume --out DIR`: when the thread's current version folder is not in `out`, writes the
+/// thread's files (as of its newest checkpoint, edits already picked up) into a new version
+/// folder there, which the run then writes to; the old folder stays as it is. A thread whose
+/// folder is already in `out` (or that has none yet: its first write goes there) is left alone,
+/// so `GRAPH_OUT` set for every command changes nothing for threads it already holds.
+pub(super) async fn resume_into(
+    ctx: &Ctx,
+    arts: &dyn ThreadArtifacts,
+    thread: &str,
+    out_dir: &Path,
+) -> anyhow::Result<()> {
+    let Some(current) = arts.status(thread).await?.folder else {
+        arts.start_version(thread, Some(out_dir), "run").await?;
+        return Ok(());
+    };
+    let base = same_place(out_dir);
+    if current.dir.parent().map(same_place) == Some(base) {
+        return Ok(());
+    }
+    let reason = format!("resume into {}", out_dir.display());
+    arts.start_version(thread, Some(out_dir), &reason).await?;
+    let report = arts.sync(thread, None).await?;
+    if !ctx.quiet {
+        eprintln!(
+            "artifacts: {} (version {}: the files of {} (version {}) as of the newest checkpoint; that folder is kept)",
+            shown(&report.folder.dir),
+            report.folder.label,
+            shown(&current.dir),
+            current.label
+        );
+    }
+    Ok(())
+}
+
+/// A folder's path for comparison: resolved when it exists, else made absolute.
+fn same_place(p: &Path) -> std::path::PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| {
+        std::env::current_dir()
+            .map(|cwd| cwd.join(p))
+            .unwrap_or_else(|_| p.to_path_buf())
+    })
+}
+
 /// Before a rerun: picks up edits when the rerun starts after them, then opens a new version.
 pub(super) async fn before_rerun(
     ctx: &Ctx,

@@ -231,6 +231,9 @@ pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
         let (ignore, answering) = (args.ignore_edits, answer.is_some());
         artifacts::before_resume(ctx, arts.as_ref(), &args.thread, version, ignore, answering)
             .await?;
+        if let Some(out) = &args.out {
+            artifacts::resume_into(ctx, arts.as_ref(), &args.thread, out).await?;
+        }
     } else if args.version.is_some() {
         return Err(bad_input(format!(
             "--version: graph `{}` declares no artifacts",
