@@ -209,7 +209,7 @@ pub(crate) struct ArtifactsArgs {
 
 #[derive(Args, Debug)]
 pub(crate) struct StateArgs {
-    /// The thread.
+    /// The thread, or a subgraph namespace of it (THREAD/NODE:TASK, as `state` lists them).
     pub thread: String,
     /// A checkpoint id (see `history`) instead of the newest.
     #[arg(long, value_name = "ID")]
@@ -221,7 +221,7 @@ pub(crate) struct StateArgs {
 
 #[derive(Args, Debug)]
 pub(crate) struct HistoryArgs {
-    /// The thread.
+    /// The thread, or a subgraph namespace of it (THREAD/NODE:TASK, as `state` lists them).
     pub thread: String,
     /// Show at most this many checkpoints.
     #[arg(long, default_value_t = 100, value_name = "N")]
@@ -233,7 +233,7 @@ pub(crate) struct HistoryArgs {
 
 #[derive(Args, Debug)]
 pub(crate) struct UpdateArgs {
-    /// The thread.
+    /// The thread, or a subgraph namespace of it (THREAD/NODE:TASK, as `state` lists them).
     pub thread: String,
     /// The edit: an update of the graph's state as JSON (`{"field": value}`; `{"field":
     /// {"$overwrite": value}}` bypasses the field's reducer).
@@ -349,7 +349,8 @@ pub(crate) struct Position {
 
 #[derive(Args, Debug)]
 pub(crate) struct ForkArgs {
-    /// The thread to copy from.
+    /// The thread to copy from, or a subgraph namespace of it (THREAD/NODE:TASK): the fork is then
+    /// the whole thread, with that child back at the checkpoint.
     pub thread: String,
     /// The checkpoint to copy (see `history`).
     #[arg(long, value_name = "ID")]

@@ -98,6 +98,16 @@ impl App {
         ExitCode::from(self.run_code(args.into_iter().map(Into::into).collect()))
     }
 
+    /// Runs the command in `args` and returns its exit status as a number (for a program that
+    /// runs the app and then does more, or a test harness running it in a child process).
+    pub fn status_from<I, T>(self, args: I) -> u8
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        self.run_code(args.into_iter().map(Into::into).collect())
+    }
+
     fn run_code(self, args: Vec<OsString>) -> u8 {
         let bin = args
             .first()
@@ -311,6 +321,22 @@ pub(crate) fn check_thread_id(thread: &str) -> anyhow::Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Checks a thread argument that may name a subgraph's namespace (`{thread}/{node}:{task}`, as
+/// `graph state` lists them) and returns its root thread, which holds the store and the graph.
+pub(crate) fn root_of_thread_arg(thread: &str) -> anyhow::Result<String> {
+    if !thread.contains('/') {
+        check_thread_id(thread)?;
+        return Ok(thread.to_string());
+    }
+    let path: crate::runtime::ThreadPath = thread.parse().map_err(|e| {
+        bad_input(format!(
+            "{e}; `graph state THREAD` lists a thread's subgraph namespaces"
+        ))
+    })?;
+    check_thread_id(path.root())?;
+    Ok(path.root().to_string())
 }
 
 /// Where a thread stands at a checkpoint, from what the checkpoint says comes next.

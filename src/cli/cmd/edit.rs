@@ -5,21 +5,22 @@ use crate::checkpoint::{CheckpointError, Checkpointer};
 use crate::cli::args::{DeleteArgs, ForkArgs, PruneArgs, RepairArgs, UpdateArgs};
 use crate::cli::error::{bad_input, EXIT_DONE};
 use crate::cli::origin::Origin;
-use crate::cli::{check_thread_id, out, parse_json, Ctx};
+use crate::cli::{check_thread_id, out, parse_json, root_of_thread_arg, Ctx};
 use crate::runtime::RunError;
 use serde_json::{json, Value};
 
 /// `graph update`.
 pub(crate) async fn update(ctx: &Ctx, args: UpdateArgs) -> anyhow::Result<u8> {
-    check_thread_id(&args.thread)?;
+    // A subgraph namespace (`THREAD/NODE:TASK`) is edited in its root thread's store.
+    let root = root_of_thread_arg(&args.thread)?;
     let edit = parse_json(&args.set_json, "--set-json")?;
-    let (resolved, _) = ctx.graph_for_thread(&args.thread, &[]).await?;
+    let (resolved, _) = ctx.graph_for_thread(&root, &[]).await?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
-    ctx.store.hold(&args.thread).await?;
+    ctx.store.hold(&root).await?;
     let id = graph
         .update_state(&args.thread, edit, args.as_node.as_deref())
         .await?;
-    ctx.store.release(&args.thread)?;
+    ctx.store.release(&root)?;
     if args.json {
         out(&format!(
             "{:#}",
@@ -29,7 +30,7 @@ pub(crate) async fn update(ctx: &Ctx, args: UpdateArgs) -> anyhow::Result<u8> {
         eprintln!(
             "updated thread {}; continue with: {}",
             args.thread,
-            ctx.command_line(&["resume", &args.thread])
+            ctx.command_line(&["resume", &root])
         );
         out(&id.to_string());
     }
@@ -38,12 +39,14 @@ pub(crate) async fn update(ctx: &Ctx, args: UpdateArgs) -> anyhow::Result<u8> {
 
 /// `graph fork`.
 pub(crate) async fn fork(ctx: &Ctx, args: ForkArgs) -> anyhow::Result<u8> {
-    check_thread_id(&args.thread)?;
+    // From a subgraph namespace (`THREAD/NODE:TASK`), the fork is a new root thread with the
+    // child at the checkpoint (see CompiledGraph::fork).
+    let root = root_of_thread_arg(&args.thread)?;
     let checkpoint = parse_checkpoint(&args.checkpoint)?;
     if let Some(new) = &args.new_thread {
         check_thread_id(new)?;
     }
-    let (resolved, origin) = ctx.graph_for_thread(&args.thread, &[]).await?;
+    let (resolved, origin) = ctx.graph_for_thread(&root, &[]).await?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     let new = args
         .new_thread
@@ -73,7 +76,7 @@ pub(crate) async fn fork(ctx: &Ctx, args: ForkArgs) -> anyhow::Result<u8> {
     origin.write(&ctx.store, &new).await?;
     if let Some(arts) = super::artifacts::of(ctx, &resolved)? {
         // The fork writes its files into a version folder of its own, beside the source's.
-        let status = arts.status(&args.thread).await.ok();
+        let status = arts.status(&root).await.ok();
         let base = status
             .and_then(|s| s.folder)
             .and_then(|f| f.dir.parent().map(std::path::Path::to_path_buf));

@@ -4,8 +4,8 @@ use crate::checkpoint::{CheckpointId, ThreadListing, ThreadStatus};
 use crate::cli::args::{HistoryArgs, StateArgs};
 use crate::cli::error::{bad_input, EXIT_DONE};
 use crate::cli::pause;
-use crate::cli::{check_thread_id, format_ago, format_time, out, status_of, Ctx};
-use crate::runtime::HistoryQuery;
+use crate::cli::{format_ago, format_time, out, root_of_thread_arg, status_of, Ctx};
+use crate::runtime::{HistoryQuery, SubgraphState};
 use serde_json::{json, Value};
 
 /// Parses a checkpoint id given on the command line.
@@ -118,19 +118,22 @@ pub(crate) async fn threads(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
     Ok(EXIT_DONE)
 }
 
-/// `graph state`.
+/// `graph state`: a thread's state, or a subgraph namespace's (`THREAD/NODE:TASK`), with the
+/// children its next step's tasks started nested under them.
 pub(crate) async fn state(ctx: &Ctx, args: StateArgs) -> anyhow::Result<u8> {
-    check_thread_id(&args.thread)?;
+    let root = root_of_thread_arg(&args.thread)?;
     let checkpoint = args
         .checkpoint
         .as_deref()
         .map(parse_checkpoint)
         .transpose()?;
-    let (resolved, _) = ctx.graph_for_thread(&args.thread, &[]).await?;
+    let (resolved, _) = ctx.graph_for_thread(&root, &[]).await?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
-    let snapshot = graph.get_state(&args.thread, checkpoint).await?;
-    warn_if_damaged(ctx, &args.thread).await?;
-    let status = if checkpoint.is_none() && ctx.store.is_running(&args.thread).await {
+    let snapshot = graph
+        .get_state_with_subgraphs(&args.thread, checkpoint)
+        .await?;
+    warn_if_damaged(ctx, &root).await?;
+    let status = if checkpoint.is_none() && ctx.store.is_running(&root).await {
         ThreadStatus::Running
     } else {
         status_of(&snapshot)
@@ -190,13 +193,53 @@ pub(crate) async fn state(ctx: &Ctx, args: StateArgs) -> anyhow::Result<u8> {
     if status != ThreadStatus::Done && status != ThreadStatus::Running && checkpoint.is_none() {
         lines.push(format!(
             "continue    {}",
-            pause::continue_command(ctx, &args.thread, &snapshot.interrupts)
+            pause::continue_command(ctx, &root, &snapshot.interrupts)
         ));
+    }
+    for child in &snapshot.subgraphs {
+        describe_child(child, 0, &mut lines);
     }
     lines.push("values".to_string());
     lines.push(format!("{:#}", snapshot.values));
     out(&lines.join("\n"));
     Ok(EXIT_DONE)
+}
+
+/// A child run by a task, and its own children, indented by level: where it is, what runs
+/// next in it, what it waits for, its values on one line.
+fn describe_child(child: &SubgraphState, level: usize, lines: &mut Vec<String>) {
+    let pad = "  ".repeat(level);
+    let s = &child.state;
+    lines.push(format!(
+        "{pad}subgraph    {} (node {}, task {}, step {})",
+        child.thread, child.node, child.task, s.step
+    ));
+    let next = if s.next.is_empty() {
+        "nothing (done)".to_string()
+    } else {
+        s.next.join(", ")
+    };
+    lines.push(format!("{pad}  next      {next}"));
+    for i in &s.interrupts {
+        lines.push(format!(
+            "{pad}  waiting   {} ({}): {}",
+            i.node, i.id, i.payload
+        ));
+    }
+    for e in &s.errors {
+        lines.push(format!("{pad}  failed    {}: {}", e.node, e.message));
+    }
+    if child.declared {
+        lines.push(format!("{pad}  values    {}", s.values));
+    } else {
+        lines.push(format!(
+            "{pad}  values    unknown: node `{}` does not declare the graph it runs",
+            child.node
+        ));
+    }
+    for grandchild in &s.subgraphs {
+        describe_child(grandchild, level + 1, lines);
+    }
 }
 
 /// Says so when what was read comes from a damaged store: it is what could still be read.
@@ -223,15 +266,15 @@ fn writers(w: &[String]) -> String {
 
 /// `graph history`.
 pub(crate) async fn history(ctx: &Ctx, args: HistoryArgs) -> anyhow::Result<u8> {
-    check_thread_id(&args.thread)?;
-    let (resolved, _) = ctx.graph_for_thread(&args.thread, &[]).await?;
+    let root = root_of_thread_arg(&args.thread)?;
+    let (resolved, _) = ctx.graph_for_thread(&root, &[]).await?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     let query = HistoryQuery {
         limit: args.limit.max(1),
         ..HistoryQuery::default()
     };
     let entries = graph.history(&args.thread, query).await?;
-    warn_if_damaged(ctx, &args.thread).await?;
+    warn_if_damaged(ctx, &root).await?;
     if args.json {
         out(&format!("{:#}", serde_json::to_value(&entries)?));
         return Ok(EXIT_DONE);
