@@ -48,6 +48,24 @@ pub(crate) struct TaskContext {
     pub(crate) forwarded: BTreeMap<String, serde_json::Value>,
     /// Subgraph calls made by the current attempt (each gets its own namespace).
     pub(crate) subgraph_calls: AtomicU32,
+    /// Pauses of graphs the node invoked itself (`invoke` inside the node): they pause this
+    /// task whatever the node then returns.
+    pub(crate) child_pauses: std::sync::Mutex<Vec<InterruptRecord>>,
+}
+
+tokio::task_local! {
+    /// The task whose node is running, so a graph the node invokes runs as its child.
+    static CURRENT_TASK: Context;
+}
+
+/// The task whose node is running on this tokio task, if any.
+pub(crate) fn current_task() -> Option<Context> {
+    CURRENT_TASK.try_with(Context::clone).ok()
+}
+
+/// Runs a node's future as `ctx`'s task (see [`current_task`]).
+pub(crate) fn as_task<F: Future>(ctx: Context, fut: F) -> impl Future<Output = F::Output> {
+    CURRENT_TASK.scope(ctx, fut)
 }
 
 /// What a subgraph's run takes over from the run of the task that runs it.
@@ -101,6 +119,7 @@ impl Context {
             inherit: Arc::new(Inherited::from_config(&RunConfig::default())),
             forwarded: BTreeMap::new(),
             subgraph_calls: AtomicU32::new(0),
+            child_pauses: Default::default(),
         })
     }
 
@@ -126,6 +145,7 @@ impl Context {
             inherit: i.inherit.clone(),
             forwarded: i.forwarded.clone(),
             subgraph_calls: AtomicU32::new(0),
+            child_pauses: Default::default(),
         }))
     }
 
@@ -133,6 +153,23 @@ impl Context {
         self.inner.attempt.store(attempt, Ordering::Relaxed);
         self.inner.interrupts_seen.store(0, Ordering::Relaxed);
         self.inner.subgraph_calls.store(0, Ordering::Relaxed);
+        self.take_child_pauses();
+    }
+
+    /// The pauses of graphs the node invoked itself, cleared.
+    pub(crate) fn take_child_pauses(&self) -> Vec<InterruptRecord> {
+        match self.inner.child_pauses.lock() {
+            Ok(mut pauses) => std::mem::take(&mut *pauses),
+            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+        }
+    }
+
+    /// Notes a pause of a graph the node invoked itself.
+    pub(crate) fn child_paused(&self, interrupts: &[InterruptRecord]) {
+        match self.inner.child_pauses.lock() {
+            Ok(mut pauses) => pauses.extend_from_slice(interrupts),
+            Err(poisoned) => poisoned.into_inner().extend_from_slice(interrupts),
+        }
     }
 
     pub(crate) fn task(&self) -> &TaskContext {

@@ -188,11 +188,23 @@ impl<S: State> CompiledGraph<S> {
     /// assert_eq!(out.state.log, vec!["hi"]);
     /// # }
     /// ```
+    ///
+    /// Called inside a node without a thread of its own (`config.thread_id` unset), the graph
+    /// runs as a child of the node's task, as in LangGraph: checkpointed in the parent's thread
+    /// under the task's namespace, and when it pauses the whole run pauses (whatever the node
+    /// then returns); on resume the node runs again and this call continues the child where it
+    /// paused. (A tokio task the node spawns is not the node: a graph invoked there runs on
+    /// its own.)
     pub async fn invoke(
         &self,
         input: S::Update,
         config: RunConfig,
     ) -> Result<RunOutcome<S>, RunError> {
+        if config.thread_id.is_none() && config.checkpoint_id.is_none() {
+            if let Some(ctx) = context::current_task() {
+                return subgraph::invoke_as_child(&ctx, self, input, &config).await;
+            }
+        }
         execute(
             self.clone(),
             Start::Input(input),

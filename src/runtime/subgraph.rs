@@ -9,12 +9,12 @@
 //! the child by interrupt id when the task runs again. A child that fails fails the parent's
 //! task with the path of nodes (`parent > child`).
 
-use super::context::Context;
+use super::context::{Context, TaskContext};
 use super::error::{NodeError, NodeErrorKind, RunError};
 use super::executor::Start;
-use super::namespace::task_id;
+use super::namespace::{task_id, ThreadPath};
 use super::subgraph_view::{view_of, SubgraphView};
-use super::{execute_at, Resume, RunConfig, RunStatus};
+use super::{execute_at, Resume, RunConfig, RunOutcome, RunStatus};
 use crate::checkpoint::status::waiting_interrupts;
 use crate::checkpoint::InterruptRecord;
 use crate::graph::{Command, CompiledGraph, Node};
@@ -162,16 +162,65 @@ async fn run_child<C: State>(
     call: u32,
 ) -> Result<C, NodeError> {
     let t = ctx.task();
+    check_child_name(t).map_err(NodeError::new)?;
+    let thread = child_path(t, call).to_string();
+    match child_run(ctx, graph, input, call, None).await {
+        Ok(out) => match out.status {
+            RunStatus::Done => Ok(out.state),
+            RunStatus::Interrupted { interrupts, .. } => Err(paused(&t.node, interrupts)),
+        },
+        Err(e) => Err(failed(e, &thread)),
+    }
+}
+
+/// `graph.invoke(input, config)` called inside a node without a thread of its own: the graph
+/// runs as the task's next child (as `run_subgraph` would), and a pause of it pauses the task
+/// even if the node goes on and returns a result (LangGraph propagates the child's interrupt
+/// through the node the same way).
+pub(crate) async fn invoke_as_child<C: State>(
+    ctx: &Context,
+    graph: &CompiledGraph<C>,
+    input: C::Update,
+    config: &RunConfig,
+) -> Result<RunOutcome<C>, RunError> {
+    let t = ctx.task();
+    check_child_name(t).map_err(RunError::InvalidInput)?;
+    let call = t.subgraph_calls.fetch_add(1, Ordering::Relaxed);
+    let out = child_run(ctx, graph, input, call, Some(config)).await?;
+    if let RunStatus::Interrupted { interrupts, .. } = &out.status {
+        ctx.child_paused(interrupts);
+    }
+    Ok(out)
+}
+
+/// Refuses a task whose node name would break the namespace of a child it runs.
+pub(crate) fn check_child_name(t: &TaskContext) -> Result<(), String> {
     if t.node.contains('/') {
-        return Err(NodeError::new(format!(
+        return Err(format!(
             "node `{}` runs a subgraph, but its name contains `/`, which separates the levels of \
              a subgraph namespace: rename the node",
             t.node
-        )));
+        ));
     }
-    let path = t
-        .path
-        .child(&t.node, &task_id(t.checkpoint_id, t.task, call));
+    Ok(())
+}
+
+fn child_path(t: &TaskContext, call: u32) -> ThreadPath {
+    t.path
+        .child(&t.node, &task_id(t.checkpoint_id, t.task, call))
+}
+
+/// Runs (or, when its namespace has a checkpoint, continues) the task's `call`-th child.
+/// `caller` is the config a node gave `invoke`: its breakpoints apply to the child.
+pub(crate) async fn child_run<C: State>(
+    ctx: &Context,
+    graph: &CompiledGraph<C>,
+    input: C::Update,
+    call: u32,
+    caller: Option<&RunConfig>,
+) -> Result<RunOutcome<C>, RunError> {
+    let t = ctx.task();
+    let path = child_path(t, call);
     let thread = path.to_string();
     let mut graph = graph.clone();
     if let Some(store) = &t.checkpointer {
@@ -183,14 +232,16 @@ async fn run_child<C: State>(
         recursion_limit: t.inherit.recursion_limit,
         cancel: t.inherit.cancel.clone(),
         settings: (*t.settings).clone(),
+        interrupt_before: caller
+            .map(|c| c.interrupt_before.clone())
+            .unwrap_or_default(),
+        interrupt_after: caller
+            .map(|c| c.interrupt_after.clone())
+            .unwrap_or_default(),
         ..RunConfig::default()
     };
-    let store_error = |e: crate::checkpoint::CheckpointError| NodeError::transient(e.to_string());
     let existing = match &graph.checkpointer {
-        Some(store) => store
-            .get_checkpoint(&thread, None)
-            .await
-            .map_err(store_error)?,
+        Some(store) => store.get_checkpoint(&thread, None).await?,
         None => None,
     };
     let start = match (existing, &graph.checkpointer) {
@@ -198,10 +249,7 @@ async fn run_child<C: State>(
             let resume = if t.forwarded.is_empty() {
                 Resume::Continue
             } else {
-                let pending = store
-                    .get_writes(&thread, record.id)
-                    .await
-                    .map_err(store_error)?;
+                let pending = store.get_writes(&thread, record.id).await?;
                 // Only answers to what the child still waits for: an answer it consumed on an
                 // earlier resume stays in the parent's writes but is never delivered again.
                 let mine: BTreeMap<String, Value> = waiting_interrupts(&pending)
@@ -225,14 +273,7 @@ async fn run_child<C: State>(
         _ => Start::Input(input),
     };
     let events = t.events.nested(&path.namespace());
-    let outcome = execute_at(graph, start, config, events, true).await;
-    match outcome {
-        Ok(out) => match out.status {
-            RunStatus::Done => Ok(out.state),
-            RunStatus::Interrupted { interrupts, .. } => Err(paused(&t.node, interrupts)),
-        },
-        Err(e) => Err(failed(e, &thread)),
-    }
+    execute_at(graph, start, config, events, true).await
 }
 
 /// The parent task's pause for a child that paused on `interrupts`.

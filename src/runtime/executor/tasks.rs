@@ -2,10 +2,10 @@
 //! concurrently with timeouts, retries and panics caught, and saving each result as it finishes.
 
 use super::{Outcome, OutcomeSlots, PreparedTask, Run};
-use crate::checkpoint::{PendingKind, PendingWrite, TaskSpec};
+use crate::checkpoint::{InterruptRecord, PendingKind, PendingWrite, TaskSpec};
 use crate::graph::{Command, GraphError};
 use crate::runtime::config::Durability;
-use crate::runtime::context::{Context, TaskContext};
+use crate::runtime::context::{as_task, Context, TaskContext};
 use crate::runtime::error::{NodeError, NodeErrorKind, RunError};
 use crate::runtime::events::{Event, EventSink};
 use crate::runtime::persist::{self};
@@ -62,6 +62,7 @@ impl<S: State> Run<S> {
                 inherit: self.inherit.clone(),
                 forwarded,
                 subgraph_calls: AtomicU32::new(0),
+                child_pauses: Default::default(),
             });
             prepared.push(PreparedTask {
                 index,
@@ -265,7 +266,17 @@ async fn run_task<S: State>(
                 task: task.index,
                 attempt,
             });
-            let error = match attempt_once(&task, state.clone()).await {
+            let result = attempt_once(&task, state.clone()).await;
+            // A graph the node invoked itself paused: the task pauses, whatever the node made
+            // of it; it runs again on resume and the graph continues where it paused.
+            let mut pauses = task.ctx.take_child_pauses();
+            if !pauses.is_empty() {
+                if let Err(e) = result {
+                    pauses.extend(own_pauses(e));
+                }
+                return Outcome::Interrupted(pauses);
+            }
+            let error = match result {
                 Ok(command) => {
                     events.live(|| Event::NodeFinished {
                         namespace: String::new(),
@@ -284,11 +295,8 @@ async fn run_task<S: State>(
                 }
                 Err(e) => e,
             };
-            if let NodeErrorKind::Interrupted(record) = error.kind() {
-                if !error.paused.is_empty() {
-                    return Outcome::Interrupted(error.paused);
-                }
-                return Outcome::Interrupted(vec![(**record).clone()]);
+            if matches!(error.kind(), NodeErrorKind::Interrupted(_)) {
+                return Outcome::Interrupted(own_pauses(error));
             }
             let retry = task.options.retry.as_ref().filter(|p| {
                 attempt < max_attempts
@@ -320,12 +328,22 @@ async fn run_task<S: State>(
     .await
 }
 
+/// The pauses an error carries: a subgraph's (all of them) or the node's own.
+fn own_pauses(error: NodeError) -> Vec<InterruptRecord> {
+    match error.kind() {
+        NodeErrorKind::Interrupted(_) if !error.paused.is_empty() => error.paused,
+        NodeErrorKind::Interrupted(record) => vec![(**record).clone()],
+        _ => Vec::new(),
+    }
+}
+
 /// One attempt of a task under its timeout, a panic turned into an error.
 async fn attempt_once<S: State>(
     task: &PreparedTask<S>,
     state: Arc<S>,
 ) -> Result<Command<S>, NodeError> {
-    let fut = AssertUnwindSafe(task.node.run(state, task.ctx.clone())).catch_unwind();
+    let run = as_task(task.ctx.clone(), task.node.run(state, task.ctx.clone()));
+    let fut = AssertUnwindSafe(run).catch_unwind();
     let result = match task.options.timeout {
         Some(limit) => match tokio::time::timeout(limit, fut).await {
             Ok(r) => r,
