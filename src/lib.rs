@@ -9,7 +9,7 @@
 //! - [`graph`]: building a graph (nodes, edges, joins, routers, Send), validating and drawing it.
 //! - [`runtime`]: the superstep loop, node contexts, events, errors, thread operations
 //!   (inspect, edit, fork, replay), and subgraphs (graphs as nodes, checkpointed under a
-//!   namespace of their parent's thread).
+//!   namespace of their parent's thread, read, edited and forked through it).
 //! - [`checkpoint`]: the storage contract, its in-memory and sled backends (one store, or a
 //!   folder per thread as the CLI keeps them), integrity framing, and large snapshots kept as
 //!   pieces that a thread's snapshots share.
