@@ -164,7 +164,7 @@ pub(crate) async fn execute_at<S: State>(
         });
         let status = result?;
         finished?;
-        Ok(run.outcome(status))
+        Ok(run.into_outcome(status))
     }
     .instrument(span)
     .await

@@ -1,7 +1,9 @@
 //! `run`, `resume` and `rerun`: the commands that run a graph on a thread.
 
 use super::artifacts;
-use crate::checkpoint::{CheckpointError, Checkpointer, InterruptWhen, ThreadStatus};
+use crate::checkpoint::{
+    summarize, CheckpointError, Checkpointer, InterruptWhen, ThreadStatus, ThreadSummary,
+};
 use crate::cli::args::{RerunArgs, ResumeArgs, RunArgs, RunSettings};
 use crate::cli::error::{
     bad_input, run_error_code, EXIT_DONE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PAUSED,
@@ -9,7 +11,7 @@ use crate::cli::error::{
 use crate::cli::origin::Origin;
 use crate::cli::pause;
 use crate::cli::progress::Progress;
-use crate::cli::{check_thread_id, out, parse_json, parse_overrides, status_of, Ctx};
+use crate::cli::{check_thread_id, out, parse_json, parse_overrides, Ctx};
 use crate::registry::{AnyFactory, ErasedGraph, Resolved};
 use crate::runtime::{Event, Resume, RunError, RunOutcome, RunStatus};
 use serde_json::{json, Value};
@@ -399,7 +401,11 @@ async fn drive(
     let fresh = matches!(action, Action::Run(_));
     let started_at = match fresh {
         true => None,
-        false => graph.get_state(thread, None).await.ok().map(|s| s.step),
+        false => summarize(ctx.store.as_ref(), thread)
+            .await
+            .ok()
+            .flatten()
+            .map(|s| s.step),
     };
     let token = CancellationToken::new();
     let watcher = watch_ctrl_c(token.clone(), resume_hint.clone());
@@ -471,24 +477,38 @@ async fn drive(
     progress.clear();
     drop(progress);
     watcher.abort();
-    let snapshot = graph.get_state(thread, None).await.ok();
+    // Where the thread stands: a finished run says so itself, else its records say. The state
+    // is not read back (with a 100 MB state, reading it again as a snapshot and as JSON beside
+    // the run's result was what a run peaked on).
+    let newest = match &result {
+        Ok(outcome) => Ok(outcome.checkpoint_id.map(|id| ThreadSummary {
+            thread_id: thread.to_string(),
+            status: match outcome.status {
+                RunStatus::Done => ThreadStatus::Done,
+                RunStatus::Interrupted { .. } => ThreadStatus::Paused,
+            },
+            step: outcome.step,
+            updated_at_ms: 0,
+            graph: None,
+            checkpoint_id: id,
+        })),
+        Err(_) => summarize(ctx.store.as_ref(), thread).await,
+    };
+    let summary = newest.as_ref().ok().and_then(Option::as_ref);
     if streaming && saved_step.is_none() {
         // The stream carries checkpoint events only in debug mode: the store says instead.
-        saved_step = snapshot.as_ref().map(|s| s.step);
+        saved_step = summary.map(|s| s.step);
     }
     let ended = Ended {
         thread: thread.to_string(),
         graph: resolved.file.graph.clone(),
-        status: snapshot
-            .as_ref()
-            .map(status_of)
-            .unwrap_or(ThreadStatus::Failed),
-        step: snapshot.as_ref().map(|s| s.step).unwrap_or(0),
-        checkpoint_id: snapshot.as_ref().map(|s| s.checkpoint_id.to_string()),
+        status: summary.map_or(ThreadStatus::Failed, |s| s.status),
+        step: summary.map_or(0, |s| s.step),
+        checkpoint_id: summary.map(|s| s.checkpoint_id.to_string()),
         saved_step,
     };
     let nothing_saved = fresh && saved_step.is_none() && result.is_err();
-    if nothing_saved || matches!(ctx.store.get_checkpoint(thread, None).await, Ok(None)) {
+    if nothing_saved || matches!(newest, Ok(None)) {
         // Nothing was saved: the thread is not kept half-made (an id without a checkpoint).
         let _ = ctx.store.delete_thread(thread).await;
     }
@@ -542,9 +562,8 @@ fn report_as(
         "checkpoint_id": meta.checkpoint_id,
     });
     let code = match result {
-        Ok(outcome) => {
-            doc["state"] = outcome.state.clone();
-            match outcome.status {
+        Ok(mut outcome) => {
+            let code = match outcome.status {
                 RunStatus::Done => report_done(ctx, resolved, thread, &outcome, json, &mut doc),
                 RunStatus::Interrupted { interrupts, next } => {
                     let command = pause::continue_command(ctx, thread, &interrupts);
@@ -569,7 +588,12 @@ fn report_as(
                     }
                     EXIT_PAUSED
                 }
+            };
+            if json {
+                // Moved, not copied: the state can be large.
+                doc["state"] = std::mem::take(&mut outcome.state);
             }
+            code
         }
         Err(e) => {
             let code = run_error_code(&e);
@@ -632,9 +656,11 @@ fn report_done(
             .factory
             .output_field()
             .and_then(|f| outcome.state.get(f))
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        out(&shown.unwrap_or_else(|| format!("{:#}", outcome.state)));
+            .and_then(Value::as_str);
+        match shown {
+            Some(text) => out(text),
+            None => out(&format!("{:#}", outcome.state)),
+        }
     }
     match failure {
         Some(why) => {

@@ -42,6 +42,8 @@ impl<S: State> Run<S> {
         }
         let delta_bytes: usize = writes.iter().map(|w| w.update.get().len()).sum();
         let state = if parent.is_none() || self.snapshots.wants_snapshot(delta_bytes) {
+            // The step's writes are in the state now; let them go before it is encoded.
+            drop(writes);
             let raw = persist::to_raw(&*self.state)?;
             let bytes = raw.get().len();
             self.snapshots

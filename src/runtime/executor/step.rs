@@ -117,6 +117,8 @@ impl<S: State> Run<S> {
                 thread_id: self.thread_id.to_string(),
                 source,
             })?;
+        // What was merged is in the state now; a large update is not kept beside it.
+        drop(batch);
         let finished: Vec<Finished<'_>> = nodes
             .iter()
             .zip(&gotos)
