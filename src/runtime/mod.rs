@@ -63,6 +63,50 @@ impl Resume {
     }
 }
 
+/// LangGraph's `Command(resume=..., update=..., goto=...)` given to a resume
+/// ([`CompiledGraph::resume_command`]): answers to the pending interrupts, an update merged into
+/// the state before the step (as input, through the reducers), and extra tasks for the step
+/// (nodes, or `Send`s), which run alongside the paused tasks. Saved with the checkpoint before
+/// anything runs, so a crash or a failed step keeps it.
+///
+/// ```
+/// # use serde::{Deserialize, Serialize};
+/// # use stategraph::{runtime::{Resume, ResumeCommand}, State};
+/// # #[derive(State, Clone, Default, Serialize, Deserialize)] struct S { note: String }
+/// let command = ResumeCommand::<S>::new(Resume::value("yes").unwrap())
+///     .update(SUpdate::default().note("checked by hand".to_string()))
+///     .goto("review");
+/// # let _ = command;
+/// ```
+pub struct ResumeCommand<S: State> {
+    resume: Resume,
+    update: Option<S::Update>,
+    goto: Vec<crate::graph::Goto>,
+}
+
+impl<S: State> ResumeCommand<S> {
+    /// A command that answers as `resume` does, with no update and no extra task yet.
+    pub fn new(resume: Resume) -> Self {
+        ResumeCommand {
+            resume,
+            update: None,
+            goto: Vec::new(),
+        }
+    }
+
+    /// Merges `update` into the state before the step.
+    pub fn update(mut self, update: S::Update) -> Self {
+        self.update = Some(update);
+        self
+    }
+
+    /// Adds tasks for the step: node names or [`Send`](crate::Send)s.
+    pub fn goto(mut self, route: impl Into<crate::graph::Route>) -> Self {
+        self.goto.extend(route.into().0);
+        self
+    }
+}
+
 /// How a run ended, when it did not fail.
 #[derive(Clone, Debug, PartialEq)]
 pub enum RunStatus {
@@ -225,6 +269,24 @@ impl<S: State> CompiledGraph<S> {
         let start = Start::Resume {
             thread_id: thread_id.to_string(),
             resume,
+        };
+        execute(self.clone(), start, config, EventSink::default()).await
+    }
+
+    /// Continues a thread with a [`ResumeCommand`]: its answers, then its update merged and its
+    /// gotos added to the step's tasks (LangGraph's `invoke(Command(resume=..., update=...,
+    /// goto=...))`).
+    pub async fn resume_command(
+        &self,
+        thread_id: &str,
+        command: ResumeCommand<S>,
+        config: RunConfig,
+    ) -> Result<RunOutcome<S>, RunError> {
+        let start = Start::Command {
+            thread_id: thread_id.to_string(),
+            resume: command.resume,
+            update: command.update,
+            goto: command.goto,
         };
         execute(self.clone(), start, config, EventSink::default()).await
     }

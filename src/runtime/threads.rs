@@ -4,7 +4,7 @@ use super::config::RunConfig;
 use super::error::RunError;
 use super::namespace::ThreadPath;
 use super::persist::{self, LeaseGuard, SnapshotTracker};
-use super::saved::with_saved_results;
+use super::saved::{newest_view, COMMAND_TASK};
 use super::subgraph_view::SubgraphState;
 use super::triggers::{self, Finished};
 use super::{Resume, RunOutcome};
@@ -118,7 +118,7 @@ pub(crate) fn snapshot_of<V>(
     // In task order, like everything about a step: results are saved in finish order.
     let mut completed: Vec<(usize, String)> = pending
         .iter()
-        .filter(|w| matches!(w.kind, PendingKind::Update { .. }))
+        .filter(|w| matches!(w.kind, PendingKind::Update { .. }) && w.task != COMMAND_TASK)
         .map(|w| (w.task, w.node.clone()))
         .collect();
     completed.sort();
@@ -224,10 +224,9 @@ impl<S: State> CompiledGraph<S> {
         // The newest state shows a stopped step's finished results merged, as LangGraph does;
         // a checkpoint asked for by id shows exactly what it stored.
         if checkpoint.is_none() {
-            let (merged, next) = with_saved_results(&snapshot.values, &record.frontier, &pending);
-            if let Some(merged) = merged {
-                snapshot.values = merged;
-            }
+            let values = std::mem::take(&mut snapshot.values);
+            let (values, next) = newest_view(values, &record.frontier, &pending);
+            snapshot.values = values;
             snapshot.next = next;
         }
         Ok((snapshot, record))

@@ -2,6 +2,7 @@
 //! one test per behaviour, each naming the LangGraph test it comes from. The facts carry over,
 //! not the code: our graphs are typed, our updates are deltas.
 
+mod command;
 mod invoke_in_node;
 mod pending;
 mod update_state;

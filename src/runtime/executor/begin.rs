@@ -3,8 +3,11 @@
 use super::interrupts::answer_interrupts;
 use super::{Run, INPUT_WRITER};
 use crate::checkpoint::{Frontier, NodeWrite, Source};
+use crate::checkpoint::{PendingKind, PendingWrite};
+use crate::graph::{Goto, GraphError};
 use crate::runtime::error::RunError;
 use crate::runtime::persist::{self, SnapshotTracker};
+use crate::runtime::saved::{add_command_tasks, COMMAND_TASK};
 use crate::runtime::triggers::{self, Finished};
 use crate::runtime::Resume;
 use crate::state::{State, TaggedUpdate};
@@ -105,6 +108,15 @@ impl<S: State> Run<S> {
                 .await;
         }
         self.pending = store.get_writes(&self.thread_id, record.id).await?;
+        let commands: Vec<PendingWrite> = self
+            .pending
+            .iter()
+            .filter(|w| w.task == COMMAND_TASK)
+            .cloned()
+            .collect();
+        for command in &commands {
+            self.apply_command(command)?;
+        }
         let answers = answer_interrupts(&self.thread_id, &self.pending, resume)?;
         if !answers.is_empty() {
             store
@@ -112,6 +124,70 @@ impl<S: State> Run<S> {
                 .await?;
             self.pending.extend(answers);
         }
+        Ok(())
+    }
+
+    /// Resumes with an edit and extra tasks (LangGraph's `Command(resume, update, goto)`):
+    /// saved as a write of no task against the checkpoint, so a failed step or a crash keeps
+    /// them, and applied before the step: the update merged into the state (as input), the
+    /// gotos added to the step's tasks.
+    pub(super) async fn begin_with_command(
+        &mut self,
+        resume: Resume,
+        update: Option<S::Update>,
+        goto: Vec<Goto>,
+    ) -> Result<(), RunError> {
+        for g in &goto {
+            let node = match g {
+                Goto::Node(n) => n,
+                Goto::Send(s) => &s.node,
+                Goto::End => continue,
+            };
+            if self.graph.topology.node_index(node).is_none() {
+                return Err(GraphError::UnknownNode {
+                    name: node.clone(),
+                    context: "a resume command's goto",
+                    known: self.graph.node_names().join(", "),
+                }
+                .into());
+            }
+        }
+        self.begin_from_checkpoint(resume).await?;
+        if update.is_none() && goto.is_empty() {
+            return Ok(());
+        }
+        let write = PendingWrite {
+            task: COMMAND_TASK,
+            node: INPUT_WRITER.to_string(),
+            kind: PendingKind::Update {
+                update: persist::to_raw(&update.unwrap_or_default())?,
+                goto,
+            },
+        };
+        self.save_pending(vec![write.clone()], true).await?;
+        self.apply_command(&write)
+    }
+
+    /// Applies a saved resume command to the state and the step's tasks.
+    fn apply_command(&mut self, write: &PendingWrite) -> Result<(), RunError> {
+        let PendingKind::Update { update, goto } = &write.kind else {
+            return Ok(());
+        };
+        let decoded = persist::decode_named::<S::Update>(update.get()).map_err(|message| {
+            RunError::StateMismatch {
+                thread_id: self.thread_id.to_string(),
+                checkpoint: self.checkpoint_id,
+                message: format!("a resume command's update: {message}"),
+            }
+        })?;
+        let mut batch = [TaggedUpdate::new(INPUT_WRITER, decoded)];
+        Arc::make_mut(&mut self.state)
+            .apply(&mut batch)
+            .map_err(|e| RunError::InvalidInput(e.to_string()))?;
+        add_command_tasks(&mut self.frontier, goto);
+        // The step's checkpoint stores the whole state: its delta would hold only the tasks'
+        // writes, not this one.
+        self.snapshots.force();
         Ok(())
     }
 }

@@ -32,6 +32,14 @@ pub(crate) enum Start<S: State> {
     Input(S::Update),
     /// Continue the thread from a checkpoint, answering interrupts if asked.
     Resume { thread_id: String, resume: Resume },
+    /// Continue with LangGraph's `Command(resume, update, goto)`: answers, an edit applied
+    /// before the step, and extra tasks for it.
+    Command {
+        thread_id: String,
+        resume: Resume,
+        update: Option<S::Update>,
+        goto: Vec<Goto>,
+    },
 }
 
 /// One task's result.
@@ -114,7 +122,7 @@ impl<S: State> Run<S> {
         graph.check_names(config.interrupt_before.iter().cloned(), "interrupt_before")?;
         graph.check_names(config.interrupt_after.iter().cloned(), "interrupt_after")?;
         let thread_id: String = match &start {
-            Start::Resume { thread_id, .. } => thread_id.clone(),
+            Start::Resume { thread_id, .. } | Start::Command { thread_id, .. } => thread_id.clone(),
             Start::Input(_) => config
                 .thread_id
                 .clone()
@@ -129,7 +137,7 @@ impl<S: State> Run<S> {
             ThreadPath::root_of(thread_id.clone())
         };
         let store = graph.checkpointer.clone();
-        if store.is_none() && matches!(start, Start::Resume { .. }) {
+        if store.is_none() && matches!(start, Start::Resume { .. } | Start::Command { .. }) {
             return Err(RunError::NoCheckpointer {
                 operation: "resume",
             });
@@ -170,6 +178,12 @@ impl<S: State> Run<S> {
         let result = match start {
             Start::Input(input) => run.begin_with_input(input).await,
             Start::Resume { resume, .. } => run.begin_from_checkpoint(resume).await,
+            Start::Command {
+                resume,
+                update,
+                goto,
+                ..
+            } => run.begin_with_command(resume, update, goto).await,
         };
         match result {
             Ok(()) => Ok((run, lease)),
