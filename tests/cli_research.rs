@@ -441,6 +441,11 @@ fn a_todo_that_keeps_failing_is_escalated_and_the_run_still_answers() {
         .unwrap()
         .contains("dependency `t1` is failed"));
     assert_eq!(r.todo(&thread, "t2")["status"], "done");
+    let state = r.graph(&["state", &thread, "--json"]).expect(0).json();
+    assert!(
+        state["failed"].is_null(),
+        "one todo done is a success: {state:#}"
+    );
 
     // t1 was tried up to its attempt cap, split once, and t3 never ran.
     let s = &r.server;
@@ -528,5 +533,31 @@ fn a_run_where_no_todo_succeeded_ends_with_exit_1_and_says_so() {
             .is_some_and(|e| e.contains("no todo of the plan succeeded")),
         "{json:#}"
     );
+    // `threads` and `state` say so too, derived from the thread's state by its graph.
+    let why = "no todo of the plan succeeded";
+    let state = r.graph(&["state", &thread]).expect(0);
+    assert!(
+        state
+            .stdout
+            .contains(&format!("status      done (failed: {why}")),
+        "{state}"
+    );
+    let state = r.graph(&["state", &thread, "--json"]).expect(0).json();
+    assert_eq!(state["status"], "done", "{state:#}");
+    assert!(state["failed"].as_str().is_some_and(|f| f.contains(why)));
+    let listing = r.graph(&["threads"]).expect(0);
+    let row = listing
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&thread))
+        .unwrap();
+    assert!(row.contains("done (failed)"), "{listing}");
+    assert!(listing
+        .stdout
+        .contains(&format!("finished but failed: {why}")));
+    let listing = r.graph(&["threads", "--json"]).expect(0).json();
+    for t in listing.as_array().unwrap() {
+        assert!(t["failed"].as_str().is_some_and(|f| f.contains(why)), "{t}");
+    }
     // One todo succeeding is enough for exit 0 (`a_todo_that_keeps_failing_is_escalated...`).
 }

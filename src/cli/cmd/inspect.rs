@@ -28,15 +28,21 @@ pub(crate) async fn threads(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
             .cmp(&updated(a))
             .then_with(|| a.thread_id.cmp(&b.thread_id))
     });
+    let mut failures = Vec::with_capacity(rows.len());
+    for l in &rows {
+        failures.push(listed_failure(ctx, l).await);
+    }
     if json {
         let list: Vec<Value> = rows
             .iter()
-            .map(|l| {
+            .zip(&failures)
+            .map(|(l, failed)| {
                 let s = l.summary.as_ref();
                 json!({
                     "thread_id": l.thread_id,
                     "graph": s.and_then(|s| s.graph.clone()),
                     "status": if l.damage.is_some() { json!("damaged") } else { json!(s.map(|s| s.status)) },
+                    "failed": failed,
                     "step": s.map(|s| s.step),
                     "checkpoint_id": s.map(|s| s.checkpoint_id.to_string()),
                     "created_at_ms": l.created_at_ms,
@@ -74,16 +80,22 @@ pub(crate) async fn threads(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
         .max()
         .unwrap_or(5)
         .max(5);
+    let statuses: Vec<String> = rows
+        .iter()
+        .zip(&failures)
+        .map(|(l, failed)| match (&l.damage, &l.summary, failed) {
+            (Some(_), _, _) => "damaged".to_string(),
+            (None, Some(s), Some(_)) => format!("{} (failed)", s.status),
+            (None, Some(s), None) => s.status.to_string(),
+            (None, None, _) => "unknown".to_string(),
+        })
+        .collect();
+    let swidth = statuses.iter().map(String::len).max().unwrap_or(8).max(8);
     out(&format!(
-        "{:<width$}  {:<gwidth$}  {:<8}  {:>5}  UPDATED (UTC)",
+        "{:<width$}  {:<gwidth$}  {:<swidth$}  {:>5}  UPDATED (UTC)",
         "THREAD", "GRAPH", "STATUS", "STEPS"
     ));
-    for l in &rows {
-        let status = match (&l.damage, &l.summary) {
-            (Some(_), _) => "damaged".to_string(),
-            (None, Some(s)) => s.status.to_string(),
-            (None, None) => "unknown".to_string(),
-        };
+    for ((l, status), failed) in rows.iter().zip(&statuses).zip(&failures) {
         let (step, updated) = match &l.summary {
             Some(s) => (
                 s.step.to_string(),
@@ -96,12 +108,15 @@ pub(crate) async fn threads(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
             None => ("?".to_string(), "-".to_string()),
         };
         out(&format!(
-            "{:<width$}  {:<gwidth$}  {:<8}  {:>5}  {updated}",
+            "{:<width$}  {:<gwidth$}  {:<swidth$}  {:>5}  {updated}",
             l.thread_id,
             graph_of(l),
             status,
             step,
         ));
+        if let Some(why) = failed {
+            out(&format!("{:<width$}  finished but failed: {why}", ""));
+        }
         if let Some(d) = &l.damage {
             out(&format!(
                 "{:<width$}  damaged: {} ({})",
@@ -116,6 +131,22 @@ pub(crate) async fn threads(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
         );
     }
     Ok(EXIT_DONE)
+}
+
+/// Why a finished thread failed at its job, as its graph judges its final state
+/// ([`GraphFactory::failure`](crate::registry::GraphFactory::failure)): derived on every listing,
+/// never kept anywhere that could disagree with the store. `None` for any thread not done, and
+/// when its graph can no longer be built (the listing still shows the thread).
+async fn listed_failure(ctx: &Ctx, l: &ThreadListing) -> Option<String> {
+    let done =
+        l.damage.is_none() && l.summary.as_ref().map(|s| s.status) == Some(ThreadStatus::Done);
+    if !done {
+        return None;
+    }
+    let (resolved, _) = ctx.graph_for_thread(&l.thread_id, &[]).await.ok()?;
+    let graph = resolved.build(Some(ctx.checkpointer())).ok()?;
+    let snapshot = graph.get_state(&l.thread_id, None).await.ok()?;
+    resolved.factory.failure(&snapshot.values)
 }
 
 /// `graph state`: a thread's state, or a subgraph namespace's (`THREAD/NODE:TASK`), with the
@@ -138,12 +169,18 @@ pub(crate) async fn state(ctx: &Ctx, args: StateArgs) -> anyhow::Result<u8> {
     } else {
         status_of(&snapshot)
     };
+    // The factory judges its graph's own state, not a subgraph namespace's.
+    let failed = match status {
+        ThreadStatus::Done if root == args.thread => resolved.factory.failure(&snapshot.values),
+        _ => None,
+    };
     if args.json {
         let mut doc = serde_json::to_value(&snapshot)?;
         if let Value::Object(map) = &mut doc {
             map.insert("thread_id".into(), json!(args.thread));
             map.insert("graph".into(), json!(resolved.file.graph));
             map.insert("status".into(), json!(status));
+            map.insert("failed".into(), json!(failed));
         }
         out(&format!("{doc:#}"));
         return Ok(EXIT_DONE);
@@ -152,7 +189,10 @@ pub(crate) async fn state(ctx: &Ctx, args: StateArgs) -> anyhow::Result<u8> {
     let mut lines = vec![
         format!("thread      {}", args.thread),
         format!("graph       {}", resolved.file.graph),
-        format!("status      {status}"),
+        match &failed {
+            Some(why) => format!("status      {status} (failed: {why})"),
+            None => format!("status      {status}"),
+        },
         format!("step        {}", snapshot.step),
         format!(
             "checkpoint  {} ({} by {}, {})",
