@@ -11,6 +11,7 @@
 
 mod config;
 mod context;
+mod edit;
 mod error;
 mod events;
 mod executor;
@@ -26,6 +27,7 @@ mod triggers;
 
 pub use config::{Durability, RunConfig, SnapshotPolicy};
 pub use context::{Context, TextSink};
+pub use edit::StateEdit;
 pub use error::{NodeError, NodeErrorKind, ResumeError, RunError};
 pub use events::{Event, StreamMode, PROGRESS_EVENT, TOKEN_EVENT};
 pub use namespace::ThreadPath;

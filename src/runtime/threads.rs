@@ -3,20 +3,19 @@
 use super::config::RunConfig;
 use super::error::RunError;
 use super::namespace::ThreadPath;
-use super::persist::{self, LeaseGuard, SnapshotTracker};
+use super::persist::{self, LeaseGuard};
 use super::saved::{newest_view, COMMAND_TASK};
 use super::subgraph_view::SubgraphState;
-use super::triggers::{self, Finished};
 use super::{Resume, RunOutcome};
 pub(crate) use crate::checkpoint::status::{pending_interrupts, task_errors};
 use crate::checkpoint::{
     now_ms, summarize, validate_thread_id, CheckpointError, CheckpointId, CheckpointMetadata,
-    CheckpointRecord, Checkpointer, Frontier, InterruptRecord, InterruptWhen, NodeWrite,
-    PendingKind, PendingWrite, Source, StateData, TaskSpec,
+    CheckpointRecord, Checkpointer, Frontier, InterruptRecord, PendingKind, PendingWrite, Source,
+    StateData,
 };
 pub use crate::checkpoint::{TaskError, ThreadStatus, ThreadSummary};
 use crate::graph::{CompiledGraph, GraphError};
-use crate::state::{State, TaggedUpdate};
+use crate::state::State;
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -34,31 +33,6 @@ pub(crate) fn check_thread(thread_id: &str) -> Result<ThreadPath, RunError> {
         validate_thread_id(thread_id)?;
         Ok(ThreadPath::root_of(thread_id))
     })
-}
-
-/// Whose output an edit stands for.
-#[derive(Clone, Copy)]
-enum Writer {
-    Start,
-    Node(usize),
-    End,
-}
-
-/// The dynamic pauses (and answers to them) of tasks that are still next at the same place
-/// after an edit: a resume value still answers them.
-fn kept_pauses(pending: &[PendingWrite], old: &Frontier, new: &Frontier) -> Vec<PendingWrite> {
-    let same =
-        |task: usize| old.tasks.get(task).is_some() && old.tasks.get(task) == new.tasks.get(task);
-    pending
-        .iter()
-        .filter(|w| same(w.task))
-        .filter(|w| match &w.kind {
-            PendingKind::Interrupt(r) => r.when == InterruptWhen::Dynamic,
-            PendingKind::Resume { .. } => true,
-            _ => false,
-        })
-        .cloned()
-        .collect()
 }
 
 /// A thread's state at one checkpoint, with what comes next.
@@ -332,6 +306,21 @@ impl<S: State> CompiledGraph<S> {
         Ok(out)
     }
 
+    /// The thread's checkpoints as states (values, next, interrupts, metadata), newest first,
+    /// filtered and paged like [`history`](Self::history) (LangGraph's `get_state_history`).
+    /// Each is read whole, so ask for pages on a long thread.
+    pub async fn get_state_history(
+        &self,
+        thread_id: &str,
+        query: HistoryQuery,
+    ) -> Result<Vec<StateSnapshot<S>>, RunError> {
+        let mut out = Vec::new();
+        for entry in self.history(thread_id, query).await? {
+            out.push(self.get_state(thread_id, Some(entry.checkpoint_id)).await?);
+        }
+        Ok(out)
+    }
+
     /// Every thread in the store with its status, newest update first.
     pub async fn threads(&self) -> Result<Vec<ThreadSummary>, RunError> {
         let store = self.store("threads")?;
@@ -348,229 +337,6 @@ impl<S: State> CompiledGraph<S> {
         }
         out.sort_by_key(|t| std::cmp::Reverse(t.updated_at_ms));
         Ok(out)
-    }
-
-    /// Edits the thread's state, writing a new checkpoint (source `update`), as LangGraph does.
-    ///
-    /// The edit counts as the output of `as_node`: its edges and routers decide what runs next.
-    /// Without `as_node` it counts as the node that wrote last (the one that ran in the newest
-    /// step that ran nodes; START if none has run; the only node of a one-node graph); when
-    /// several nodes wrote in that step the edit is ambiguous and refused. With `as_node` =
-    /// [`END`](crate::END), the thread ends there: nothing is left to run and its pauses are
-    /// dropped. Tasks a join already fired stay next (the join's barrier is not undone by an
-    /// edit), and a task still next at the same place keeps its dynamic pause, so a resume
-    /// value still answers it; other pauses and saved results belong to the old state and are
-    /// dropped.
-    pub async fn update_state(
-        &self,
-        thread_id: &str,
-        update: S::Update,
-        as_node: Option<&str>,
-    ) -> Result<CheckpointId, RunError> {
-        if let Some(name) = as_node {
-            self.writer_named(name)?;
-        }
-        let store = self.store("update_state")?.clone();
-        let latest = self.record(thread_id, None, "update_state").await?;
-        // A child namespace is written under its root thread's lease, as its runs are.
-        let root = check_thread(thread_id)?;
-        let lease =
-            LeaseGuard::acquire(store.clone(), root.root(), Duration::from_secs(15)).await?;
-        let result = self.write_update(&store, &latest, update, as_node).await;
-        lease.release().await;
-        result
-    }
-
-    /// The writer an `as_node` names.
-    fn writer_named(&self, name: &str) -> Result<Writer, RunError> {
-        if name == crate::END {
-            return Ok(Writer::End);
-        }
-        if name == crate::START {
-            return Ok(Writer::Start);
-        }
-        self.topology
-            .node_index(name)
-            .map(Writer::Node)
-            .ok_or_else(|| {
-                GraphError::UnknownNode {
-                    name: name.to_string(),
-                    context: "update_state as_node",
-                    known: self.node_names().join(", "),
-                }
-                .into()
-            })
-    }
-
-    /// The node that wrote last before `record` (LangGraph's rule for an edit without
-    /// `as_node`): the nodes of the newest checkpoint written by nodes, walking back over
-    /// inputs and forks.
-    async fn last_writer(
-        &self,
-        store: &dyn Checkpointer,
-        record: &CheckpointRecord,
-    ) -> Result<Writer, RunError> {
-        if self.topology.builder.nodes.len() == 1 {
-            return Ok(Writer::Node(0));
-        }
-        let mut current = std::borrow::Cow::Borrowed(record);
-        loop {
-            let nodes: BTreeSet<usize> = current
-                .metadata
-                .writers
-                .iter()
-                .filter_map(|w| self.topology.node_index(w))
-                .collect();
-            if nodes.len() > 1 {
-                let names: Vec<String> = nodes
-                    .iter()
-                    .map(|&i| format!("`{}`", self.topology.node_name(i)))
-                    .collect();
-                return Err(RunError::InvalidInput(format!(
-                    "the edit is ambiguous: {} wrote last, in the same step; say which node it \
-                     stands for with as_node (--as-node)",
-                    names.join(" and ")
-                )));
-            }
-            if let Some(&i) = nodes.first() {
-                return Ok(Writer::Node(i));
-            }
-            let Some(parent) = current.parent_id else {
-                return Ok(Writer::Start);
-            };
-            match store
-                .get_checkpoint(&record.thread_id, Some(parent))
-                .await?
-            {
-                Some(p) => current = std::borrow::Cow::Owned(p),
-                None => return Ok(Writer::Start),
-            }
-        }
-    }
-
-    async fn write_update(
-        &self,
-        store: &Arc<dyn Checkpointer>,
-        latest: &CheckpointRecord,
-        update: S::Update,
-        as_node: Option<&str>,
-    ) -> Result<CheckpointId, RunError> {
-        let thread_id = &latest.thread_id;
-        let writer = match as_node {
-            Some(name) => self.writer_named(name)?,
-            None => self.last_writer(store.as_ref(), latest).await?,
-        };
-        let writer_name = match writer {
-            Writer::Node(i) => self.topology.node_name(i).to_string(),
-            Writer::Start => crate::START.to_string(),
-            Writer::End => crate::END.to_string(),
-        };
-        let (mut state, stats) = persist::load_state::<S>(store.as_ref(), latest).await?;
-        let raw = persist::to_raw(&update)?;
-        let mut batch = [TaggedUpdate::new(writer_name.as_str(), update)];
-        state
-            .apply(&mut batch)
-            .map_err(|e| RunError::InvalidInput(e.to_string()))?;
-        let frontier = match writer {
-            Writer::End => Frontier::default(),
-            Writer::Node(i) => self.next_after_edit(&state, latest, Some(i))?,
-            Writer::Start => self.next_after_edit(&state, latest, None)?,
-        };
-        let mut tracker = SnapshotTracker::new(Default::default(), stats);
-        let state_data = if latest.metadata.schema_version != S::VERSION
-            || tracker.wants_snapshot(raw.get().len())
-        {
-            StateData::Snapshot(persist::to_raw(&state)?)
-        } else {
-            tracker.took_delta(raw.get().len());
-            StateData::Delta(vec![NodeWrite {
-                node: writer_name.clone(),
-                update: raw,
-            }])
-        };
-        let id = persist::new_checkpoint_id();
-        let carried = kept_pauses(
-            &store.get_writes(thread_id, latest.id).await?,
-            &latest.frontier,
-            &frontier,
-        );
-        let record = CheckpointRecord {
-            thread_id: thread_id.clone(),
-            id,
-            parent_id: Some(latest.id),
-            step: latest.step + 1,
-            state: state_data,
-            frontier,
-            metadata: CheckpointMetadata {
-                source: Source::Update,
-                writers: vec![writer_name],
-                created_at_ms: now_ms(),
-                schema_version: S::VERSION,
-                run_id: uuid::Uuid::now_v7().to_string(),
-                graph: self
-                    .name()
-                    .map(str::to_string)
-                    .or_else(|| latest.metadata.graph.clone()),
-            },
-        };
-        if !carried.is_empty() {
-            store.put_writes(thread_id, id, &carried, false).await?;
-        }
-        store.put_checkpoint(&record, true).await?;
-        Ok(id)
-    }
-
-    /// The frontier after an edit that stands for `node`'s output (`None`: START's): what its
-    /// edges and routers choose, plus the tasks a join had already fired.
-    fn next_after_edit(
-        &self,
-        state: &S,
-        latest: &CheckpointRecord,
-        node: Option<usize>,
-    ) -> Result<Frontier, RunError> {
-        let finished = [Finished { node, goto: &[] }];
-        let mut next = triggers::advance(
-            &self.topology,
-            state,
-            &finished,
-            &latest.frontier,
-            latest.step,
-        )?;
-        let fired: Vec<usize> = latest
-            .frontier
-            .tasks
-            .iter()
-            .filter(|t| t.arg.is_none())
-            .filter_map(|t| self.topology.node_index(&t.node))
-            .filter(|&i| self.topology.joins.iter().any(|j| j.target == i))
-            .filter(|&i| {
-                !next
-                    .tasks
-                    .iter()
-                    .any(|t| t.arg.is_none() && *t.node == **self.topology.node_name(i))
-            })
-            .collect();
-        if !fired.is_empty() {
-            let mut pull: Vec<usize> = next
-                .tasks
-                .iter()
-                .filter(|t| t.arg.is_none())
-                .filter_map(|t| self.topology.node_index(&t.node))
-                .chain(fired)
-                .collect();
-            pull.sort_unstable();
-            let sends = next.tasks.iter().filter(|t| t.arg.is_some()).cloned();
-            let tasks = pull
-                .into_iter()
-                .map(|i| TaskSpec {
-                    node: self.topology.node_name(i).to_string(),
-                    arg: None,
-                })
-                .chain(sends)
-                .collect();
-            next.tasks = tasks;
-        }
-        Ok(next)
     }
 
     /// Starts a new thread from a checkpoint of another; the source thread is untouched.

@@ -5,6 +5,7 @@
 mod command;
 mod invoke_in_node;
 mod pending;
+mod time_travel;
 mod update_state;
 
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,391 @@
+//! Editing a thread's state as LangGraph's `update_state` and `bulk_update_state` do: an edit
+//! stands for a node's output (`as_node`, or the node that wrote last), its edges and routers
+//! choose what runs next, and the new checkpoint's parent is the one edited (an older one
+//! starts a branch).
+
+use super::error::RunError;
+use super::persist::{self, LeaseGuard, SnapshotTracker};
+use super::threads::check_thread;
+use super::triggers::{self, Finished};
+use crate::checkpoint::{
+    now_ms, CheckpointId, CheckpointMetadata, CheckpointRecord, Checkpointer, Frontier,
+    InterruptWhen, NodeWrite, PendingKind, PendingWrite, Source, StateData, TaskSpec,
+};
+use crate::graph::{CompiledGraph, GraphError};
+use crate::state::{State, TaggedUpdate};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One edit of [`CompiledGraph::bulk_update_state`]: an update and the node it stands for.
+pub struct StateEdit<S: State> {
+    /// Merged through the reducers, as that node's output.
+    pub update: S::Update,
+    /// The node (or `START`, or `END`); `None`: the node that wrote last (only when the step
+    /// has this one edit).
+    pub as_node: Option<String>,
+}
+
+impl<S: State> StateEdit<S> {
+    /// An edit standing for `as_node`'s output.
+    pub fn as_node(update: S::Update, as_node: impl Into<String>) -> Self {
+        StateEdit {
+            update,
+            as_node: Some(as_node.into()),
+        }
+    }
+}
+
+/// LangGraph's checks: something to apply, and a node named for each of several edits.
+fn check_edits<S: State>(supersteps: &[Vec<StateEdit<S>>]) -> Result<(), RunError> {
+    if supersteps.is_empty() || supersteps.iter().any(Vec::is_empty) {
+        return Err(RunError::InvalidInput(
+            "no updates to apply: give at least one edit per step".into(),
+        ));
+    }
+    for step in supersteps {
+        if step.len() > 1 && step.iter().any(|e| e.as_node.is_none()) {
+            return Err(RunError::InvalidInput(
+                "several edits in one step need each its as_node (the node it stands for)".into(),
+            ));
+        }
+        if step.len() > 1
+            && step
+                .iter()
+                .any(|e| e.as_node.as_deref() == Some(crate::END))
+        {
+            return Err(RunError::InvalidInput(
+                "an edit as END ends the thread and must be alone in its step".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whose output an edit stands for.
+#[derive(Clone, Copy)]
+enum Writer {
+    Start,
+    Node(usize),
+    End,
+}
+
+/// The dynamic pauses (and answers to them) of tasks that are still next at the same place
+/// after an edit: a resume value still answers them.
+fn kept_pauses(pending: &[PendingWrite], old: &Frontier, new: &Frontier) -> Vec<PendingWrite> {
+    let same =
+        |task: usize| old.tasks.get(task).is_some() && old.tasks.get(task) == new.tasks.get(task);
+    pending
+        .iter()
+        .filter(|w| same(w.task))
+        .filter(|w| match &w.kind {
+            PendingKind::Interrupt(r) => r.when == InterruptWhen::Dynamic,
+            PendingKind::Resume { .. } => true,
+            _ => false,
+        })
+        .cloned()
+        .collect()
+}
+
+impl<S: State> CompiledGraph<S> {
+    /// Edits the thread's state, writing a new checkpoint (source `update`), as LangGraph does.
+    ///
+    /// The edit counts as the output of `as_node`: its edges and routers decide what runs next.
+    /// Without `as_node` it counts as the node that wrote last (the one that ran in the newest
+    /// step that ran nodes; START if none has run; the only node of a one-node graph); when
+    /// several nodes wrote in that step the edit is ambiguous and refused. With `as_node` =
+    /// [`END`](crate::END), the thread ends there: nothing is left to run and its pauses are
+    /// dropped. Tasks a join already fired stay next (the join's barrier is not undone by an
+    /// edit), and a task still next at the same place keeps its dynamic pause, so a resume
+    /// value still answers it; other pauses and saved results belong to the old state and are
+    /// dropped.
+    pub async fn update_state(
+        &self,
+        thread_id: &str,
+        update: S::Update,
+        as_node: Option<&str>,
+    ) -> Result<CheckpointId, RunError> {
+        let edit = StateEdit {
+            update,
+            as_node: as_node.map(str::to_string),
+        };
+        self.bulk_update_state_at(thread_id, None, vec![vec![edit]])
+            .await
+    }
+
+    /// [`update_state`](Self::update_state) on an older checkpoint of the thread: the new
+    /// checkpoint's parent is `checkpoint`, so it starts a branch (LangGraph's
+    /// `update_state(old_config, ...)`); it becomes the thread's newest.
+    pub async fn update_state_at(
+        &self,
+        thread_id: &str,
+        checkpoint: CheckpointId,
+        update: S::Update,
+        as_node: Option<&str>,
+    ) -> Result<CheckpointId, RunError> {
+        let edit = StateEdit {
+            update,
+            as_node: as_node.map(str::to_string),
+        };
+        self.bulk_update_state_at(thread_id, Some(checkpoint), vec![vec![edit]])
+            .await
+    }
+
+    /// Several edits at once (LangGraph's `bulk_update_state`): each inner list is one
+    /// checkpoint, its edits merged together as the outputs of one step (each names its
+    /// `as_node` when there are several), each list on top of the previous one. Returns the
+    /// last checkpoint.
+    pub async fn bulk_update_state(
+        &self,
+        thread_id: &str,
+        supersteps: Vec<Vec<StateEdit<S>>>,
+    ) -> Result<CheckpointId, RunError> {
+        self.bulk_update_state_at(thread_id, None, supersteps).await
+    }
+
+    async fn bulk_update_state_at(
+        &self,
+        thread_id: &str,
+        checkpoint: Option<CheckpointId>,
+        supersteps: Vec<Vec<StateEdit<S>>>,
+    ) -> Result<CheckpointId, RunError> {
+        check_edits(&supersteps)?;
+        for edit in supersteps.iter().flatten() {
+            if let Some(name) = &edit.as_node {
+                self.writer_named(name)?;
+            }
+        }
+        let store = self.store("update_state")?.clone();
+        let mut base = self.record(thread_id, checkpoint, "update_state").await?;
+        // A child namespace is written under its root thread's lease, as its runs are.
+        let root = check_thread(thread_id)?;
+        let lease =
+            LeaseGuard::acquire(store.clone(), root.root(), Duration::from_secs(15)).await?;
+        let mut result = Err(RunError::InvalidInput("no updates".into()));
+        for edits in supersteps {
+            result = self.write_update(&store, &base, edits).await;
+            match &result {
+                Ok(id) => match store.get_checkpoint(thread_id, Some(*id)).await {
+                    Ok(Some(next)) => base = next,
+                    Ok(None) => break,
+                    Err(e) => {
+                        result = Err(e.into());
+                        break;
+                    }
+                },
+                Err(_) => break,
+            }
+        }
+        lease.release().await;
+        result
+    }
+
+    /// The writer an `as_node` names.
+    fn writer_named(&self, name: &str) -> Result<Writer, RunError> {
+        if name == crate::END {
+            return Ok(Writer::End);
+        }
+        if name == crate::START {
+            return Ok(Writer::Start);
+        }
+        self.topology
+            .node_index(name)
+            .map(Writer::Node)
+            .ok_or_else(|| {
+                GraphError::UnknownNode {
+                    name: name.to_string(),
+                    context: "update_state as_node",
+                    known: self.node_names().join(", "),
+                }
+                .into()
+            })
+    }
+
+    /// The node that wrote last before `record` (LangGraph's rule for an edit without
+    /// `as_node`): the nodes of the newest checkpoint written by nodes, walking back over
+    /// inputs and forks.
+    async fn last_writer(
+        &self,
+        store: &dyn Checkpointer,
+        record: &CheckpointRecord,
+    ) -> Result<Writer, RunError> {
+        if self.topology.builder.nodes.len() == 1 {
+            return Ok(Writer::Node(0));
+        }
+        let mut current = std::borrow::Cow::Borrowed(record);
+        loop {
+            let nodes: BTreeSet<usize> = current
+                .metadata
+                .writers
+                .iter()
+                .filter_map(|w| self.topology.node_index(w))
+                .collect();
+            if nodes.len() > 1 {
+                let names: Vec<String> = nodes
+                    .iter()
+                    .map(|&i| format!("`{}`", self.topology.node_name(i)))
+                    .collect();
+                return Err(RunError::InvalidInput(format!(
+                    "the edit is ambiguous: {} wrote last, in the same step; say which node it \
+                     stands for with as_node (--as-node)",
+                    names.join(" and ")
+                )));
+            }
+            if let Some(&i) = nodes.first() {
+                return Ok(Writer::Node(i));
+            }
+            let Some(parent) = current.parent_id else {
+                return Ok(Writer::Start);
+            };
+            match store
+                .get_checkpoint(&record.thread_id, Some(parent))
+                .await?
+            {
+                Some(p) => current = std::borrow::Cow::Owned(p),
+                None => return Ok(Writer::Start),
+            }
+        }
+    }
+
+    /// Writes one checkpoint over `latest` with `edits` merged as the outputs of one step.
+    async fn write_update(
+        &self,
+        store: &Arc<dyn Checkpointer>,
+        latest: &CheckpointRecord,
+        edits: Vec<StateEdit<S>>,
+    ) -> Result<CheckpointId, RunError> {
+        let thread_id = &latest.thread_id;
+        let mut writers = Vec::with_capacity(edits.len());
+        let mut batch = Vec::with_capacity(edits.len());
+        let mut writes = Vec::with_capacity(edits.len());
+        for edit in edits {
+            let writer = match &edit.as_node {
+                Some(name) => self.writer_named(name)?,
+                None => self.last_writer(store.as_ref(), latest).await?,
+            };
+            let name = match writer {
+                Writer::Node(i) => self.topology.node_name(i).to_string(),
+                Writer::Start => crate::START.to_string(),
+                Writer::End => crate::END.to_string(),
+            };
+            writes.push(NodeWrite {
+                node: name.clone(),
+                update: persist::to_raw(&edit.update)?,
+            });
+            batch.push(TaggedUpdate::new(name.as_str(), edit.update));
+            writers.push((writer, name));
+        }
+        let (mut state, stats) = persist::load_state::<S>(store.as_ref(), latest).await?;
+        state
+            .apply(&mut batch)
+            .map_err(|e| RunError::InvalidInput(e.to_string()))?;
+        let frontier = if writers.iter().any(|(w, _)| matches!(w, Writer::End)) {
+            Frontier::default()
+        } else {
+            let nodes: Vec<Option<usize>> = writers
+                .iter()
+                .map(|(w, _)| match w {
+                    Writer::Node(i) => Some(*i),
+                    _ => None,
+                })
+                .collect();
+            self.next_after_edit(&state, latest, &nodes)?
+        };
+        let delta_bytes: usize = writes.iter().map(|w| w.update.get().len()).sum();
+        let mut tracker = SnapshotTracker::new(Default::default(), stats);
+        let state_data = if latest.metadata.schema_version != S::VERSION
+            || tracker.wants_snapshot(delta_bytes)
+        {
+            StateData::Snapshot(persist::to_raw(&state)?)
+        } else {
+            tracker.took_delta(delta_bytes);
+            StateData::Delta(writes)
+        };
+        let id = persist::new_checkpoint_id();
+        let carried = kept_pauses(
+            &store.get_writes(thread_id, latest.id).await?,
+            &latest.frontier,
+            &frontier,
+        );
+        let record = CheckpointRecord {
+            thread_id: thread_id.clone(),
+            id,
+            parent_id: Some(latest.id),
+            step: latest.step + 1,
+            state: state_data,
+            frontier,
+            metadata: CheckpointMetadata {
+                source: Source::Update,
+                writers: writers.into_iter().map(|(_, name)| name).collect(),
+                created_at_ms: now_ms(),
+                schema_version: S::VERSION,
+                run_id: uuid::Uuid::now_v7().to_string(),
+                graph: self
+                    .name()
+                    .map(str::to_string)
+                    .or_else(|| latest.metadata.graph.clone()),
+            },
+        };
+        if !carried.is_empty() {
+            store.put_writes(thread_id, id, &carried, false).await?;
+        }
+        store.put_checkpoint(&record, true).await?;
+        Ok(id)
+    }
+
+    /// The frontier after edits that stand for `nodes`' outputs (`None`: START's): what their
+    /// edges and routers choose, plus the tasks a join had already fired.
+    fn next_after_edit(
+        &self,
+        state: &S,
+        latest: &CheckpointRecord,
+        nodes: &[Option<usize>],
+    ) -> Result<Frontier, RunError> {
+        let finished: Vec<Finished<'_>> = nodes
+            .iter()
+            .map(|&node| Finished { node, goto: &[] })
+            .collect();
+        let mut next = triggers::advance(
+            &self.topology,
+            state,
+            &finished,
+            &latest.frontier,
+            latest.step,
+        )?;
+        let fired: Vec<usize> = latest
+            .frontier
+            .tasks
+            .iter()
+            .filter(|t| t.arg.is_none())
+            .filter_map(|t| self.topology.node_index(&t.node))
+            .filter(|&i| self.topology.joins.iter().any(|j| j.target == i))
+            .filter(|&i| {
+                !next
+                    .tasks
+                    .iter()
+                    .any(|t| t.arg.is_none() && *t.node == **self.topology.node_name(i))
+            })
+            .collect();
+        if !fired.is_empty() {
+            let mut pull: Vec<usize> = next
+                .tasks
+                .iter()
+                .filter(|t| t.arg.is_none())
+                .filter_map(|t| self.topology.node_index(&t.node))
+                .chain(fired)
+                .collect();
+            pull.sort_unstable();
+            let sends = next.tasks.iter().filter(|t| t.arg.is_some()).cloned();
+            let tasks = pull
+                .into_iter()
+                .map(|i| TaskSpec {
+                    node: self.topology.node_name(i).to_string(),
+                    arg: None,
+                })
+                .chain(sends)
+                .collect();
+            next.tasks = tasks;
+        }
+        Ok(next)
+    }
+}
