@@ -385,3 +385,97 @@ async fn files_of_a_checkpoint_newer_than_the_record_are_not_edits() {
     let picked = artifacts.pick_up_edits("t").await.unwrap();
     assert_eq!(picked.files.len(), 1);
 }
+
+#[tokio::test]
+async fn a_file_rewritten_with_the_same_content_is_no_edit_and_nothing_runs_again() {
+    let out = tempfile::tempdir().unwrap();
+    let runs = Runs::default();
+    let graph = graph(&runs);
+    let artifacts = set().bind(&graph).unwrap();
+    run(&artifacts, &graph, "t", out.path()).await;
+    let before = graph.get_state("t", None).await.unwrap().checkpoint_id;
+    // The same notes, as an editor might save them: on one line.
+    let file = out.path().join("memo-v1/1-research.json");
+    std::fs::write(&file, r#"["Acme makes widgets","founded 2020"]"#).unwrap();
+    let status = artifacts.status("t").await.unwrap();
+    let research = status.files.iter().find(|f| f.artifact == "research");
+    assert_eq!(research.unwrap().state, FileState::Same);
+    let picked = artifacts.pick_up_edits("t").await.unwrap();
+    assert!(picked.files.is_empty() && picked.next.is_empty());
+    assert_eq!(picked.same, ["1-research.json"]);
+    assert_eq!(
+        graph.get_state("t", None).await.unwrap().checkpoint_id,
+        before
+    );
+    let ran = runs_of(&runs);
+    graph
+        .resume("t", Resume::Continue, RunConfig::new())
+        .await
+        .unwrap();
+    assert_eq!(runs_of(&runs), ran, "nothing ran again");
+    // A real change among the same lines is still an edit.
+    std::fs::write(&file, r#"["Acme makes gadgets","founded 2020"]"#).unwrap();
+    assert_eq!(artifacts.pick_up_edits("t").await.unwrap().files.len(), 1);
+}
+
+#[tokio::test]
+async fn files_written_for_a_checkpoint_that_was_then_lost_are_not_edits() {
+    // Async durability: a checkpoint's files were written, then the process was killed before
+    // the checkpoint reached the disk (and before the files' hashes were recorded).
+    let out = tempfile::tempdir().unwrap();
+    let runs = Runs::default();
+    let graph = graph(&runs);
+    let artifacts = set().bind(&graph).unwrap();
+    run(&artifacts, &graph, "t", out.path()).await;
+    let store = graph.checkpointer().unwrap().clone();
+    let kept = graph.get_state("t", None).await.unwrap().checkpoint_id;
+    let kept_manifest = store
+        .get_journal("t", &format!("{kept}/artifacts"))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut sections = graph.get_state("t", None).await.unwrap().values.sections;
+    sections.push(("Risks".into(), "# Risks\n\nNone known.\n".into()));
+    let update = MemoUpdate::default()
+        .notes(vec!["lost".to_string()])
+        .sections(sections);
+    let lost = graph
+        .update_state("t", update, Some("research"))
+        .await
+        .unwrap();
+    artifacts.sync("t", None).await.unwrap();
+    let v1 = out.path().join("memo-v1");
+    assert!(v1.join("2-sections/03-risks.md").exists());
+    // The loss: the checkpoint is gone, and the folder's record is the one before it.
+    store
+        .put_journal("t", "artifacts/last/v1", &kept_manifest)
+        .await
+        .unwrap();
+    store.delete_checkpoints("t", &[lost]).await.unwrap();
+    assert_eq!(
+        graph.get_state("t", None).await.unwrap().checkpoint_id,
+        kept
+    );
+
+    let status = artifacts.status("t").await.unwrap();
+    for f in &status.files {
+        assert!(!f.state.is_changed(), "{} reads as {:?}", f.path, f.state);
+    }
+    let risks = status
+        .files
+        .iter()
+        .find(|f| f.path.ends_with("03-risks.md"));
+    assert_eq!(risks.unwrap().state, FileState::Behind);
+    let picked = artifacts.pick_up_edits("t").await.unwrap();
+    assert!(picked.is_empty(), "{:?}", picked.files);
+    // The next write puts the folder right: the kept checkpoint's files, nothing more.
+    let report = artifacts.sync("t", None).await.unwrap();
+    assert_eq!(report.restored, ["1-research.json"]);
+    assert_eq!(report.removed, ["2-sections/03-risks.md"]);
+    assert!(!v1.join("2-sections/03-risks.md").exists());
+    let status = artifacts.status("t").await.unwrap();
+    assert!(status.files.iter().all(|f| f.state == FileState::Unchanged));
+    // A person's edit afterwards is one.
+    std::fs::write(v1.join("1-research.json"), "[\"mine\"]").unwrap();
+    assert_eq!(artifacts.pick_up_edits("t").await.unwrap().files.len(), 1);
+}

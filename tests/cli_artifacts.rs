@@ -283,36 +283,36 @@ fn assert_whole(dir: &Path, body_len: usize) {
     }
 }
 
-#[test]
-fn kill_9_while_artifacts_are_written_leaves_no_partial_file() {
-    let db = Db::new();
-    // Big sections, many of them: each write of the folder takes a while.
+/// Runs the pipeline with big sections (each write of the folder takes a while) on threads
+/// `{prefix}0..6`, killing each with SIGKILL at a different moment while it writes; checks
+/// after each kill that every visible file is whole. Returns the threads.
+fn killed_while_writing(db: &Db, prefix: &str, extra: &[&str]) -> (Vec<String>, usize) {
     let body = "x".repeat(100_000);
     let headings: Vec<String> = (0..30).map(|i| format!("Part {i}")).collect();
     let sections = format!("sections={}", serde_json::to_string(&headings).unwrap());
     let template = format!("section_template={body}");
     let mut threads = Vec::new();
     for round in 0..6u64 {
-        let thread = format!("k{round}");
-        let mut run = db
-            .graph(&[
-                "run",
-                "pipeline",
-                "--input",
-                "sled",
-                "--yes",
-                "--thread",
-                &thread,
-                "--set",
-                "step_ms=0",
-                "--set",
-                &sections,
-                "--set",
-                &template,
-                "--set",
-                ART,
-            ])
-            .spawn();
+        let thread = format!("{prefix}{round}");
+        let mut args = vec![
+            "run",
+            "pipeline",
+            "--input",
+            "sled",
+            "--yes",
+            "--thread",
+            &thread,
+            "--set",
+            "step_ms=0",
+            "--set",
+            &sections,
+            "--set",
+            &template,
+            "--set",
+            ART,
+        ];
+        args.extend_from_slice(extra);
+        let mut run = db.graph(&args).spawn();
         run.wait_for("artifacts: ");
         std::thread::sleep(std::time::Duration::from_millis(20 + round * 45));
         if run.is_running() {
@@ -322,15 +322,41 @@ fn kill_9_while_artifacts_are_written_leaves_no_partial_file() {
         assert_whole(&db.out(), body.len());
         threads.push(thread);
     }
-    for thread in &threads {
-        db.graph(&["resume", thread, "--yes"]).output();
+    (threads, body.len())
+}
+
+/// Resumes each thread: none of the engine's own files is taken for an edit, and afterwards
+/// every file is as the newest checkpoint renders it.
+fn resumed_without_edits(db: &Db, threads: &[String], body_len: usize) {
+    for thread in threads {
+        let out = db.graph(&["resume", thread, "--yes"]).output();
+        assert!(
+            !out.stderr.contains("picked up edited") && !out.stderr.contains("was deleted"),
+            "a file the run wrote was read as a person's edit\n{out}"
+        );
         let doc = db.graph(&["artifacts", thread, "--json"]).expect(0).json();
         assert!(doc["partials"].as_array().unwrap().is_empty(), "{doc}");
         for f in doc["files"].as_array().unwrap() {
             assert_eq!(f["state"]["state"], "unchanged", "{f}");
         }
     }
-    assert_whole(&db.out(), body.len());
+    assert_whole(&db.out(), body_len);
+}
+
+#[test]
+fn kill_9_while_artifacts_are_written_leaves_no_partial_file() {
+    let db = Db::new();
+    let (threads, body_len) = killed_while_writing(&db, "k", &[]);
+    resumed_without_edits(&db, &threads, body_len);
+}
+
+#[test]
+fn kill_9_in_async_mode_never_makes_the_engines_files_look_edited() {
+    // Checkpoints reach the disk after their files may have: a kill can lose the checkpoint
+    // whose files are already written.
+    let db = Db::new();
+    let (threads, body_len) = killed_while_writing(&db, "a", &["--durability", "async"]);
+    resumed_without_edits(&db, &threads, body_len);
 }
 
 #[test]
@@ -405,4 +431,21 @@ fn resume_out_writes_a_new_version_there_after_picking_up_edits_where_they_are()
     for f in listed["files"].as_array().unwrap() {
         assert_eq!(f["state"]["state"], "unchanged", "{f}");
     }
+}
+
+#[test]
+fn an_outline_rewritten_with_the_same_content_reruns_nothing() {
+    let db = Db::new();
+    let thread = finished(&db);
+    let before = log(&db, &thread);
+    let file = db.out().join("pipeline-v1/outline.json");
+    let outline: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    // As an editor might save it: compact, same content.
+    std::fs::write(&file, serde_json::to_string(&outline).unwrap()).unwrap();
+    let listed = db.graph(&["artifacts", &thread]).expect(0);
+    assert!(listed.stdout.contains("same content"), "{listed}");
+    let out = db.graph(&["resume", &thread, "--yes"]).expect(0);
+    out.stderr_has(&["outline.json was rewritten but says what the checkpoint holds"]);
+    assert!(!out.stderr.contains("picked up edited"), "{out}");
+    assert_eq!(log(&db, &thread), before, "no node ran again");
 }

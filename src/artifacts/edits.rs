@@ -10,7 +10,7 @@ use super::sync::Rendered;
 use super::Artifacts;
 use crate::checkpoint::CheckpointId;
 use crate::runtime::HistoryQuery;
-use crate::state::State;
+use crate::state::{State, TaggedUpdate};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -36,6 +36,9 @@ pub enum FileState {
         /// Bytes written.
         expected: u64,
     },
+    /// Changed, but it reads back as what the checkpoint already holds (reformatted, say):
+    /// not an edit, and nothing runs again because of it.
+    Same,
     /// Changed, but the artifact has no parser: it cannot be read back.
     Changed,
     /// Deleted. It is not read as empty; the next write puts it back.
@@ -51,7 +54,7 @@ impl FileState {
     pub fn is_changed(&self) -> bool {
         !matches!(
             self,
-            FileState::Unchanged | FileState::Behind | FileState::NotWritten
+            FileState::Unchanged | FileState::Behind | FileState::NotWritten | FileState::Same
         )
     }
 }
@@ -106,6 +109,8 @@ pub struct PickedUp {
     pub files: Vec<PickedFile>,
     /// Deleted files: reported, not read; written again from the checkpoint.
     pub deleted: Vec<String>,
+    /// Changed files that read back as what the checkpoint holds: not edits, not applied.
+    pub same: Vec<String>,
     /// The checkpoint the last edit made (`None` when nothing was applied).
     pub checkpoint: Option<CheckpointId>,
     /// The nodes that run next because of the edits.
@@ -157,6 +162,9 @@ impl<S: State> Artifacts<S> {
         };
         let rendered = self.render_all(&snapshot.values)?;
         let last = record::last_manifest(store.as_ref(), thread, &folder.label).await?;
+        let ours = record::writing(store.as_ref(), thread, &folder.label)
+            .await?
+            .unconfirmed(last.as_ref());
         status.partials = files::stale_partials(&folder.dir)
             .into_iter()
             .map(|p| p.to_string_lossy().into_owned())
@@ -169,7 +177,7 @@ impl<S: State> Artifacts<S> {
             .collect();
         for path in &paths {
             let (artifact, node, step, state) =
-                self.file_state(&folder, path, &rendered, last.as_ref(), &mut disk)?;
+                self.file_state(&folder, path, &rendered, last.as_ref(), &ours, &mut disk)?;
             status.files.push(FileStatus {
                 path: path.clone(),
                 artifact,
@@ -182,7 +190,7 @@ impl<S: State> Artifacts<S> {
             self.settle_lagging(thread, last, &mut status, &mut disk)
                 .await?;
         }
-        self.find_added(&folder, &paths, &mut status, &mut disk)?;
+        self.find_added(&folder, &paths, &ours, &mut status, &mut disk)?;
         let edits = self.read_edits(&snapshot.values, &mut status, &disk, snapshot.step);
         status.files.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(Survey { status, edits })
@@ -194,6 +202,7 @@ impl<S: State> Artifacts<S> {
         path: &str,
         rendered: &Rendered,
         last: Option<&Manifest>,
+        ours: &BTreeMap<String, Vec<String>>,
         disk: &mut BTreeMap<String, Vec<u8>>,
     ) -> Result<(String, String, Option<u64>, FileState), ArtifactError> {
         let recorded = last.and_then(|m| m.files.get(path));
@@ -219,7 +228,7 @@ impl<S: State> Artifacts<S> {
         let now_hash = now.map(|(_, b)| files::hash(b));
         let state = if now_hash.as_deref() == Some(hash.as_str()) {
             FileState::Unchanged
-        } else if recorded.is_some_and(|r| r.hash == hash) {
+        } else if recorded.is_some_and(|r| r.hash == hash) || is_ours(ours, path, &hash) {
             FileState::Behind
         } else {
             match now {
@@ -298,6 +307,7 @@ impl<S: State> Artifacts<S> {
         &self,
         folder: &RunFolder,
         known: &BTreeSet<String>,
+        ours: &BTreeMap<String, Vec<String>>,
         status: &mut Status,
         disk: &mut BTreeMap<String, Vec<u8>>,
     ) -> Result<(), ArtifactError> {
@@ -313,13 +323,20 @@ impl<S: State> Artifacts<S> {
                     continue;
                 }
                 if let OnDisk::Bytes(b) = files::read(&folder.dir, &path)? {
-                    disk.insert(path.clone(), b);
+                    // Left by a write whose checkpoint was lost: the next write removes it.
+                    let state = match is_ours(ours, &path, &files::hash(&b)) {
+                        true => FileState::Behind,
+                        false => {
+                            disk.insert(path.clone(), b);
+                            FileState::Added
+                        }
+                    };
                     status.files.push(FileStatus {
                         path,
                         artifact: a.name.clone(),
                         node: a.node.clone(),
                         step: None,
-                        state: FileState::Added,
+                        state,
                     });
                 }
             }
@@ -367,15 +384,20 @@ impl<S: State> Artifacts<S> {
                 .filter_map(|f| f.step)
                 .min()
                 .unwrap_or(newest_step);
+            let same = matches!(&result, Ok(update) if self.changes_nothing(i, state, update));
             for f in status
                 .files
                 .iter_mut()
                 .filter(|f| changed.contains(&f.path))
             {
                 f.state = match &result {
+                    Ok(_) if same => FileState::Same,
                     Ok(_) => FileState::Edited,
                     Err(e) => FileState::Invalid { error: e.clone() },
                 };
+            }
+            if same {
+                continue;
             }
             if let Ok(update) = result {
                 edits.push(Edit {
@@ -387,6 +409,20 @@ impl<S: State> Artifacts<S> {
             }
         }
         edits
+    }
+
+    /// True when `update`, applied to `state`, renders artifact `i` exactly as `state` does:
+    /// the file was rewritten (reformatted, touched by an editor) but says nothing new, so it
+    /// is no edit and nothing downstream runs again.
+    fn changes_nothing(&self, i: usize, state: &S, update: &S::Update) -> bool {
+        let a = &self.set.artifacts[i];
+        let mut next = state.clone();
+        let mut batch = [TaggedUpdate::new(a.node.as_str(), update.clone())];
+        if next.apply(&mut batch).is_err() {
+            // Left for update_state to refuse with its own error.
+            return false;
+        }
+        matches!((a.render(state), a.render(&next)), (Ok(before), Ok(after)) if before == after)
     }
 
     fn parse_artifact(
@@ -474,4 +510,9 @@ impl<S: State> Artifacts<S> {
         }
         out
     }
+}
+
+/// True when `hash` is a content the engine was writing to `path` (see `record::Writing`).
+fn is_ours(ours: &BTreeMap<String, Vec<String>>, path: &str, hash: &str) -> bool {
+    ours.get(path).is_some_and(|h| h.iter().any(|x| x == hash))
 }

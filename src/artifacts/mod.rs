@@ -406,13 +406,17 @@ impl<S: State> Artifacts<S> {
                 }
             }
         }
-        picked.deleted = survey
-            .status
-            .files
-            .iter()
-            .filter(|f| f.state == FileState::Missing)
-            .map(|f| f.path.clone())
-            .collect();
+        let with = |state: FileState| {
+            survey
+                .status
+                .files
+                .iter()
+                .filter(|f| f.state == state)
+                .map(|f| f.path.clone())
+                .collect::<Vec<_>>()
+        };
+        picked.deleted = with(FileState::Missing);
+        picked.same = with(FileState::Same);
         (picked, order)
     }
 }

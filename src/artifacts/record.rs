@@ -6,7 +6,9 @@
 //! - `{checkpoint}/artifacts`: the manifest of what was written for that checkpoint (paths,
 //!   producing nodes, content hashes). Keys that start with a checkpoint id are pruned with it;
 //! - `artifacts/last/{version}`: the newest manifest written into that version's folder, which
-//!   is what an edit is measured against.
+//!   is what an edit is measured against;
+//! - `artifacts/writing/{version}`: the hashes of the files a write is about to put there,
+//!   recorded first, so files of a checkpoint that was then lost are never taken for edits.
 
 use super::error::ArtifactError;
 use crate::checkpoint::{CheckpointId, Checkpointer};
@@ -93,6 +95,57 @@ pub(crate) struct Manifest {
     pub step: u64,
     /// By path relative to the run folder.
     pub files: BTreeMap<String, FileRecord>,
+}
+
+/// The hashes of the files a write is about to put into a version folder, recorded (and
+/// flushed) before the first of them is written. A checkpoint can be lost after its files were
+/// written (async durability, a kill before the manifest): a file whose content is one of these
+/// is the engine's own, never a person's edit.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Writing {
+    /// By path relative to the run folder: the contents (hashes) it may have been given.
+    pub files: BTreeMap<String, Vec<String>>,
+}
+
+impl Writing {
+    /// The hashes no manifest of the folder confirms (`last` is its newest): files a write
+    /// may have left that no checkpoint is known to hold.
+    pub(crate) fn unconfirmed(self, last: Option<&Manifest>) -> BTreeMap<String, Vec<String>> {
+        self.files
+            .into_iter()
+            .filter_map(|(path, hashes)| {
+                let confirmed = last.and_then(|m| m.files.get(&path)).map(|r| &r.hash);
+                let open: Vec<String> = hashes
+                    .into_iter()
+                    .filter(|h| Some(h) != confirmed)
+                    .collect();
+                (!open.is_empty()).then_some((path, open))
+            })
+            .collect()
+    }
+}
+
+fn writing_key(label: &str) -> String {
+    format!("artifacts/writing/{label}")
+}
+
+pub(crate) async fn writing(
+    store: &dyn Checkpointer,
+    thread: &str,
+    label: &str,
+) -> Result<Writing, ArtifactError> {
+    Ok(get(store, thread, &writing_key(label))
+        .await?
+        .unwrap_or_default())
+}
+
+pub(crate) async fn put_writing(
+    store: &dyn Checkpointer,
+    thread: &str,
+    label: &str,
+    w: &Writing,
+) -> Result<(), ArtifactError> {
+    put(store, thread, &writing_key(label), w).await
 }
 
 fn last_key(label: &str) -> String {

@@ -3,9 +3,10 @@
 
 use super::error::ArtifactError;
 use super::files;
-use super::record::{self, FileRecord, Manifest, Pending, RunFolder, Versions};
+use super::record::{self, FileRecord, Manifest, Pending, RunFolder, Versions, Writing};
 use super::Artifacts;
 use crate::checkpoint::{now_ms, CheckpointId};
+use crate::runtime::StateSnapshot;
 use crate::state::State;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,6 +32,14 @@ pub struct SyncReport {
 
 /// The rendering of a state: path → (artifact index, bytes).
 pub(crate) type Rendered = BTreeMap<String, (usize, Vec<u8>)>;
+
+/// What one write does to a folder (see [`Artifacts::plan_write`]).
+#[derive(Default)]
+struct WritePlan<'r> {
+    /// Path, bytes, and whether the file puts back what should already be there.
+    writes: Vec<(&'r String, &'r Vec<u8>, bool)>,
+    removals: Vec<String>,
+}
 
 impl<S: State> Artifacts<S> {
     /// Renders every artifact of `state`; two files on one path are an error.
@@ -188,6 +197,78 @@ impl<S: State> Artifacts<S> {
         Ok((folder, true))
     }
 
+    /// What writing `snapshot` into `folder` takes: the manifest it leaves, the files to write
+    /// (path, bytes, whether it puts back a file that should already be there) and the files to
+    /// remove (those the state no longer has, as the engine wrote them).
+    fn plan_write<'r>(
+        &self,
+        folder: &RunFolder,
+        snapshot: &StateSnapshot<S>,
+        rendered: &'r Rendered,
+        last: Option<&Manifest>,
+        unconfirmed: &BTreeMap<String, Vec<String>>,
+        everything: bool,
+    ) -> Result<(Manifest, WritePlan<'r>), ArtifactError> {
+        let on_disk = |path: &str| -> Result<Option<String>, ArtifactError> {
+            Ok(match files::read(&folder.dir, path)? {
+                files::OnDisk::Bytes(b) => Some(files::hash(&b)),
+                files::OnDisk::Missing => None,
+            })
+        };
+        let mut manifest = Manifest {
+            version: folder.label.clone(),
+            checkpoint: snapshot.checkpoint_id,
+            step: snapshot.step,
+            files: BTreeMap::new(),
+        };
+        let mut plan = WritePlan::default();
+        for (path, (index, bytes)) in rendered {
+            let artifact = &self.set.artifacts[*index];
+            let hash = files::hash(bytes);
+            let before = last.and_then(|m| m.files.get(path));
+            let same = before.is_some_and(|r| r.hash == hash);
+            let missing = same && !folder.dir.join(path).exists();
+            // A write cut short (or whose checkpoint was lost) may have left another content.
+            let stray = same
+                && !missing
+                && unconfirmed.contains_key(path)
+                && on_disk(path)?.as_deref() != Some(hash.as_str());
+            if everything || !same || missing || stray {
+                plan.writes.push((path, bytes, same));
+            }
+            let step = match before {
+                Some(r) if same => r.step,
+                _ => snapshot.step,
+            };
+            manifest.files.insert(
+                path.clone(),
+                FileRecord {
+                    artifact: artifact.name.clone(),
+                    node: artifact.node.clone(),
+                    hash,
+                    len: bytes.len() as u64,
+                    step,
+                },
+            );
+        }
+        let recorded = last.iter().flat_map(|m| {
+            m.files
+                .iter()
+                .map(|(path, r)| (path, std::slice::from_ref(&r.hash)))
+        });
+        let left = unconfirmed.iter().map(|(p, h)| (p, h.as_slice()));
+        for (path, hashes) in recorded.chain(left) {
+            if rendered.contains_key(path) || plan.removals.contains(path) {
+                continue;
+            }
+            // Only a file as the engine wrote it goes; one a person changed stays for them.
+            if on_disk(path)?.is_some_and(|h| hashes.contains(&h)) {
+                plan.removals.push(path.clone());
+            }
+        }
+        Ok((manifest, plan))
+    }
+
     /// Writes the artifacts of the thread's state at `checkpoint` (default: its newest) whose
     /// content changed since the folder's last write, and records their hashes with the
     /// checkpoint. A file deleted from the folder is written again.
@@ -219,54 +300,42 @@ impl<S: State> Artifacts<S> {
                 report.cleaned.push(stale.to_string_lossy().into_owned());
             }
         }
-        let mut manifest = Manifest {
-            version: folder.label.clone(),
-            checkpoint: snapshot.checkpoint_id,
-            step: snapshot.step,
-            files: BTreeMap::new(),
+        let unconfirmed = match opened {
+            true => BTreeMap::new(),
+            false => record::writing(store.as_ref(), thread, &folder.label)
+                .await?
+                .unconfirmed(last.as_ref()),
         };
-        for (path, (index, bytes)) in &rendered {
-            let artifact = &self.set.artifacts[*index];
-            let hash = files::hash(bytes);
-            let before = last.as_ref().and_then(|m| m.files.get(path));
-            let same = before.is_some_and(|r| r.hash == hash);
-            let missing = same && !folder.dir.join(path).exists();
-            if everything || !same || missing {
-                files::write_atomic(&folder.dir, path, bytes)?;
-                match (missing, everything && same) {
-                    (true, _) => report.restored.push(path.clone()),
-                    (false, true) => report.restored.push(path.clone()),
-                    (false, false) => report.written.push(path.clone()),
-                }
+        let (manifest, plan) = self.plan_write(
+            &folder,
+            &snapshot,
+            &rendered,
+            last.as_ref(),
+            &unconfirmed,
+            everything,
+        )?;
+        if !plan.writes.is_empty() || !plan.removals.is_empty() {
+            // Recorded before the first file changes: whatever this write leaves on disk, if
+            // its checkpoint or manifest is then lost, is known as the engine's own.
+            let mut writing = Writing { files: unconfirmed };
+            for (path, _, _) in &plan.writes {
+                let (_, bytes) = &rendered[*path];
+                let hashes = writing.files.entry((*path).clone()).or_default();
+                hashes.push(files::hash(bytes));
+                hashes.dedup();
             }
-            let step = match before {
-                Some(r) if same => r.step,
-                _ => snapshot.step,
-            };
-            manifest.files.insert(
-                path.clone(),
-                FileRecord {
-                    artifact: artifact.name.clone(),
-                    node: artifact.node.clone(),
-                    hash,
-                    len: bytes.len() as u64,
-                    step,
-                },
-            );
+            record::put_writing(store.as_ref(), thread, &folder.label, &writing).await?;
         }
-        if let Some(last) = &last {
-            for (path, r) in &last.files {
-                if rendered.contains_key(path) {
-                    continue;
-                }
-                // Only a file as it was written goes; one a person changed stays for them.
-                if let files::OnDisk::Bytes(b) = files::read(&folder.dir, path)? {
-                    if files::hash(&b) == r.hash {
-                        files::remove(&folder.dir, path)?;
-                        report.removed.push(path.clone());
-                    }
-                }
+        for (path, bytes, restored) in plan.writes {
+            files::write_atomic(&folder.dir, path, bytes)?;
+            match restored {
+                true => report.restored.push(path.clone()),
+                false => report.written.push(path.clone()),
             }
+        }
+        for path in plan.removals {
+            files::remove(&folder.dir, &path)?;
+            report.removed.push(path);
         }
         record::put_manifest(store.as_ref(), thread, &manifest).await?;
         Ok(report)

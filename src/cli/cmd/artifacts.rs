@@ -37,7 +37,7 @@ fn shown(path: &Path) -> String {
 
 /// Tells what picking up edits found and will cause.
 fn report_picked(ctx: &Ctx, folder: Option<&RunFolder>, picked: &PickedUp) {
-    if ctx.quiet || picked.is_empty() {
+    if ctx.quiet || (picked.is_empty() && picked.same.is_empty()) {
         return;
     }
     let place = folder.map(|f| shown(&f.dir)).unwrap_or_default();
@@ -48,6 +48,9 @@ fn report_picked(ctx: &Ctx, folder: Option<&RunFolder>, picked: &PickedUp) {
         eprintln!(
             "{place}{path} was deleted: not read as empty; written again from the checkpoint"
         );
+    }
+    for path in &picked.same {
+        eprintln!("{place}{path} was rewritten but says what the checkpoint holds: not an edit, nothing runs again for it");
     }
     for note in &picked.notes {
         eprintln!("note: {note}");
@@ -247,6 +250,7 @@ fn describe(state: &FileState) -> String {
         FileState::Truncated { len, expected } => {
             format!("truncated ({len} of {expected} bytes)")
         }
+        FileState::Same => "same content (rewritten, not an edit)".into(),
         FileState::Changed => "changed (not editable)".into(),
         FileState::Missing => "deleted".into(),
         FileState::NotWritten => "not written yet".into(),
