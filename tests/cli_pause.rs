@@ -113,3 +113,56 @@ fn a_fork_of_a_paused_checkpoint_is_paused_with_the_same_question() {
     let source = db.graph(&["state", &thread, "--json"]).expect(0).json();
     assert_eq!(source["interrupts"].as_array().unwrap().len(), 1);
 }
+
+/// The step of a line `step N: ...` or `... at step N ...`, as printed.
+fn step_after(text: &str, marker: &str) -> u64 {
+    let at = text
+        .find(marker)
+        .unwrap_or_else(|| panic!("no `{marker}` in\n{text}"));
+    text[at + marker.len()..]
+        .trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no step after `{marker}` in\n{text}"))
+}
+
+#[test]
+fn run_state_and_history_number_steps_alike() {
+    let db = Db::new();
+    let paused = db
+        .graph(&["run", "pipeline", "--input", "sled", "--set", "step_ms=0"])
+        .expect(3);
+    let thread = paused.thread();
+    let run = paused.stderr.clone();
+    // Progress lines name the checkpoint a step saves; the waiting node runs in the next one.
+    let saved = step_after(&run, "] step ");
+    assert_eq!(saved, 0, "{run}");
+    let last_saved = run
+        .lines()
+        .filter(|l| l.contains("checkpoint saved"))
+        .map(|l| step_after(l, "] step "))
+        .max()
+        .unwrap();
+    let started = run
+        .lines()
+        .find(|l| l.contains("review started"))
+        .map(|l| step_after(l, "] step "))
+        .unwrap_or_else(|| panic!("review never started in\n{run}"));
+    let paused_at = step_after(&run, "paused at step ");
+    assert_eq!(paused_at, last_saved, "{run}");
+    assert_eq!(started, last_saved + 1, "{run}");
+    paused.stderr_has(&[&format!("step {started} (review) waits")]);
+
+    let state = db.graph(&["state", &thread]).expect(0);
+    let step_line = state
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("step "))
+        .unwrap();
+    assert_eq!(step_after(step_line, "step"), paused_at, "{}", state.stdout);
+    let state_json = db.graph(&["state", &thread, "--json"]).expect(0).json();
+    assert_eq!(state_json["step"], paused_at);
+    let history = db.graph(&["history", &thread, "--json"]).expect(0).json();
+    assert_eq!(history[0]["step"], paused_at, "{history}");
+}

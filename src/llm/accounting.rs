@@ -68,7 +68,7 @@ impl Sum for Usage {
     }
 }
 
-/// Prices of a model, in currency units (usually US dollars) per million tokens.
+/// Prices of a model, in US dollars per million tokens: costs are shown as `USD 0.0123`.
 ///
 /// ```
 /// use stategraph::llm::{Pricing, Usage};
@@ -77,9 +77,9 @@ impl Sum for Usage {
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Pricing {
-    /// Price of a million input tokens.
+    /// Price of a million input tokens, in US dollars.
     pub input_per_million: f64,
-    /// Price of a million output tokens.
+    /// Price of a million output tokens, in US dollars.
     pub output_per_million: f64,
 }
 
@@ -231,6 +231,15 @@ impl UsageLedger {
 }
 
 /// A small table: one line per node, then the total.
+/// A cost as it is shown everywhere: its currency named, to a hundredth of a cent.
+///
+/// ```
+/// assert_eq!(stategraph::llm::usd(0.01234), "USD 0.0123");
+/// ```
+pub fn usd(cost: f64) -> String {
+    format!("USD {cost:.4}")
+}
+
 impl fmt::Display for UsageLedger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fn line(f: &mut fmt::Formatter<'_>, name: &str, u: &NodeUsage) -> fmt::Result {
@@ -243,7 +252,7 @@ impl fmt::Display for UsageLedger {
                 u.usage.output_tokens
             )?;
             if let Some(cost) = u.cost {
-                write!(f, "  cost {cost:.4}")?;
+                write!(f, "  cost {}", usd(cost))?;
                 if u.unpriced_calls > 0 {
                     let noun = if u.unpriced_calls == 1 {
                         "call"
@@ -287,7 +296,11 @@ mod tests {
         let json = serde_json::to_string(&ledger).unwrap();
         let back: UsageLedger = serde_json::from_str(&json).unwrap();
         assert_eq!(back, ledger);
-        assert!(ledger.to_string().contains("total"));
+        let text = ledger.to_string();
+        assert!(text.contains("total"));
+        // The currency is named: prices are US dollars.
+        assert!(text.contains("cost USD 0.0000"), "{text}");
+        assert!(!text.contains('$'), "{text}");
     }
 
     #[test]

@@ -49,7 +49,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use accounting::{NodeUsage, Pricing, Usage, UsageLedger};
+pub use accounting::{usd, NodeUsage, Pricing, Usage, UsageLedger};
 pub use error::LlmError;
 pub use fake::FakeChatModel;
 pub use structured::{

@@ -568,10 +568,18 @@ fn report_as(
                 RunStatus::Interrupted { interrupts, next } => {
                     let command = pause::continue_command(ctx, thread, &interrupts);
                     doc["interrupts"] = serde_json::to_value(&interrupts).unwrap_or(Value::Null);
-                    doc["next"] = json!(next);
+                    doc["next"] = json!(&next);
                     doc["continue_with"] = json!(command);
                     if !json {
-                        eprintln!("paused at step {} of thread {thread}:", outcome.step);
+                        // Steps are checkpoint steps everywhere (`state`, `history`, progress
+                        // lines): the thread stands at its last saved step, and the waiting
+                        // nodes are the next step's, which the progress lines called started.
+                        eprintln!(
+                            "paused at step {} of thread {thread}; step {} ({}) waits:",
+                            outcome.step,
+                            outcome.step + 1,
+                            next.join(", ")
+                        );
                         for line in pause::describe(resolved, &interrupts, &outcome.state) {
                             eprintln!("{line}");
                         }

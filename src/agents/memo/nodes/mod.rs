@@ -15,7 +15,8 @@ use super::settings::MemoSettings;
 use super::state::{MemoState, MemoStateUpdate, Mode};
 use super::MemoAgent;
 use crate::llm::{
-    structured_validated, ChatRequest, LlmError, Message, StructuredOptions, Usage, UsageLedger,
+    structured_validated, usd, ChatRequest, LlmError, Message, StructuredOptions, Usage,
+    UsageLedger,
 };
 use crate::runtime::{Context, NodeError, PROGRESS_EVENT};
 use schemars::JsonSchema;
@@ -133,12 +134,13 @@ impl Stage {
         let ms = self.started.elapsed().as_millis() as u64;
         let total = s.usage.clone().merged(&self.usage).total();
         let cost = match (total.calls, total.cost) {
-            (0, _) => "$0.00".to_string(),
-            (_, Some(cost)) if total.unpriced_calls == 0 => format!("${cost:.4}"),
+            (0, _) => usd(0.0),
+            (_, Some(cost)) if total.unpriced_calls == 0 => usd(cost),
             (calls, cost) => format!(
-                "${:.4} + {} unpriced of {calls} calls (set pricing)",
-                cost.unwrap_or(0.0),
-                total.unpriced_calls
+                "{} + {} unpriced of {calls} {} (set pricing)",
+                usd(cost.unwrap_or(0.0)),
+                total.unpriced_calls,
+                if calls == 1 { "call" } else { "calls" }
             ),
         };
         let mode = s.mode.unwrap_or_default();
