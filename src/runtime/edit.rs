@@ -71,7 +71,7 @@ enum Writer {
 }
 
 /// The dynamic pauses (and answers to them) of tasks that are still next at the same place
-/// after an edit: a resume value still answers them.
+/// after an edit without `as_node`: a resume value still answers them.
 fn kept_pauses(pending: &[PendingWrite], old: &Frontier, new: &Frontier) -> Vec<PendingWrite> {
     let same =
         |task: usize| old.tasks.get(task).is_some() && old.tasks.get(task) == new.tasks.get(task);
@@ -96,7 +96,7 @@ impl<S: State> CompiledGraph<S> {
     /// several nodes wrote in that step the edit is ambiguous and refused. With `as_node` =
     /// [`END`](crate::END), the thread ends there: nothing is left to run and its pauses are
     /// dropped. Tasks a join already fired stay next (the join's barrier is not undone by an
-    /// edit), and a task still next at the same place keeps its dynamic pause, so a resume
+    /// edit), and (without `as_node`) a task still next at the same place keeps its dynamic pause, so a resume
     /// value still answers it; other pauses and saved results belong to the old state and are
     /// dropped.
     pub async fn update_state(
@@ -255,6 +255,7 @@ impl<S: State> CompiledGraph<S> {
         edits: Vec<StateEdit<S>>,
     ) -> Result<CheckpointId, RunError> {
         let thread_id = &latest.thread_id;
+        let implicit = edits.iter().all(|e| e.as_node.is_none());
         let mut writers = Vec::with_capacity(edits.len());
         let mut batch = Vec::with_capacity(edits.len());
         let mut writes = Vec::with_capacity(edits.len());
@@ -302,11 +303,17 @@ impl<S: State> CompiledGraph<S> {
             StateData::Delta(writes)
         };
         let id = persist::new_checkpoint_id();
-        let carried = kept_pauses(
-            &store.get_writes(thread_id, latest.id).await?,
-            &latest.frontier,
-            &frontier,
-        );
+        // Only an edit without as_node keeps pauses (it stands in for "edit, then answer"); an
+        // edit as a named node starts that node's successors afresh, as before.
+        let carried = if implicit {
+            kept_pauses(
+                &store.get_writes(thread_id, latest.id).await?,
+                &latest.frontier,
+                &frontier,
+            )
+        } else {
+            Vec::new()
+        };
         let record = CheckpointRecord {
             thread_id: thread_id.clone(),
             id,
