@@ -16,12 +16,8 @@
 
 use std::sync::Arc;
 
-use crate::agents::research::{
-    graph, provider_settings, settings_of, PlanState, ResearchAgent, ResearchPlanEditor,
-    ResearchSettings,
-};
+use crate::agents::research::{settings_of, PlanState, Research};
 use crate::graph::CompiledGraph;
-use crate::llm::provider::{self, LazyModel};
 use crate::llm::ChatModel;
 use crate::registry::{BuildError, GraphFactory, GraphFile, PlanEditor, SettingsSchema};
 
@@ -40,7 +36,8 @@ use crate::registry::{BuildError, GraphFactory, GraphFile, PlanEditor, SettingsS
 /// ```
 #[derive(Clone, Default)]
 pub struct Agent {
-    model: Option<Arc<dyn ChatModel>>,
+    /// What it is built on: the research agent, with no fixed search tool.
+    research: Research,
 }
 
 impl Agent {
@@ -51,10 +48,14 @@ impl Agent {
 
     /// A factory whose graphs call `model` (tests, embedders).
     pub fn with_model(model: Arc<dyn ChatModel>) -> Self {
-        Agent { model: Some(model) }
+        Agent {
+            research: Research::with_model(model),
+        }
     }
 }
 
+/// Its own name, description and graph file; the rest is the research agent's, except the
+/// checks before a run (a workspace, and no search settings: its todos use the workspace).
 impl GraphFactory for Agent {
     type State = PlanState;
 
@@ -71,45 +72,36 @@ impl GraphFactory for Agent {
     }
 
     fn input_field(&self) -> Option<&str> {
-        Some("question")
+        self.research.input_field()
     }
 
     fn output_field(&self) -> Option<&str> {
-        Some("answer")
+        self.research.output_field()
     }
 
     fn settings_schema(&self) -> Option<SettingsSchema> {
-        Some(SettingsSchema::of::<ResearchSettings>())
+        self.research.settings_schema()
     }
 
     fn build(&self, file: &GraphFile) -> Result<CompiledGraph<PlanState>, BuildError> {
-        let settings = settings_of(file)?;
-        let model: Arc<dyn ChatModel> = match &self.model {
-            Some(model) => model.clone(),
-            None => Arc::new(LazyModel::new(provider_settings(&settings))),
-        };
-        Ok(graph(Arc::new(ResearchAgent::new(model))).compile()?)
+        GraphFactory::build(&self.research, file)
     }
 
     fn preflight(&self, file: &GraphFile) -> Result<(), BuildError> {
-        let settings = settings_of(file)?;
-        if settings.workspace.is_none() {
+        if settings_of(file)?.workspace.is_none() {
             return Err(BuildError::Setting {
                 key: "workspace".into(),
                 message: "the agent works in a folder: set it with --set workspace=./ws".into(),
             });
         }
-        if self.model.is_none() {
-            provider::from_env(provider_settings(&settings)).map_err(BuildError::from_model)?;
-        }
-        Ok(())
+        self.research.check_model(file)
     }
 
     fn plan_editor(&self) -> Option<Arc<dyn PlanEditor>> {
-        Some(Arc::new(ResearchPlanEditor))
+        self.research.plan_editor()
     }
 
     fn failure(&self, state: &PlanState) -> Option<String> {
-        crate::agents::research::failure_of(state)
+        self.research.failure(state)
     }
 }

@@ -339,6 +339,16 @@ impl Research {
         self.search = Some(tool);
         self
     }
+
+    /// Checks that a model can be made for a run of `file` (always, with an injected model):
+    /// the model part of [`preflight`](GraphFactory::preflight), for graphs built on this one.
+    pub fn check_model(&self, file: &GraphFile) -> Result<(), BuildError> {
+        if self.model.is_none() {
+            let settings = settings_of(file)?;
+            provider::from_env(provider_settings(&settings)).map_err(BuildError::from_model)?;
+        }
+        Ok(())
+    }
 }
 
 impl GraphFactory for Research {
@@ -383,9 +393,7 @@ impl GraphFactory for Research {
 
     fn preflight(&self, file: &GraphFile) -> Result<(), BuildError> {
         let settings = settings_of(file)?;
-        if self.model.is_none() {
-            provider::from_env(provider_settings(&settings)).map_err(BuildError::from_model)?;
-        }
+        self.check_model(file)?;
         if self.search.is_none() {
             check_search(&settings.search)?;
         }
@@ -432,7 +440,8 @@ pub fn failure_of(state: &PlanState) -> Option<String> {
     ))
 }
 
-pub(crate) fn settings_of(file: &GraphFile) -> Result<ResearchSettings, BuildError> {
+/// The research settings of `file` (a bad one is a [`BuildError::Setting`]).
+pub fn settings_of(file: &GraphFile) -> Result<ResearchSettings, BuildError> {
     ResearchSettings::from_map(&file.settings).map_err(|e| BuildError::Setting {
         key: "settings".into(),
         message: e.0,
