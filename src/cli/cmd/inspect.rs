@@ -160,9 +160,22 @@ pub(crate) async fn state(ctx: &Ctx, args: StateArgs) -> anyhow::Result<u8> {
         .transpose()?;
     let (resolved, _) = ctx.graph_for_thread(&root, &[]).await?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
-    let snapshot = graph
+    // The children are extra: when only they cannot be read (a damaged store), the thread's
+    // own checkpoint is still shown, with the reason its children are missing.
+    let snapshot = match graph
         .get_state_with_subgraphs(&args.thread, checkpoint)
-        .await?;
+        .await
+    {
+        Ok(snapshot) => snapshot,
+        Err(nested) => {
+            let snapshot = graph.get_state(&args.thread, checkpoint).await?;
+            eprintln!(
+                "warning: the subgraphs started by thread {}'s tasks could not be read: {nested}",
+                args.thread
+            );
+            snapshot
+        }
+    };
     warn_if_damaged(ctx, &root).await?;
     let status = if checkpoint.is_none() && ctx.store.is_running(&root).await {
         ThreadStatus::Running
