@@ -179,3 +179,52 @@ fn prune_keep_0_is_refused_and_says_what_to_use_instead() {
     let history = db.graph(&["history", &thread, "--json"]).expect(0).json();
     assert!(history.as_array().unwrap().len() > 1, "nothing was pruned");
 }
+
+/// A project folder whose `graphs/research.toml` is the built-in one changed by `edit`.
+fn research_file(edit: impl Fn(&str) -> String) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("graphs")).unwrap();
+    let built_in = include_str!("../graphs/research.toml");
+    let text = edit(built_in);
+    assert_ne!(text, built_in, "the edit changed the file");
+    std::fs::write(dir.path().join("graphs/research.toml"), text).unwrap();
+    dir
+}
+
+#[test]
+fn graph_file_mistakes_and_a_pointless_yes_are_named_in_the_users_words() {
+    let db = Db::new();
+    // A typo'd table at the top of the file: the setting it most likely meant.
+    let typo = research_file(|t| t.replace("[settings.limits]", "[limts]"));
+    let out = db
+        .graph(&["run", "research", "--input", "q"])
+        .current_dir(typo.path())
+        .without_model()
+        .expect(2);
+    out.stderr_has(&[
+        "graphs/research.toml",
+        "no key `limts` at the top of a graph file",
+        "did you mean `settings.limits`?",
+    ]);
+    assert!(!out.stderr.contains("unknown field"), "{out}");
+    // A pricing table missing a key: the key and the file, not serde's wording.
+    let partial = research_file(|t| format!("{t}\n[settings.pricing]\ninput_per_million = 1.5\n"));
+    let out = db
+        .graph(&["run", "research", "--input", "q"])
+        .current_dir(partial.path())
+        .without_model()
+        .expect(2);
+    out.stderr_has(&[
+        "graphs/research.toml",
+        "`pricing` needs `output_per_million` too",
+    ]);
+    assert!(!out.stderr.contains("missing field"), "{out}");
+    // --yes on a graph with no review: says so, not "--set yes=true".
+    let out = db
+        .graph(&["run", "tree", "--input", "q", "--yes"])
+        .without_model()
+        .expect(2);
+    out.stderr_has(&["--yes", "graph `tree` has no review to approve"]);
+    assert!(!out.stderr.contains("yes=true"), "{out}");
+    assert!(threads(&db).is_empty());
+}

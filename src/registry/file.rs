@@ -231,6 +231,36 @@ fn parse_value(raw: &str) -> toml::Value {
     toml::Value::String(raw.to_string())
 }
 
+/// Refuses a key at the top of a graph file that the file format does not have (`[limts]`),
+/// with the key it most likely meant: a top-level one, or one of the graph's `settings`
+/// (`known_settings`, dotted). Text that is not TOML is left to [`GraphFile::parse`].
+pub(super) fn check_top_level(
+    text: &str,
+    origin: &str,
+    known_settings: &[String],
+) -> Result<(), GraphFileError> {
+    let Ok(table) = toml::from_str::<toml::Table>(text) else {
+        return Ok(());
+    };
+    let Some(key) = table.keys().find(|k| !TOP_LEVEL.contains(&k.as_str())) else {
+        return Ok(());
+    };
+    let mut known: Vec<String> = TOP_LEVEL.iter().map(|k| k.to_string()).collect();
+    known.extend(known_settings.iter().map(|k| format!("settings.{k}")));
+    let mut message = format!("there is no key `{key}` at the top of a graph file");
+    if let Some(near) = super::settings::nearest(key, &known) {
+        message.push_str(&format!("; did you mean `{near}`?"));
+    }
+    message.push_str(&format!(
+        " (top-level keys: {}; the graph's own settings go under [settings])",
+        TOP_LEVEL.join(", ")
+    ));
+    Err(GraphFileError::Invalid {
+        origin: origin.to_string(),
+        message,
+    })
+}
+
 impl GraphFile {
     /// Reads a graph file's text, then applies `overrides` in order. `origin` names the file in
     /// errors.

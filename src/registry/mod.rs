@@ -23,7 +23,7 @@ mod settings;
 pub use erased::{DrawFormat, ErasedGraph, EventSender};
 pub use file::{GraphFile, GraphFileError, Override};
 pub use plan::{DependencyChange, PlanEditor, PlanError, PlanOp, PlanPosition};
-pub use settings::{path_setting, SettingsSchema};
+pub use settings::{path_setting, settings_decode_error, SettingsSchema};
 
 use crate::artifacts::{ArtifactSet, ThreadArtifacts};
 use crate::checkpoint::Checkpointer;
@@ -143,7 +143,7 @@ pub enum BuildError {
     #[error(transparent)]
     Graph(#[from] GraphError),
     /// A setting has a value the graph cannot use.
-    #[error("setting `{key}`: {message}")]
+    #[error("{}", setting_message(key, message))]
     Setting {
         /// The setting.
         key: String,
@@ -176,6 +176,14 @@ impl BuildError {
                 message: other.to_string(),
             },
         }
+    }
+}
+
+/// `[settings]` as a whole (its decoding names the setting itself), or one setting.
+fn setting_message(key: &str, message: &str) -> String {
+    match key {
+        "settings" => format!("[settings]: {message}"),
+        _ => format!("setting `{key}`: {message}"),
     }
 }
 
@@ -532,6 +540,12 @@ impl Registry {
         };
         // Overrides are checked against the graph's settings before they are applied, so a
         // wrong key or type is named as the user wrote it.
+        let named = toml::from_str::<toml::Table>(&text).ok().and_then(|t| {
+            let graph = t.get("graph")?.as_str()?.to_string();
+            self.get(&graph)?.settings_schema()
+        });
+        let known = named.map(|s| s.key_paths()).unwrap_or_default();
+        file::check_top_level(&text, &origin, &known)?;
         let base = GraphFile::parse(&text, &origin, &[])?;
         let schema = factory_of(&base.graph)?
             .settings_schema()

@@ -111,6 +111,25 @@ impl SettingsSchema {
         check_value(node, value, &key.join("."))
     }
 
+    /// Every dotted key of the settings and every table on the way to one (`limits`,
+    /// `limits.max_todos`).
+    pub(super) fn key_paths(&self) -> Vec<String> {
+        let mut leaves = Vec::new();
+        leaf_paths(&self.root, String::new(), &mut leaves);
+        let mut out: Vec<String> = Vec::new();
+        for leaf in leaves {
+            let mut at = 0;
+            while let Some(dot) = leaf[at..].find('.') {
+                out.push(leaf[..at + dot].to_string());
+                at += dot + 1;
+            }
+            out.push(leaf);
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// The dotted keys of the settings that are paths (marked with [`path_setting`]).
     pub fn path_keys(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -176,8 +195,60 @@ fn path_leaves(node: &Value, prefix: String, out: &mut Vec<String>) {
     }
 }
 
+/// A graph's `[settings]` that did not decode into its settings type, in the words of the file:
+/// the dotted setting and what is wrong with it, not serde's ("missing field", "invalid type").
+///
+/// ```
+/// #[derive(serde::Deserialize, Debug)]
+/// struct Pricing { input_per_million: f64, output_per_million: f64 }
+/// #[derive(serde::Deserialize, Debug)]
+/// struct Settings { pricing: Option<Pricing> }
+/// let partial = serde_json::json!({"pricing": {"input_per_million": 1.0}});
+/// let e = serde_path_to_error::deserialize::<_, Settings>(partial).unwrap_err();
+/// assert_eq!(
+///     stategraph::registry::settings_decode_error(&e),
+///     "`pricing` needs `output_per_million` too: give every key of [settings.pricing]"
+/// );
+/// ```
+pub fn settings_decode_error(e: &serde_path_to_error::Error<serde_json::Error>) -> String {
+    let path = e.path().to_string();
+    let inner = e.inner().to_string();
+    let quoted = |prefix: &str| {
+        inner
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.split('`').next())
+            .map(str::to_string)
+    };
+    let table = |path: &str| match path {
+        "." | "" => "[settings]".to_string(),
+        p => format!("[settings.{p}]"),
+    };
+    if let Some(field) = quoted("missing field `") {
+        let owner = match path.as_str() {
+            "." | "" => "[settings]".to_string(),
+            p => format!("`{p}`"),
+        };
+        return format!(
+            "{owner} needs `{field}` too: give every key of {}",
+            table(&path)
+        );
+    }
+    if let Some(field) = quoted("unknown field `") {
+        return format!("{} has no key `{field}`", table(&path));
+    }
+    let what = inner
+        .replace("invalid type: ", "")
+        .replace(", expected", ", where it expects")
+        .replace("f64", "a number")
+        .replace("f32", "a number")
+        .replace("u64", "a whole number")
+        .replace("usize", "a whole number")
+        .replace("u32", "a whole number");
+    format!("setting `{path}`: {what}")
+}
+
 /// The known key closest to `wanted`: a few edits away, or with the same last part.
-fn nearest<'a>(wanted: &str, known: &'a [String]) -> Option<&'a str> {
+pub(super) fn nearest<'a>(wanted: &str, known: &'a [String]) -> Option<&'a str> {
     let last = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
     let (best, distance) = known
         .iter()

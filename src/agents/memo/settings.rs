@@ -77,7 +77,7 @@ impl MemoSettings {
     pub fn from_map(map: &serde_json::Map<String, serde_json::Value>) -> Result<Self, String> {
         let value = serde_json::Value::Object(map.clone());
         let settings: MemoSettings = serde_path_to_error::deserialize(value)
-            .map_err(|e| format!("`{}`: {}", e.path(), e.inner()))?;
+            .map_err(|e| crate::registry::settings_decode_error(&e))?;
         if settings.max_results == 0 {
             return Err("`max_results` must be at least 1".into());
         }

@@ -170,7 +170,7 @@ impl ResearchSettings {
     ) -> Result<Self, SettingsError> {
         let value = serde_json::Value::Object(map.clone());
         let settings: ResearchSettings = serde_path_to_error::deserialize(value)
-            .map_err(|e| SettingsError(format!("`{}`: {}", e.path(), e.inner())))?;
+            .map_err(|e| SettingsError(crate::registry::settings_decode_error(&e)))?;
         settings.check()?;
         Ok(settings)
     }

@@ -97,7 +97,7 @@ impl TreeSettings {
     ) -> Result<Self, SettingsError> {
         let value = serde_json::Value::Object(map.clone());
         let settings: TreeSettings = serde_path_to_error::deserialize(value)
-            .map_err(|e| SettingsError(format!("`{}`: {}", e.path(), e.inner())))?;
+            .map_err(|e| SettingsError(crate::registry::settings_decode_error(&e)))?;
         if settings.max_nodes == 0 {
             return Err(SettingsError("`max_nodes` must be at least 1".into()));
         }

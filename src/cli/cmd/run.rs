@@ -12,7 +12,7 @@ use crate::cli::origin::Origin;
 use crate::cli::pause;
 use crate::cli::progress::Progress;
 use crate::cli::{check_thread_id, out, parse_json, parse_overrides, Ctx};
-use crate::registry::{AnyFactory, ErasedGraph, Resolved};
+use crate::registry::{AnyFactory, ErasedGraph, GraphFileError, RegistryError, Resolved};
 use crate::runtime::{Event, Resume, RunError, RunOutcome, RunStatus};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -48,6 +48,32 @@ fn thread_overrides(s: &RunSettings) -> Vec<String> {
     sets
 }
 
+/// `--yes` on a graph without a `yes` setting: it has no review to approve, which is what the
+/// user needs to hear (the override `--yes` stands for is an implementation detail).
+fn explain_yes(e: anyhow::Error, graph: &str) -> anyhow::Error {
+    let no_yes = e.chain().any(|cause| {
+        let file_error = cause.downcast_ref::<GraphFileError>().or_else(|| {
+            match cause.downcast_ref::<RegistryError>() {
+                Some(RegistryError::File(f)) => Some(f),
+                _ => None,
+            }
+        });
+        matches!(
+            file_error,
+            Some(GraphFileError::BadOverride { text, message })
+                if text == "yes=true" && message.contains("there is no setting `yes`")
+        )
+    });
+    if no_yes {
+        bad_input(format!(
+            "--yes: the graph {graph} has no review to approve (it has no `yes` setting and never \
+             pauses for one); run it without --yes"
+        ))
+    } else {
+        e
+    }
+}
+
 /// The run's relative path settings made absolute against the folder it starts in, as
 /// overrides to keep with the thread (see [`Resolved::absolute_path_overrides`]).
 fn path_pins(resolved: &Resolved) -> Vec<String> {
@@ -61,7 +87,10 @@ fn path_pins(resolved: &Resolved) -> Vec<String> {
 /// The graph a new run names, with its overrides `sets`, its relative path settings pinned
 /// (added to `sets`, which the run keeps with the thread).
 fn new_graph(ctx: &Ctx, graph: &str, sets: &mut Vec<String>) -> anyhow::Result<Resolved> {
-    let resolved = ctx.registry.resolve(graph, &parse_overrides(sets)?)?;
+    let resolved = ctx
+        .registry
+        .resolve(graph, &parse_overrides(sets)?)
+        .map_err(|e| explain_yes(e.into(), &format!("`{graph}`")))?;
     let pins = path_pins(&resolved);
     if pins.is_empty() {
         return Ok(resolved);
@@ -77,7 +106,10 @@ async fn thread_graph(
     thread: &str,
     extra: &mut Vec<String>,
 ) -> anyhow::Result<(Resolved, Option<Origin>)> {
-    let (resolved, origin) = ctx.graph_for_thread(thread, extra).await?;
+    let (resolved, origin) = ctx
+        .graph_for_thread(thread, extra)
+        .await
+        .map_err(|e| explain_yes(e, &format!("of thread {thread}")))?;
     let pins = path_pins(&resolved);
     if pins.is_empty() {
         return Ok((resolved, origin));
