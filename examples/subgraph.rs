@@ -96,6 +96,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
 
+    // Each child's own state, nested under the task that runs it (LangGraph's
+    // `get_state(config, subgraphs=True)`); its `thread` addresses the child for history,
+    // edits (`update_subgraph_state`) and forks.
+    let state = graph.get_state_with_subgraphs("batch-1", None).await?;
+    for child in &state.subgraphs {
+        println!(
+            "  child {} waits at {:?} with draft {}",
+            child.thread, child.state.next, child.state.values["draft"]
+        );
+    }
+
     // A person approves both; the run resumes inside each child, streaming its updates.
     let answers: BTreeMap<String, serde_json::Value> = interrupts
         .iter()
