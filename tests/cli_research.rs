@@ -8,98 +8,23 @@
 mod fake_openai;
 #[path = "support/cli.rs"]
 mod harness;
+#[path = "support/research_cli.rs"]
+mod research;
+#[path = "research_support.rs"]
+mod research_support;
 
 use fake_openai::FakeOpenAi;
 use harness::{Db, TestCommand};
+use research::{done, three_todos, Research, T1, T2, T3};
 use serde_json::{json, Value};
 use std::path::Path;
-
-const QUESTION: &str = "How does sled make writes durable?";
-const T1: &str = "How does sled make writes durable";
-const T2: &str = "What is the Tokio runtime";
-const T3: &str = "How do log-structured merge trees compact";
-
-/// A folder of three small documents.
-fn corpus() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let docs = [
-        ("sled.md", "# Sled durability\n\nsled is an embedded database written in Rust. Writes become durable when the log is flushed to disk with fsync; flush_every_ms flushes every 500 ms by default."),
-        ("tokio.md", "# Tokio runtime\n\nTokio is an asynchronous runtime for Rust with a work-stealing scheduler and timers."),
-        ("lsm.md", "# Log-structured storage\n\nLog-structured merge trees batch writes in memory and write sorted runs; compaction merges runs in the background."),
-    ];
-    for (name, text) in docs {
-        std::fs::write(dir.path().join(name), text).expect("write doc");
-    }
-    dir
-}
-
-/// t1, t2, and t3 after t1.
-fn three_todos() -> Value {
-    json!({"todos": [
-        {"id": "t1", "task": T1, "kind": "research", "dependencies": []},
-        {"id": "t2", "task": T2, "kind": "research", "dependencies": []},
-        {"id": "t3", "task": T3, "kind": "research", "dependencies": ["t1"]}
-    ]})
-}
-
-fn done() -> Value {
-    json!({"task_outcome": "answered", "status": "done", "new_tasks": []})
-}
 
 fn failed() -> Value {
     json!({"task_outcome": "the sources do not answer it", "status": "failed", "new_tasks": []})
 }
 
-/// A research setup: a store, a corpus and the fake model server.
-struct Research {
-    db: Db,
-    docs: tempfile::TempDir,
-    server: FakeOpenAi,
-}
-
-impl Research {
-    fn new(server: FakeOpenAi) -> Self {
-        Research {
-            db: Db::new(),
-            docs: corpus(),
-            server,
-        }
-    }
-
-    /// `graph <args>` pointed at the fake server, with nothing else configured.
-    fn graph(&self, args: &[&str]) -> TestCommand {
-        configured(self.db.graph(args), &self.server.base_url())
-    }
-
-    /// `graph run research --input QUESTION --set search.corpus=DIR <extra>`.
-    fn run(&self, extra: &[&str]) -> TestCommand {
-        let corpus = format!("search.corpus={}", self.docs.path().display());
-        let mut args = vec!["run", "research", "--input", QUESTION, "--set", &corpus];
-        args.extend_from_slice(extra);
-        self.graph(&args)
-    }
-
-    fn plan_json(&self, thread: &str) -> Value {
-        self.graph(&["plan", thread, "--json"]).expect(0).json()["plan"].clone()
-    }
-
-    fn todo(&self, thread: &str, id: &str) -> Value {
-        self.plan_json(thread)
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["id"] == id)
-            .cloned()
-            .unwrap_or_else(|| panic!("no todo {id}"))
-    }
-}
-
 fn unconfigured(cmd: TestCommand) -> TestCommand {
     cmd.without_model()
-}
-
-fn configured(cmd: TestCommand, base_url: &str) -> TestCommand {
-    cmd.with_model_at(base_url)
 }
 
 /// An `EDITOR` that replaces the file it is given with `text`.
@@ -150,7 +75,7 @@ fn with_no_model_configured_inspection_works_and_a_run_fails_at_once_saying_how_
 
 #[test]
 fn a_full_run_with_yes_prints_an_answer_with_numbered_citations() {
-    let r = Research::new(FakeOpenAi::start(three_todos(), |_| done()));
+    let r = Research::new();
     let out = r.run(&["--yes"]).expect(0);
     assert!(out.stdout.contains("flushing its log to disk [1]"), "{out}");
     assert!(out.stdout.contains("Sources:\n[1] "), "{out}");
@@ -178,7 +103,7 @@ fn a_full_run_with_yes_prints_an_answer_with_numbered_citations() {
 
 #[test]
 fn a_paused_plan_edited_with_graph_plan_runs_as_edited() {
-    let r = Research::new(FakeOpenAi::start(three_todos(), |_| done()));
+    let r = Research::new();
     let paused = r.run(&[]).expect(3);
     paused.stderr_has(&["`planning_mode` asks", "--resume <ANSWER>"]);
     let thread = paused.thread();
@@ -217,7 +142,7 @@ fn a_paused_plan_edited_with_graph_plan_runs_as_edited() {
 
 #[test]
 fn a_plan_edited_in_the_editor_is_stored_as_edited() {
-    let r = Research::new(FakeOpenAi::start(three_todos(), |_| done()));
+    let r = Research::new();
     let thread = r.run(&[]).expect(3).thread();
     let tmp = tempfile::tempdir().unwrap();
     // The person drops t3, rewords t2, and adds a tool todo after t1.
@@ -256,7 +181,7 @@ fn a_plan_edited_in_the_editor_is_stored_as_edited() {
 
 #[test]
 fn every_kind_of_invalid_plan_edit_is_refused_with_its_line_and_changes_nothing() {
-    let r = Research::new(FakeOpenAi::start(three_todos(), |_| done()));
+    let r = Research::new();
     let thread = r.run(&[]).expect(3).thread();
     let before = r.plan_json(&thread);
     let history = r.graph(&["history", &thread, "--json"]).expect(0).json();
@@ -360,7 +285,7 @@ fn every_kind_of_invalid_plan_edit_is_refused_with_its_line_and_changes_nothing(
 
 #[test]
 fn a_running_thread_plan_can_be_read_but_not_edited() {
-    let r = Research::new(FakeOpenAi::start(three_todos(), |_| done()));
+    let r = Research::new();
     r.server.hold(|c| c.kind == "Summary" && c.key == T1);
     let mut run = r.run(&["--yes"]).spawn();
     let thread = run.thread();
@@ -379,7 +304,7 @@ fn a_running_thread_plan_can_be_read_but_not_edited() {
 
 #[test]
 fn a_kill_while_the_model_answers_then_resume_pays_for_no_finished_step_again() {
-    let r = Research::new(FakeOpenAi::start(three_todos(), |_| done()));
+    let r = Research::new();
     // The summary of todo 2 gets no reply: the run is killed while it waits for it.
     r.server.hold(|c| c.kind == "Summary" && c.key == T2);
     let mut run = r.run(&["--yes"]).spawn();
@@ -418,7 +343,7 @@ fn a_todo_that_keeps_failing_is_escalated_and_the_run_still_answers() {
             done()
         }
     });
-    let r = Research::new(server);
+    let r = Research::with_server(server);
     let out = r.run(&["--yes"]).expect(0);
     assert!(out.stdout.contains("Sources:"), "{out}");
     let thread = out.thread();
@@ -460,7 +385,7 @@ fn a_todo_that_keeps_failing_is_escalated_and_the_run_still_answers() {
 
 #[test]
 fn an_emptied_editor_buffer_aborts_the_plan_edit_and_a_byte_order_mark_is_accepted() {
-    let r = Research::new(FakeOpenAi::start(three_todos(), |_| done()));
+    let r = Research::new();
     let thread = r.run(&[]).expect(3).thread();
     let before = r.plan_json(&thread);
     let history = r.graph(&["history", &thread, "--json"]).expect(0).json();
@@ -514,7 +439,7 @@ fn an_emptied_editor_buffer_aborts_the_plan_edit_and_a_byte_order_mark_is_accept
 
 #[test]
 fn a_run_where_no_todo_succeeded_ends_with_exit_1_and_says_so() {
-    let r = Research::new(FakeOpenAi::start(three_todos(), |_| failed()));
+    let r = Research::with_server(FakeOpenAi::start(three_todos(), |_| failed()));
     let out = r.run(&["--yes"]).expect(1);
     out.stderr_has(&["finished but failed", "no todo of the plan succeeded"]);
     assert!(

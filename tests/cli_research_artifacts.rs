@@ -10,6 +10,8 @@ mod fake_openai;
 mod harness;
 #[path = "support/research_cli.rs"]
 mod research;
+#[path = "research_support.rs"]
+mod research_support;
 
 use research::{Research, T1, T2, T3};
 use std::path::PathBuf;

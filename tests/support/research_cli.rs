@@ -1,7 +1,8 @@
 //! A research setup for tests that drive the real `graph` binary through the research agent:
 //! a store, a local corpus of three documents, and a stand-in OpenAI-compatible server (see
 //! `fake_openai.rs`) that plans three todos (t1, t2, and t3 after t1) and reviews each one.
-//! Include it after `fake_openai.rs` (as `fake_openai`) and `cli.rs` (as `harness`).
+//! Include it after `fake_openai.rs` (as `fake_openai`), `cli.rs` (as `harness`) and
+//! `../research_support.rs` (as `research_support`).
 
 #![allow(dead_code)]
 
@@ -14,18 +15,9 @@ pub const T1: &str = "How does sled make writes durable";
 pub const T2: &str = "What is the Tokio runtime";
 pub const T3: &str = "How do log-structured merge trees compact";
 
-/// A folder of three small documents.
+/// A folder of three small documents (the one the library's research tests search).
 pub fn corpus() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let docs = [
-        ("sled.md", "# Sled durability\n\nsled is an embedded database written in Rust. Writes become durable when the log is flushed to disk with fsync; flush_every_ms flushes every 500 ms by default."),
-        ("tokio.md", "# Tokio runtime\n\nTokio is an asynchronous runtime for Rust with a work-stealing scheduler and timers."),
-        ("lsm.md", "# Log-structured storage\n\nLog-structured merge trees batch writes in memory and write sorted runs; compaction merges runs in the background."),
-    ];
-    for (name, text) in docs {
-        std::fs::write(dir.path().join(name), text).expect("write doc");
-    }
-    dir
+    super::research_support::corpus()
 }
 
 /// t1, t2, and t3 after t1.
@@ -79,6 +71,17 @@ impl Research {
     /// The thread's plan, as `graph plan --json` gives it.
     pub fn plan_json(&self, thread: &str) -> Value {
         self.graph(&["plan", thread, "--json"]).expect(0).json()["plan"].clone()
+    }
+
+    /// One todo of the thread's plan.
+    pub fn todo(&self, thread: &str, id: &str) -> Value {
+        self.plan_json(thread)
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no todo {id}"))
     }
 
     /// The thread's history, as `graph history --json` gives it.
