@@ -132,17 +132,20 @@ impl Progress {
                         eprintln!("{} step {step}: {label} started{retry}", self.stamp())
                     }
                     Mode::Live(multi) => {
-                        let bar = ProgressBar::new_spinner();
-                        bar.set_style(
-                            ProgressStyle::with_template(
-                                "{spinner:.cyan} step {prefix} {msg} {elapsed:.dim}",
-                            )
-                            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                        let style = ProgressStyle::with_template(
+                            "{spinner:.cyan} step {prefix} {msg} {elapsed:.dim}",
+                        )
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner());
+                        // Hidden until the multi owns it: a bar made with its own stderr
+                        // target (`new_spinner`) draws itself there as its text is set, behind
+                        // the multi's back, and that line is never cleared. Its text is set
+                        // before it joins, so no blank line flashes first.
+                        let bar = multi.add(
+                            ProgressBar::hidden()
+                                .with_style(style)
+                                .with_prefix(step.to_string())
+                                .with_message(format!("{label}{retry} · {} ·", self.steps_text())),
                         );
-                        bar.set_prefix(step.to_string());
-                        bar.set_message(format!("{label}{retry} · {} ·", self.steps_text()));
-                        // Added once its text is set, so no blank line flashes first.
-                        let bar = multi.add(bar);
                         bar.enable_steady_tick(Duration::from_millis(100));
                         self.bars.insert((*step, *task), (node.clone(), bar));
                     }

@@ -1,0 +1,260 @@
+//! Live progress in a real terminal: `graph run` inside tmux, then what the screen shows once the
+//! command ended (`tmux capture-pane`). The live spinner lines must all be gone, each finished
+//! step shown once, and what the user needs (the thread, the pause and how to continue, the
+//! document) still there.
+//!
+//! These tests need `tmux` (CI's `.ci/run` installs it); without it they fail and say so.
+
+#[path = "support/cli.rs"]
+mod harness;
+
+use harness::Db;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long one command may take in the terminal before the test gives up on it.
+const PATIENCE: Duration = Duration::from_secs(90);
+
+/// A tmux server of its own (its own socket), killed when the test ends, pass or fail.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// Starts a server whose one window (120 × 50) runs `script` with `sh` in `dir`.
+    fn start(dir: &Path, script: &str) -> Tmux {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let socket = format!(
+            "stategraph-progress-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        );
+        let tmux = Tmux { socket };
+        let out = tmux.run(&[
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-x",
+            "120",
+            "-y",
+            "50",
+            "-c",
+            &dir.display().to_string(),
+            "sh",
+            "-c",
+            script,
+        ]);
+        assert!(
+            out.status.success(),
+            "tmux new-session failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tmux
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        match Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+        {
+            Ok(out) => out,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
+                "these tests need tmux (a real terminal to draw the live progress in), and it \
+                 is not installed: install it (apt-get install tmux; CI's .ci/run does)"
+            ),
+            Err(e) => panic!("cannot run tmux: {e}"),
+        }
+    }
+
+    /// The whole pane, scrollback included, trailing blanks dropped. Lines are as the screen
+    /// shows them (not joined: a live line fills the width to its end).
+    fn screen(&self) -> String {
+        let out = self.run(&["capture-pane", "-p", "-S", "-"]);
+        assert!(
+            out.status.success(),
+            "tmux capture-pane failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines()
+            .map(str::trim_end)
+            .collect::<Vec<_>>()
+            .join("\n")
+            .trim_end()
+            .to_string()
+    }
+
+    /// Waits for the script's `EXIT=<code>` line and returns the code and the final screen.
+    fn wait_for_exit(&self) -> (i32, String) {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if let Some(code) = screen
+                .lines()
+                .find_map(|l| l.strip_prefix("EXIT="))
+                .and_then(|c| c.trim().parse().ok())
+            {
+                // The screen once the command is over: that is what a user is left looking at.
+                return (code, self.screen());
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "the command did not end in the terminal; it shows:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .output();
+    }
+}
+
+/// `s` quoted for `sh`.
+fn quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Runs `graph --db <db> <args>` in a fresh terminal and returns its exit code and what the
+/// terminal shows once it ended. The shell then waits, so the pane stays to be read.
+fn in_terminal(db: &Db, args: &[&str]) -> (i32, String) {
+    let mut command = vec![
+        "env".to_string(),
+        "-u".into(),
+        "GRAPH_DB".into(),
+        "-u".into(),
+        "RUST_LOG".into(),
+        format!("GRAPH_OUT={}", quoted(&db.out().display().to_string())),
+        quoted(env!("CARGO_BIN_EXE_graph")),
+        "--db".into(),
+        quoted(&db.path().display().to_string()),
+    ];
+    command.extend(args.iter().map(|a| quoted(a)));
+    let script = format!("{}; echo EXIT=$?; exec sleep 600", command.join(" "));
+    // Run in the store's folder: the built-in graph files, not a `./graphs/` the tests run beside.
+    let tmux = Tmux::start(db.path(), &script);
+    tmux.wait_for_exit()
+}
+
+/// Fails the test if a live line is still on the screen: a spinner glyph (indicatif's spinner
+/// draws Braille patterns) or the live lines' "N steps done" text.
+fn no_live_lines_remain(screen: &str) {
+    let stale: Vec<&str> = screen
+        .lines()
+        .filter(|l| {
+            l.chars().any(|c| ('\u{2800}'..='\u{28FF}').contains(&c))
+                || l.contains("steps done")
+                || l.contains("step done")
+        })
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "stale live progress lines remain on the screen: {stale:#?}\n--- screen\n{screen}"
+    );
+}
+
+/// Fails the test unless each of `steps` (`✓ step N label`) is shown exactly once.
+fn each_step_shown_once(screen: &str, steps: &[&str]) {
+    for step in steps {
+        let shown = screen
+            .lines()
+            .filter(|l| l.starts_with(&format!("{step} (")))
+            .count();
+        assert_eq!(
+            shown, 1,
+            "`{step}` is shown {shown} times, not once\n--- screen\n{screen}"
+        );
+    }
+    let finished = screen.lines().filter(|l| l.starts_with("✓ step ")).count();
+    assert_eq!(
+        finished,
+        steps.len(),
+        "the finished steps shown are not {steps:#?}\n--- screen\n{screen}"
+    );
+}
+
+fn has(screen: &str, needles: &[&str]) {
+    for n in needles {
+        assert!(
+            screen.contains(n),
+            "the screen lacks {n:?}\n--- screen\n{screen}"
+        );
+    }
+}
+
+/// The pipeline's steps up to its review: the outline, then three sections drafted in parallel.
+const TO_REVIEW: [&str; 4] = [
+    "✓ step 1 outline",
+    "✓ step 2 draft #0",
+    "✓ step 2 draft #1",
+    "✓ step 2 draft #2",
+];
+
+#[test]
+fn a_run_that_pauses_for_review_leaves_no_live_lines() {
+    let db = Db::new();
+    let (code, screen) = in_terminal(
+        &db,
+        &["run", "pipeline", "--input", "sled", "--set", "step_ms=300"],
+    );
+    assert_eq!(code, 3, "a pause for review exits 3\n--- screen\n{screen}");
+    no_live_lines_remain(&screen);
+    each_step_shown_once(&screen, &TO_REVIEW);
+    has(
+        &screen,
+        &[
+            "thread ",
+            "paused at step",
+            "Publish this document?",
+            "graph resume",
+        ],
+    );
+}
+
+#[test]
+fn a_run_that_finishes_leaves_no_live_lines() {
+    let db = Db::new();
+    let (code, screen) = in_terminal(
+        &db,
+        &[
+            "run",
+            "pipeline",
+            "--input",
+            "sled",
+            "--yes",
+            "--set",
+            "step_ms=300",
+        ],
+    );
+    assert_eq!(code, 0, "a finished run exits 0\n--- screen\n{screen}");
+    no_live_lines_remain(&screen);
+    let mut steps = TO_REVIEW.to_vec();
+    steps.extend(["✓ step 3 review", "✓ step 4 publish"]);
+    each_step_shown_once(&screen, &steps);
+    has(&screen, &["thread ", "# A short guide to sled"]);
+}
+
+#[test]
+fn a_resumed_run_leaves_no_live_lines() {
+    let db = Db::new();
+    let thread = db.paused_thread();
+    let (code, screen) = in_terminal(&db, &["resume", &thread, "--resume", "yes"]);
+    assert_eq!(
+        code, 0,
+        "an approved review publishes\n--- screen\n{screen}"
+    );
+    no_live_lines_remain(&screen);
+    each_step_shown_once(&screen, &["✓ step 3 review", "✓ step 4 publish"]);
+    has(&screen, &["# A short guide to sled"]);
+}
