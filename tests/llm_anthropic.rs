@@ -173,7 +173,11 @@ async fn structured_output_retries_when_a_run_time_enum_is_violated() {
     .unwrap();
 
     assert_eq!(verdict.source_id, "s1");
-    assert_eq!(usage, Usage::new(60, 14));
+    assert_eq!(
+        usage,
+        Usage::new(30, 7) + Usage::new(30, 7),
+        "usage of both attempts, two requests"
+    );
     let second = &bodies(&server).await[1];
     assert_eq!(
         second["tools"][0]["input_schema"]["properties"]["source_id"]["enum"],

@@ -113,8 +113,12 @@ fn ledgers_from_parallel_branches_merge_and_serialise() {
 
     let merged = UsageLedger::new().merged(&left).merged(&right);
 
-    assert_eq!(merged.node("search").unwrap().usage, Usage::new(150, 15));
-    assert_eq!(merged.total().usage, Usage::new(160, 105));
+    assert_eq!(
+        merged.node("search").unwrap().usage,
+        Usage::new(150, 15).tokens()
+    );
+    assert_eq!(merged.total().usage, Usage::new(160, 105).tokens());
+    assert_eq!(merged.total().calls, 3);
     let stored = serde_json::to_value(&merged).unwrap();
     let back: UsageLedger = serde_json::from_value(stored).unwrap();
     assert_eq!(back, merged);

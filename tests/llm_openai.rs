@@ -174,7 +174,11 @@ async fn structured_output_retries_with_the_parse_error_then_succeeds() {
     .unwrap();
 
     assert_eq!(plan.goal, "tea");
-    assert_eq!(usage, Usage::new(24, 6), "usage of both attempts");
+    assert_eq!(
+        usage,
+        Usage::new(12, 3) + Usage::new(12, 3),
+        "usage of both attempts, two requests"
+    );
     let second = &bodies(&server).await[1];
     let messages = second["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 3);
@@ -216,9 +220,11 @@ async fn structured_output_gives_up_after_the_retry_budget() {
             attempts,
             last_reply,
             error,
+            usage,
         } => {
             assert_eq!(name, "Plan");
             assert_eq!(*attempts, 2);
+            assert_eq!(usage.requests, 2, "both answered attempts are billed");
             assert_eq!(last_reply, "I cannot do JSON today");
             assert!(error.contains("not valid JSON"), "{error}");
         }

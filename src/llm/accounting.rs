@@ -11,12 +11,17 @@ use std::ops::{Add, AddAssign};
 
 use serde::{Deserialize, Serialize};
 
-/// Tokens used by one or more calls.
+/// Tokens used by one or more model requests, and how many requests they were spent in.
+///
+/// Every request the model answered counts: a structured reply that did not validate and was
+/// asked for again is two requests, both billed. Requests the server refused (429, 5xx) and
+/// the HTTP client sent again are not counted: they produced nothing and cost nothing.
 ///
 /// ```
 /// use stategraph::llm::Usage;
 /// let total = Usage::new(100, 20) + Usage::new(50, 5);
-/// assert_eq!(total, Usage::new(150, 25));
+/// assert_eq!((total.input_tokens, total.output_tokens), (150, 25));
+/// assert_eq!(total.requests, 2);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Usage {
@@ -24,25 +29,38 @@ pub struct Usage {
     pub input_tokens: u64,
     /// Generated tokens.
     pub output_tokens: u64,
+    /// Model requests answered. 0 in a usage saved before requests were counted (a ledger
+    /// counts such a record as one call).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub requests: u64,
 }
 
 impl Usage {
-    /// True when no token was counted.
+    /// True when no token and no request was counted.
     pub fn is_empty(&self) -> bool {
-        self.input_tokens == 0 && self.output_tokens == 0
+        self.input_tokens == 0 && self.output_tokens == 0 && self.requests == 0
     }
 
-    /// Usage of `input_tokens` in and `output_tokens` out.
+    /// What one request used: `input_tokens` in, `output_tokens` out.
     pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
         Usage {
             input_tokens,
             output_tokens,
+            requests: 1,
         }
     }
 
     /// Input plus output.
     pub fn total(&self) -> u64 {
         self.input_tokens.saturating_add(self.output_tokens)
+    }
+
+    /// The same tokens without a request count: what a ledger keeps next to its `calls`.
+    pub fn tokens(&self) -> Usage {
+        Usage {
+            requests: 0,
+            ..*self
+        }
     }
 }
 
@@ -52,6 +70,7 @@ impl Add for Usage {
         Usage {
             input_tokens: self.input_tokens.saturating_add(other.input_tokens),
             output_tokens: self.output_tokens.saturating_add(other.output_tokens),
+            requests: self.requests.saturating_add(other.requests),
         }
     }
 }
@@ -95,9 +114,10 @@ impl Pricing {
 /// What one node (or a whole thread) used.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeUsage {
-    /// Model calls made.
+    /// Model requests made: every request the model answered, retries of an unusable reply
+    /// included, so it matches what the provider bills.
     pub calls: u64,
-    /// Tokens used.
+    /// Tokens used (its `requests` stays 0: `calls` counts them).
     pub usage: Usage,
     /// Cost of the calls that had a price; `None` when none had.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -117,14 +137,23 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// The calls a recorded usage stands for: its requests, and at least one, because a usage
+/// saved before requests were counted (a journaled reply of an older run) has none.
+fn calls_in(usage: Usage) -> u64 {
+    usage.requests.max(1)
+}
+
 impl NodeUsage {
-    fn record(&mut self, usage: Usage, pricing: Option<&Pricing>) {
-        self.calls += 1;
-        self.usage += usage;
+    /// Adds `usage`; returns how many calls it counted.
+    fn record(&mut self, usage: Usage, pricing: Option<&Pricing>) -> u64 {
+        let calls = calls_in(usage);
+        self.calls += calls;
+        self.usage += usage.tokens();
         match pricing {
             Some(price) => self.cost = Some(self.cost.unwrap_or(0.0) + price.cost(usage)),
-            None => self.unpriced_calls += 1,
+            None => self.unpriced_calls += calls,
         }
+        calls
     }
 
     fn merge(&mut self, other: &NodeUsage) {
@@ -154,7 +183,7 @@ impl NodeUsage {
 /// let mut branch = UsageLedger::default();
 /// branch.record("search", Usage::new(500, 50), None);
 /// ledger.merge(&branch);
-/// assert_eq!(ledger.total().usage, Usage::new(1500, 250));
+/// assert_eq!(ledger.total().usage, Usage::new(1500, 250).tokens());
 /// assert_eq!(ledger.total().calls, 2);
 /// assert_eq!(ledger.total().unpriced_calls, 1);
 /// ```
@@ -171,7 +200,18 @@ impl UsageLedger {
         UsageLedger::default()
     }
 
-    /// Records one call made by `node`; its cost is counted when `pricing` is given.
+    /// Records what a call made by `node` used: each of its `usage.requests` is one call (a
+    /// structured reply asked for three times is three). Its cost is counted when `pricing` is
+    /// given.
+    ///
+    /// ```
+    /// use stategraph::llm::{Usage, UsageLedger};
+    /// let mut ledger = UsageLedger::default();
+    /// // An unusable reply, then a good one: two requests, both billed.
+    /// ledger.record("plan", Usage::new(100, 20) + Usage::new(130, 25), None);
+    /// assert_eq!(ledger.total().calls, 2);
+    /// assert_eq!(ledger.total().usage.input_tokens, 230);
+    /// ```
     pub fn record(&mut self, node: &str, usage: Usage, pricing: Option<&Pricing>) {
         self.nodes
             .entry(node.to_string())
@@ -191,10 +231,9 @@ impl UsageLedger {
     /// assert_eq!(ledger.total().replayed_calls, 1);
     /// ```
     pub fn record_reused(&mut self, node: &str, usage: Usage, pricing: Option<&Pricing>) {
-        self.record(node, usage, pricing);
         let entry = self.nodes.entry(node.to_string()).or_default();
-        entry.replayed_calls += 1;
-        entry.replayed += usage;
+        entry.replayed_calls += entry.record(usage, pricing);
+        entry.replayed += usage.tokens();
     }
 
     /// Adds every entry of `other` to this ledger.
@@ -316,6 +355,47 @@ mod tests {
     }
 
     #[test]
+    fn every_request_is_a_call_and_the_ledger_format_is_unchanged() {
+        let price = Pricing {
+            input_per_million: 1.0,
+            output_per_million: 1.0,
+        };
+        let mut ledger = UsageLedger::new();
+        // A structured reply asked for three times, and a plain call.
+        let three = Usage::new(10, 1) + Usage::new(12, 1) + Usage::new(14, 1);
+        ledger.record("split", three, None);
+        ledger.record("answer", Usage::new(5, 5), Some(&price));
+        ledger.record_reused("answer", Usage::new(5, 5) + Usage::new(5, 5), Some(&price));
+        let total = ledger.total();
+        assert_eq!(total.calls, 6);
+        assert_eq!(total.unpriced_calls, 3);
+        assert_eq!(total.replayed_calls, 2);
+        assert_eq!(total.usage, Usage::new(51, 18).tokens());
+        // Requests are counted in `calls`, not repeated inside `usage`: old readers still decode.
+        let json = serde_json::to_value(&ledger).unwrap();
+        assert!(!json.to_string().contains("requests"), "{json}");
+        let back: UsageLedger = serde_json::from_value(json).unwrap();
+        assert_eq!(back, ledger);
+    }
+
+    #[test]
+    fn usage_saved_before_requests_were_counted_is_one_call() {
+        // A journaled reply and a ledger as an older version wrote them.
+        let old: Usage =
+            serde_json::from_str(r#"{"input_tokens": 7, "output_tokens": 3}"#).unwrap();
+        assert_eq!(old.requests, 0);
+        let ledger: UsageLedger = serde_json::from_str(
+            r#"{"nodes": {"plan": {"calls": 2, "usage": {"input_tokens": 9, "output_tokens": 4}, "unpriced_calls": 2}}}"#,
+        )
+        .unwrap();
+        let mut ledger = ledger;
+        ledger.record_reused("plan", old, None);
+        let plan = ledger.node("plan").unwrap();
+        assert_eq!((plan.calls, plan.replayed_calls), (3, 1));
+        assert_eq!(plan.usage, Usage::new(16, 7).tokens());
+    }
+
+    #[test]
     fn merge_is_addition() {
         let mut a = UsageLedger::new();
         a.record("x", Usage::new(1, 1), None);
@@ -326,7 +406,7 @@ mod tests {
         let ba = b.merged(&a);
         assert_eq!(ab, ba);
         assert_eq!(ab.node("x").map(|n| n.calls), Some(2));
-        assert_eq!(ab.total().usage, Usage::new(8, 4));
+        assert_eq!(ab.total().usage, Usage::new(8, 4).tokens());
         assert_eq!(ab.total().cost, None);
     }
 }

@@ -1,4 +1,5 @@
 use super::http::HttpError;
+use super::Usage;
 
 /// Why a model call failed. Messages name the provider, base URL and model where they
 /// matter, and never contain an API key.
@@ -55,6 +56,8 @@ pub enum LlmError {
         error: String,
         /// The last reply, verbatim.
         last_reply: String,
+        /// What the attempts used: each was answered, so each is billed.
+        usage: Usage,
     },
     /// A [`FakeChatModel`](super::FakeChatModel) ran out of script, or was scripted to fail
     /// this way.
@@ -93,6 +96,28 @@ impl LlmError {
     /// ```
     pub fn should_retry(&self) -> bool {
         !matches!(self, LlmError::Http(_)) && self.is_transient()
+    }
+
+    /// What the requests behind this error used, when they were answered and so billed: the
+    /// attempts of a structured reply that never fitted. `None` for errors where no reply came
+    /// back (the HTTP client's retries of refused requests cost nothing).
+    ///
+    /// ```
+    /// use stategraph::llm::{LlmError, Usage};
+    /// let e = LlmError::Structured {
+    ///     name: "Plan".into(),
+    ///     attempts: 2,
+    ///     error: "not JSON".into(),
+    ///     last_reply: "hm".into(),
+    ///     usage: Usage::new(10, 2) + Usage::new(14, 2),
+    /// };
+    /// assert_eq!(e.usage().map(|u| u.requests), Some(2));
+    /// ```
+    pub fn usage(&self) -> Option<Usage> {
+        match self {
+            LlmError::Structured { usage, .. } => Some(*usage),
+            _ => None,
+        }
     }
 
     /// True when the error is about the model's reply (it did not fit the schema, or had

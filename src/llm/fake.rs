@@ -231,12 +231,14 @@ impl ChatModel for FakeChatModel {
         if response.model.is_empty() {
             response.model = self.model.clone();
         }
-        if response.usage == Usage::default() {
+        if response.usage.tokens().is_empty() {
             let input = request.messages.iter().map(|m| words(&m.content)).sum();
             let output =
                 words(&response.message.content) + response.message.tool_calls.len() as u64;
             response.usage = Usage::new(input, output);
         }
+        // Each reply answers one request, whatever usage its script gave.
+        response.usage.requests = 1;
         if let Some(sink) = &request.stream {
             for piece in response.message.content.split_inclusive(' ') {
                 sink(piece);

@@ -11,7 +11,8 @@
 //! - [`provider`]: picks and builds one of those from settings and the environment.
 //! - [`structured`](mod@structured): typed replies: a schema derived from a Rust type, the reply parsed
 //!   into it, invalid replies retried with the error shown to the model.
-//! - [`accounting`]: token usage, prices and a per-node [`UsageLedger`] kept in graph state.
+//! - [`accounting`]: token usage, prices and a per-node [`UsageLedger`] kept in graph state;
+//!   every request the model answered counts, retries of an unusable structured reply included.
 //! - [`fake`]: [`FakeChatModel`], a scripted model for tests.
 //! - [`http`]: timeouts, retries, `Retry-After`, error classification; shared with `tools`.
 //!

@@ -400,7 +400,8 @@ impl Completion {
             .collect();
         Ok(ChatResponse {
             message: Message::assistant_tool_calls(content, tool_calls),
-            usage: self.usage.map(Usage::from).unwrap_or_default(),
+            // A server that reports no tokens still answered one request.
+            usage: self.usage.map(Usage::from).unwrap_or(Usage::new(0, 0)),
             model: self.model.unwrap_or_else(|| requested_model.to_string()),
             finish_reason: choice.finish_reason.as_deref().map(finish_reason),
         })
@@ -517,7 +518,8 @@ impl Assembly {
         };
         ChatResponse {
             message: Message::assistant_tool_calls(content, calls),
-            usage: self.usage.unwrap_or_default(),
+            // A server that reports no tokens still answered one request.
+            usage: self.usage.unwrap_or(Usage::new(0, 0)),
             model: self.model.unwrap_or_else(|| requested_model.to_string()),
             finish_reason: self.finish.as_deref().map(finish_reason),
         }

@@ -127,7 +127,9 @@ impl StructuredOptions {
 }
 
 /// Asks `model` for a reply of type `T` and parses it. Returns the value and the usage of
-/// all attempts together. See the [module docs](self) for an example.
+/// all attempts together (`usage.requests` says how many there were); when no attempt fits,
+/// the [`LlmError::Structured`] carries that usage instead, since every attempt was billed.
+/// See the [module docs](self) for an example.
 pub async fn structured<T>(
     model: &dyn ChatModel,
     messages: Vec<Message>,
@@ -195,6 +197,7 @@ where
                 attempts: attempt,
                 error,
                 last_reply: reply,
+                usage,
             });
         }
         messages.push(Message::assistant(reply));
@@ -667,6 +670,67 @@ mod tests {
         );
         assert!(extract_json("no json here").is_err());
         assert!(extract_json("  ").is_err());
+    }
+
+    #[derive(Debug, Deserialize, JsonSchema)]
+    struct Pick {
+        id: String,
+    }
+
+    fn fits(p: &Pick) -> Result<(), String> {
+        match p.id.as_str() {
+            "a" | "b" => Ok(()),
+            other => Err(format!("`{other}` is not an id")),
+        }
+    }
+
+    #[tokio::test]
+    async fn every_attempt_is_counted_when_a_retry_succeeds() {
+        let model = crate::llm::FakeChatModel::with_replies([
+            "no json at all",
+            r#"{"id": "z"}"#,
+            r#"{"id": "a"}"#,
+        ]);
+        let (pick, usage): (Pick, Usage) = structured_validated(
+            &model,
+            vec![Message::user("pick one")],
+            StructuredOptions::default(),
+            fits,
+        )
+        .await
+        .unwrap();
+        assert_eq!(pick.id, "a");
+        assert_eq!(model.call_count(), 3);
+        assert_eq!(usage.requests, 3, "three requests were answered: {usage:?}");
+        // The fake counts one input token per word: each retry resends the conversation so far.
+        assert!(usage.input_tokens > 3 * 2, "{usage:?}");
+    }
+
+    #[tokio::test]
+    async fn a_reply_that_never_fits_reports_what_its_attempts_used() {
+        let model = crate::llm::FakeChatModel::with_replies([r#"{"id": "x"}"#, r#"{"id": "y"}"#]);
+        let err = structured_validated::<Pick, _>(
+            &model,
+            vec![Message::user("pick one")],
+            StructuredOptions::default().with_max_retries(1),
+            fits,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(model.call_count(), 2);
+        let usage = err.usage().expect("a structured failure says what it used");
+        assert_eq!(usage.requests, 2);
+        assert!(usage.output_tokens >= 2, "{usage:?}");
+    }
+
+    #[tokio::test]
+    async fn a_failure_before_any_reply_reports_no_usage() {
+        let model = crate::llm::FakeChatModel::new()
+            .then_error(LlmError::Fake("connection refused".into()));
+        let err = structured::<Pick>(&model, vec![Message::user("pick")], Default::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err.usage(), None);
     }
 
     #[test]

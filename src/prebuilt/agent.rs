@@ -171,6 +171,7 @@ impl Node<AgentState> for ModelNode {
         let Usage {
             input_tokens,
             output_tokens,
+            ..
         } = reply.usage;
         Ok(AgentStateUpdate::default()
             .messages(vec![reply.message])

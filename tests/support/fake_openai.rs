@@ -57,12 +57,15 @@ pub struct Call {
 type Verdict = Box<dyn Fn(&str) -> Value + Send + Sync>;
 type Hold = Box<dyn Fn(&Call) -> bool + Send + Sync>;
 type Respond = Box<dyn Fn(&Call) -> String + Send + Sync>;
+type Override = Box<dyn Fn(&Call) -> Option<String> + Send + Sync>;
 
 struct Inner {
     plan: Value,
     verdict: Verdict,
     /// Answers every request when set (instead of the research agent's script).
     respond: Option<Respond>,
+    /// Answers the requests it returns a reply for, before the script.
+    first: Option<Override>,
     calls: Mutex<Vec<Call>>,
     hold: Mutex<Option<Hold>>,
     /// Signalled when a call is recorded (waits on `calls`).
@@ -81,7 +84,17 @@ impl FakeOpenAi {
     /// Starts a server that plans `plan` (a `Plan` reply: `{"todos": [...]}`) and reviews todo
     /// `id` with `verdict(id)` (a `PlanUpdate` without `completed_task_id`, which is filled in).
     pub fn start(plan: Value, verdict: impl Fn(&str) -> Value + Send + Sync + 'static) -> Self {
-        Self::serve(plan, Box::new(verdict), None)
+        Self::serve(plan, Box::new(verdict), None, None)
+    }
+
+    /// Like [`start`](Self::start), but a request for which `first(call)` gives a reply gets
+    /// that reply instead (e.g. an invalid structured reply, to provoke a retry).
+    pub fn start_overriding(
+        plan: Value,
+        verdict: impl Fn(&str) -> Value + Send + Sync + 'static,
+        first: impl Fn(&Call) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        Self::serve(plan, Box::new(verdict), None, Some(Box::new(first)))
     }
 
     /// Starts a server that answers every request with `respond(call)` (the reply's text: JSON
@@ -91,16 +104,23 @@ impl FakeOpenAi {
             Value::Null,
             Box::new(|_| Value::Null),
             Some(Box::new(respond)),
+            None,
         )
     }
 
-    fn serve(plan: Value, verdict: Verdict, respond: Option<Respond>) -> Self {
+    fn serve(
+        plan: Value,
+        verdict: Verdict,
+        respond: Option<Respond>,
+        first: Option<Override>,
+    ) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         let port = listener.local_addr().expect("local addr").port();
         let inner = Arc::new(Inner {
             plan,
             verdict,
             respond,
+            first,
             calls: Mutex::new(Vec::new()),
             hold: Mutex::new(None),
             changed: Condvar::new(),
@@ -357,6 +377,9 @@ fn first_source(user: &str) -> usize {
 fn reply(inner: &Inner, call: &Call) -> String {
     if let Some(respond) = &inner.respond {
         return respond(call);
+    }
+    if let Some(text) = inner.first.as_ref().and_then(|first| first(call)) {
+        return text;
     }
     match call.kind.as_str() {
         "Plan" => inner.plan.to_string(),

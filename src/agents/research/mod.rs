@@ -54,8 +54,9 @@
 //! - `finalize` writes the answer citing sources `[n]` and appends the numbered source list.
 //!
 //! Limits (`[settings.limits]`) cap todos, follow-ups per todo and attempts per todo, so a run
-//! always ends; the graph file adds a recursion limit as a last guard. Every model call is
-//! added to the state's [`UsageLedger`](crate::llm::UsageLedger) (`usage`).
+//! always ends; the graph file adds a recursion limit as a last guard. Every model request
+//! (retries of an unusable structured reply, and a split that failed, included) is added to the
+//! state's [`UsageLedger`](crate::llm::UsageLedger) (`usage`).
 //!
 //! Settings: see [`ResearchSettings`] and `graphs/research.toml`.
 //!

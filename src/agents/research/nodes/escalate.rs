@@ -27,6 +27,34 @@ pub struct SubTask {
     pub kind: Kind,
 }
 
+/// A split that did not work out (recorded in the journal like a reply): why, and what its
+/// requests used. Journals written before the usage was kept hold only the reason.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(from = "RecordedFailure")]
+struct SplitFailed {
+    why: String,
+    usage: Usage,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RecordedFailure {
+    WithUsage { why: String, usage: Usage },
+    ReasonOnly(String),
+}
+
+impl From<RecordedFailure> for SplitFailed {
+    fn from(recorded: RecordedFailure) -> Self {
+        match recorded {
+            RecordedFailure::WithUsage { why, usage } => SplitFailed { why, usage },
+            RecordedFailure::ReasonOnly(why) => SplitFailed {
+                why,
+                usage: Usage::default(),
+            },
+        }
+    }
+}
+
 pub(crate) async fn run(
     agent: &ResearchAgent,
     s: Arc<PlanState>,
@@ -70,7 +98,7 @@ pub(crate) async fn run(
             ];
             let model = agent.model().clone();
             let opts = options("Split", &settings);
-            let result: Result<(Split, Usage), String> = ctx
+            let result: Result<(Split, Usage), SplitFailed> = ctx
                 .record("split", || async move {
                     let reply =
                         structured_validated(model.as_ref(), messages, opts, move |sp: &Split| {
@@ -94,18 +122,27 @@ pub(crate) async fn run(
                             Err(model_error("splitting the todo failed", e))
                         }
                         // Splitting is the escalation; its failure leads to zooming out, not to
-                        // a failed run.
-                        Err(e) => Ok(Err(format!("splitting failed: {e}"))),
+                        // a failed run. Its attempts were answered and billed all the same.
+                        Err(e) => Ok(Err(SplitFailed {
+                            why: format!("splitting failed: {e}"),
+                            usage: e.usage().unwrap_or_default(),
+                        })),
                     }
                 })
                 .await?;
-            match result {
-                Ok((sp, usage)) => {
-                    update = update.usage(ledger(&ctx, "split", "escalate", usage, &settings));
-                    Ok(sp)
-                }
-                Err(why) => Err(why),
+            let (split, usage) = match result {
+                Ok((sp, usage)) => (Ok(sp), Some(usage)),
+                // No answered request (a refused one, or an older journal that kept no usage):
+                // nothing to add.
+                Err(failed) => (
+                    Err(failed.why),
+                    Some(failed.usage).filter(|u| u.requests > 0),
+                ),
+            };
+            if let Some(usage) = usage {
+                update = update.usage(ledger(&ctx, "split", "escalate", usage, &settings));
             }
+            split
         }
     };
     let mut todo = current.clone();

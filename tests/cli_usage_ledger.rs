@@ -1,0 +1,202 @@
+//! The usage ledger counts every model request: the real `graph` binary runs the research graph
+//! against a stand-in OpenAI-compatible server on 127.0.0.1 that counts the requests it answers,
+//! and the ledger's total calls (in `graph state --json` and in the run's usage summary) must
+//! equal that count: for a plain run, a run whose structured replies are retried after failing
+//! validation, and a run whose escalation split fails on every attempt. No network, no key.
+
+#[path = "support/fake_openai.rs"]
+mod fake_openai;
+#[path = "support/cli.rs"]
+mod harness;
+#[path = "support/research_cli.rs"]
+mod research;
+#[path = "research_support.rs"]
+mod research_support;
+
+use fake_openai::{Call, FakeOpenAi};
+use harness::Output;
+use research::{done, three_todos, Research, T1};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The ledger's total calls as `graph state --json` shows the thread's state.
+fn ledger_calls(r: &Research, thread: &str) -> u64 {
+    let state = r.graph(&["state", thread, "--json"]).expect(0).json();
+    let nodes = state["values"]["usage"]["nodes"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no usage ledger in the state: {state:#}"));
+    nodes.values().map(|n| n["calls"].as_u64().unwrap()).sum()
+}
+
+/// The total calls of the usage summary a run prints (`total   N calls ...`).
+fn summary_calls(out: &Output) -> u64 {
+    let usage = out
+        .stderr
+        .split("model usage of this thread:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no usage summary: {out}"));
+    let total = usage
+        .lines()
+        .find(|l| l.starts_with("total"))
+        .unwrap_or_else(|| panic!("no total line: {out}"));
+    total.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Runs the research graph to its end and checks that both readouts of the ledger count what
+/// the server answered; returns the thread and the count.
+fn run_and_compare(r: &Research) -> (String, u64) {
+    let out = r.run(&["--yes"]).expect(0);
+    let thread = out.thread();
+    let answered = r.server.calls().len() as u64;
+    assert_eq!(
+        ledger_calls(r, &thread),
+        answered,
+        "the ledger in the state counts every request the server answered: {:?}",
+        kinds(&r.server.calls())
+    );
+    assert_eq!(
+        summary_calls(&out),
+        answered,
+        "the run's usage summary counts every request: {out}"
+    );
+    (thread, answered)
+}
+
+fn kinds(calls: &[Call]) -> Vec<String> {
+    calls
+        .iter()
+        .map(|c| format!("{} {}", c.kind, c.key))
+        .collect()
+}
+
+/// The first `n` requests of `kind` get `reply`, later ones the script's.
+fn first_n(kind: &'static str, n: usize, reply: Value) -> impl Fn(&Call) -> Option<String> {
+    let seen = AtomicUsize::new(0);
+    move |call: &Call| {
+        (call.kind == kind && seen.fetch_add(1, Ordering::SeqCst) < n).then(|| reply.to_string())
+    }
+}
+
+#[test]
+fn a_plain_run_records_one_call_per_request() {
+    let r = Research::new();
+    let (_, answered) = run_and_compare(&r);
+    // Plan, then per todo a summary and a review, then the answer.
+    assert_eq!(answered, 8, "{:?}", kinds(&r.server.calls()));
+}
+
+#[test]
+fn structured_replies_that_fail_validation_are_counted_with_their_retries() {
+    let bad_plan = first_n("Plan", 1, json!({"todos": []}));
+    // A review naming a todo that is not the one reviewed fails the schema's enum.
+    let bad_review = first_n(
+        "PlanUpdate",
+        2,
+        json!({"completed_task_id": "t9", "task_outcome": "?", "status": "done", "new_tasks": []}),
+    );
+    let server = FakeOpenAi::start_overriding(
+        three_todos(),
+        |_| done(),
+        move |call| bad_plan(call).or_else(|| bad_review(call)),
+    );
+    let r = Research::with_server(server);
+    let (thread, answered) = run_and_compare(&r);
+    let s = &r.server;
+    assert_eq!(s.count("Plan", ""), 2, "the empty plan was asked again");
+    assert_eq!(
+        s.keys("PlanUpdate").len(),
+        5,
+        "two reviews were asked again"
+    );
+    assert_eq!(answered, 11);
+    assert_eq!(r.todo(&thread, "t3")["status"], "done");
+}
+
+#[test]
+fn an_escalation_whose_split_fails_counts_every_split_request() {
+    // t1 fails at every review, so it is escalated; each split gives one sub-task, which is
+    // not a split: all attempts fail and t1 is zoomed out (blocked) instead.
+    let one_part = json!({"sub_tasks": [{"task": "all of it again", "kind": "research"}]});
+    let server = FakeOpenAi::start_overriding(
+        three_todos(),
+        |id| {
+            if id == "t1" {
+                json!({"task_outcome": "the sources do not answer it", "status": "failed", "new_tasks": []})
+            } else {
+                done()
+            }
+        },
+        first_n("Split", usize::MAX, one_part),
+    );
+    let r = Research::with_server(server);
+    let (thread, _) = run_and_compare(&r);
+    let s = &r.server;
+    assert_eq!(
+        s.count("Split", T1),
+        3,
+        "the split was asked for, then corrected twice"
+    );
+    let t1 = r.todo(&thread, "t1");
+    assert_eq!(t1["status"], "blocked", "{t1}");
+    assert!(
+        t1["failure_reason"]
+            .as_str()
+            .unwrap()
+            .contains("splitting failed"),
+        "{t1}"
+    );
+    let state = r.graph(&["state", &thread, "--json"]).expect(0).json();
+    assert_eq!(
+        state["values"]["usage"]["nodes"]["escalate"]["calls"], 3,
+        "the failed split's requests are the escalate node's: {state:#}"
+    );
+}
+
+#[test]
+fn a_stuck_tool_todo_counts_its_rounds_and_every_escalation_request() {
+    // The `agent` graph: one tool todo whose command never passes; after two rounds it is
+    // escalated, and the first escalation reply is not JSON, so it is asked for again.
+    let plan = json!({"todos": [{"id": "t1", "task": "make exit 1 pass", "kind": "tool", "dependencies": []}]});
+    let escalations = AtomicUsize::new(0);
+    let server = FakeOpenAi::answering(move |call| match call.kind.as_str() {
+        "Plan" => plan.to_string(),
+        "Escalation" if escalations.fetch_add(1, Ordering::SeqCst) == 0 => {
+            "let me think about it".to_string()
+        }
+        "Escalation" => {
+            json!({"action": "give_up", "reason": "nothing works", "subtasks": []}).to_string()
+        }
+        _ => fake_openai::tool_calls(&[("run_command", json!({"command": "exit 1"}))]),
+    });
+    let r = Research::with_server(server);
+    let ws = tempfile::tempdir().unwrap();
+    let workspace = format!("workspace={}", ws.path().display());
+    let out = r
+        .graph(&[
+            "run",
+            "agent",
+            "--input",
+            "the impossible",
+            "--set",
+            &workspace,
+            "--set",
+            "limits.max_rounds=2",
+        ])
+        .expect(1);
+    assert!(out.stderr.contains("gave up on the goal"), "{out}");
+    let thread = out.thread();
+    let calls = r.server.calls();
+    assert_eq!(
+        calls.iter().filter(|c| c.kind == "Escalation").count(),
+        2,
+        "{:?}",
+        kinds(&calls)
+    );
+    // The run failed at `give_up`, after the escalation's step was saved with its ledger.
+    assert_eq!(
+        ledger_calls(&r, &thread),
+        calls.len() as u64,
+        "{:?}",
+        kinds(&calls)
+    );
+}
