@@ -85,8 +85,15 @@ impl App {
     }
 
     /// Runs the command given on this process's command line.
+    ///
+    /// Memory: a run holds its state, snapshots of it and their JSON, each as large as the state.
+    /// glibc's malloc keeps freed blocks under its mmap threshold (which grows up to 32 MiB as
+    /// large blocks are freed) for reuse, so after a run over a 100 MB state the process held
+    /// ~100 MB it no longer used. The `graph` binary sets the threshold to 1 MiB first thing in
+    /// its `main` (`libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20)`, peak RSS 288 MB instead of
+    /// 392 MB, BENCHMARKS.md); the library leaves that process-wide choice to the program, and a
+    /// binary of your own that runs large states may make it as well, before it starts threads.
     pub fn run(self) -> ExitCode {
-        return_large_blocks_to_the_system();
         self.run_from(std::env::args_os())
     }
 
@@ -413,19 +420,6 @@ pub(crate) fn format_ago(ms: u64) -> String {
         60..=3599 => format!("{}m ago", secs / 60),
         3600..=86_399 => format!("{}h ago", secs / 3600),
         _ => format!("{}d ago", secs / 86_400),
-    }
-}
-
-/// Makes glibc's malloc serve every block of 1 MiB or more with its own mapping, given back to
-/// the system when freed. By default the threshold rises with each large block freed (up to
-/// 32 MiB), and blocks under it stay in the allocator's arenas after they are freed: a run over
-/// a large state (a 100 MB state's snapshots, results and their JSON, 1-40 MB each) kept
-/// ~100 MB it no longer used (peak RSS 392 MB against 289 MB with this, BENCHMARKS.md).
-fn return_large_blocks_to_the_system() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator parameter; it is called before any thread starts.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
     }
 }
 
