@@ -486,3 +486,52 @@ fn a_run_where_no_todo_succeeded_ends_with_exit_1_and_says_so() {
     }
     // One todo succeeding is enough for exit 0 (`a_todo_that_keeps_failing_is_escalated...`).
 }
+
+#[test]
+fn threads_says_done_failed_from_the_verdict_the_run_kept_without_reading_the_state() {
+    // The run reads its graph from a project's own graph file...
+    let r = Research::with_server(FakeOpenAi::start(three_todos(), |_| failed()));
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir(project.path().join("graphs")).unwrap();
+    let file = project.path().join("graphs/research.toml");
+    std::fs::write(&file, include_str!("../graphs/research.toml")).unwrap();
+    let out = r.run(&["--yes"]).current_dir(project.path()).expect(1);
+    out.stderr_has(&["graphs/research.toml", "finished but failed"]);
+    let thread = out.thread();
+    // ...which then goes away: the thread's graph cannot be built, so its state cannot be
+    // decoded or judged any more, as `state` shows.
+    std::fs::remove_file(&file).unwrap();
+    let state = r.graph(&["state", &thread]).output();
+    assert_ne!(state.code, Some(0), "{state}");
+    // `threads` still says it failed, and why: from the verdict kept with the thread when the
+    // run ended, not from its state. From the thread's index entry, and from its store when the
+    // index is gone (the index is only a cache of the store).
+    let why = "no todo of the plan succeeded";
+    let index = r.db.store_dir(&thread).with_file_name("index.json");
+    for from in ["index", "store"] {
+        if from == "store" {
+            std::fs::remove_file(&index).unwrap();
+        }
+        let listing = r.graph(&["threads"]).expect(0);
+        let row = listing
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&thread))
+            .unwrap_or_else(|| panic!("{from}: {thread} missing\n{listing}"));
+        assert!(row.contains("done (failed)"), "{from}: {listing}");
+        assert!(
+            listing
+                .stdout
+                .contains(&format!("finished but failed: {why}")),
+            "{from}: {listing}"
+        );
+        let listed = r.graph(&["threads", "--json"]).expect(0).json();
+        assert!(
+            listed[0]["failed"]
+                .as_str()
+                .is_some_and(|f| f.contains(why)),
+            "{from}: {listed:#}"
+        );
+    }
+    assert!(!index.exists(), "a listing writes nothing back");
+}

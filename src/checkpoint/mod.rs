@@ -30,7 +30,7 @@ pub use folders::{Damage, FolderCheckpointer, RepairReport, ThreadListing};
 pub use memory::MemoryCheckpointer;
 pub use record::*;
 pub use sled_store::{SledCheckpointer, SledOptions};
-pub use status::{summarize, TaskError, ThreadStatus, ThreadSummary};
+pub use status::{record_verdict, summarize, TaskError, ThreadStatus, ThreadSummary, Verdict};
 
 use async_trait::async_trait;
 

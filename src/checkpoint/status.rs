@@ -54,6 +54,68 @@ pub struct ThreadSummary {
     pub graph: Option<String>,
     /// Its newest checkpoint.
     pub checkpoint_id: CheckpointId,
+    /// What its graph made of its state at its newest checkpoint, as the run that reached it
+    /// recorded ([`record_verdict`]); `None` when no verdict was recorded on that checkpoint (a
+    /// thread not done, one written before verdicts were recorded, or by a program that records
+    /// none): only its state says then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+}
+
+/// Whether a thread that reached its end failed at its job anyway (a research run where no todo
+/// succeeded), as its graph judged its final state when the run ended.
+///
+/// Judging takes the graph and the whole state; a record of the verdict lets a listing say it
+/// from a few bytes. It holds for one checkpoint: once the thread has a newer one (a resume, an
+/// edit), the verdict is no longer its newest checkpoint's and is not reported.
+///
+/// ```
+/// use stategraph::checkpoint::{record_verdict, summarize, CheckpointId, MemoryCheckpointer, Verdict};
+/// # async fn demo(store: MemoryCheckpointer, checkpoint_id: CheckpointId) -> Result<(), stategraph::checkpoint::CheckpointError> {
+/// // The thread's newest checkpoint is `checkpoint_id`, where its run reached its end.
+/// let verdict = Verdict { checkpoint_id, failure: Some("no todo succeeded".into()) };
+/// record_verdict(&store, "thread-1", &verdict).await?;
+/// let summary = summarize(&store, "thread-1").await?.unwrap();
+/// assert_eq!(summary.verdict, Some(verdict));
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// The checkpoint judged.
+    pub checkpoint_id: CheckpointId,
+    /// Why the run failed at its job; `None` when it did not.
+    #[serde(default)]
+    pub failure: Option<String>,
+}
+
+/// The journal key a verdict is kept under. Journal keys written by nodes start with a checkpoint
+/// id, so this one cannot collide with them, and pruning keeps it.
+const VERDICT_KEY: &str = "graph/verdict";
+
+/// Keeps `verdict` with the thread (flushed), replacing the one before, for [`summarize`] to
+/// report while its checkpoint is the thread's newest.
+pub async fn record_verdict(
+    store: &dyn Checkpointer,
+    thread: &str,
+    verdict: &Verdict,
+) -> Result<(), CheckpointError> {
+    let value = serde_json::to_value(verdict).map_err(CheckpointError::storage)?;
+    store.put_journal(thread, VERDICT_KEY, &value).await
+}
+
+/// The verdict recorded on checkpoint `id`, if the one recorded last is on it. One that does not
+/// decode is as good as none: the state can still be judged.
+async fn recorded_verdict(
+    store: &dyn Checkpointer,
+    thread: &str,
+    id: CheckpointId,
+) -> Result<Option<Verdict>, CheckpointError> {
+    let Some(value) = store.get_journal(thread, VERDICT_KEY).await? else {
+        return Ok(None);
+    };
+    Ok(serde_json::from_value::<Verdict>(value)
+        .ok()
+        .filter(|v| v.checkpoint_id == id))
 }
 
 /// A task that failed after its retries.
@@ -185,6 +247,11 @@ pub async fn summarize(
     } else {
         ThreadStatus::Stopped
     };
+    // Only a done thread is judged: the journal is read for it alone.
+    let verdict = match status {
+        ThreadStatus::Done => recorded_verdict(store, thread, record.id).await?,
+        _ => None,
+    };
     Ok(Some(ThreadSummary {
         thread_id: thread.to_string(),
         status,
@@ -192,5 +259,6 @@ pub async fn summarize(
         updated_at_ms: record.metadata.created_at_ms,
         graph: record.metadata.graph,
         checkpoint_id: record.id,
+        verdict,
     }))
 }

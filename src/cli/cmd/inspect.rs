@@ -133,15 +133,21 @@ pub(crate) async fn threads(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
     Ok(EXIT_DONE)
 }
 
-/// Why a finished thread failed at its job, as its graph judges its final state
-/// ([`GraphFactory::failure`](crate::registry::GraphFactory::failure)): derived on every listing,
-/// never kept anywhere that could disagree with the store. `None` for any thread not done, and
-/// when its graph can no longer be built (the listing still shows the thread).
+/// Why a finished thread failed at its job, as its graph judged its final state
+/// ([`GraphFactory::failure`](crate::registry::GraphFactory::failure)). The run that finished it
+/// recorded the verdict on its final checkpoint, and the listing carries it: a few bytes, where
+/// judging means building the graph and decoding the whole state. A thread with no verdict on
+/// its newest checkpoint (finished before verdicts were recorded, edited since, or written by a
+/// program that records none) is judged from its state here; nothing is written back, since a
+/// read never writes. `None` for any thread not done, and when its graph can no longer be built
+/// (the listing still shows the thread).
 async fn listed_failure(ctx: &Ctx, l: &ThreadListing) -> Option<String> {
-    let done =
-        l.damage.is_none() && l.summary.as_ref().map(|s| s.status) == Some(ThreadStatus::Done);
-    if !done {
-        return None;
+    let summary = l
+        .summary
+        .as_ref()
+        .filter(|s| l.damage.is_none() && s.status == ThreadStatus::Done)?;
+    if let Some(verdict) = &summary.verdict {
+        return verdict.failure.clone();
     }
     let (resolved, _) = ctx.graph_for_thread(&l.thread_id, &[]).await.ok()?;
     let graph = resolved.build(Some(ctx.checkpointer())).ok()?;

@@ -2,7 +2,8 @@
 
 use super::artifacts;
 use crate::checkpoint::{
-    summarize, CheckpointError, Checkpointer, InterruptWhen, ThreadStatus, ThreadSummary,
+    record_verdict, summarize, CheckpointError, Checkpointer, InterruptWhen, ThreadStatus,
+    ThreadSummary, Verdict,
 };
 use crate::cli::args::{RerunArgs, ResumeArgs, RunArgs, RunSettings};
 use crate::cli::error::{
@@ -27,6 +28,9 @@ pub(super) struct Ended {
     /// The newest step known to be saved: the last one the run reported saved, else the one
     /// it started from. `None` when nothing of the thread was saved (it is not kept).
     saved_step: Option<u64>,
+    /// Why a run that reached its end failed at its job anyway, as its graph judges its final
+    /// state ([`GraphFactory::failure`](crate::registry::GraphFactory::failure)).
+    failure: Option<String>,
 }
 
 /// What a run does on its thread.
@@ -509,6 +513,7 @@ async fn drive(
     progress.clear();
     drop(progress);
     watcher.abort();
+    let failure = judge(ctx, resolved, thread, &result).await;
     // Where the thread stands: a finished run says so itself, else its records say. The state
     // is not read back (with a 100 MB state, reading it again as a snapshot and as JSON beside
     // the run's result was what a run peaked on).
@@ -523,6 +528,7 @@ async fn drive(
             updated_at_ms: 0,
             graph: None,
             checkpoint_id: id,
+            verdict: None,
         })),
         Err(_) => summarize(ctx.store.as_ref(), thread).await,
     };
@@ -538,6 +544,7 @@ async fn drive(
         step: summary.map_or(0, |s| s.step),
         checkpoint_id: summary.map(|s| s.checkpoint_id.to_string()),
         saved_step,
+        failure,
     };
     let nothing_saved = fresh && saved_step.is_none() && result.is_err();
     if nothing_saved || matches!(newest, Ok(None)) {
@@ -551,6 +558,34 @@ async fn drive(
         }
     }
     (ended, result)
+}
+
+/// A run that reached its end, judged by its graph while its final state is at hand. The verdict
+/// is kept with the thread (before it is let go, so its index entry carries it too): `threads`
+/// then says "done (failed)" from that record instead of building the graph and decoding the
+/// whole state of every done thread.
+async fn judge(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    thread: &str,
+    result: &Result<RunOutcome<Value>, RunError>,
+) -> Option<String> {
+    let outcome = result.as_ref().ok()?;
+    if !matches!(outcome.status, RunStatus::Done) {
+        return None;
+    }
+    let failure = resolved.factory.failure(&outcome.state);
+    if let Some(checkpoint_id) = outcome.checkpoint_id {
+        let verdict = Verdict {
+            checkpoint_id,
+            failure: failure.clone(),
+        };
+        if let Err(e) = record_verdict(ctx.store.as_ref(), thread, &verdict).await {
+            // Nothing is lost: without a verdict, a listing judges the state itself.
+            tracing::warn!(thread, error = %e, "could not keep the run's verdict with the thread");
+        }
+    }
+    failure
 }
 
 /// Prints how the run ended and returns the exit code.
@@ -596,7 +631,7 @@ fn report_as(
     let code = match result {
         Ok(mut outcome) => {
             let code = match outcome.status {
-                RunStatus::Done => report_done(ctx, resolved, thread, &outcome, json, &mut doc),
+                RunStatus::Done => report_done(ctx, resolved, meta, &outcome, json, &mut doc),
                 RunStatus::Interrupted { interrupts, next } => {
                     let command = pause::continue_command(ctx, thread, &interrupts);
                     doc["interrupts"] = serde_json::to_value(&interrupts).unwrap_or(Value::Null);
@@ -675,13 +710,14 @@ fn report_as(
 fn report_done(
     ctx: &Ctx,
     resolved: &Resolved,
-    thread: &str,
+    meta: &Ended,
     outcome: &RunOutcome<Value>,
     json: bool,
     doc: &mut Value,
 ) -> u8 {
-    let failure = resolved.factory.failure(&outcome.state);
-    if let Some(why) = &failure {
+    let thread = &meta.thread;
+    let failure = &meta.failure;
+    if let Some(why) = failure {
         doc["error"] = json!(format!("the run finished but failed: {why}"));
     }
     if !json {
