@@ -66,6 +66,10 @@ fn a_setting_of_the_wrong_type_names_the_key_and_the_type_it_expects() {
             "recursion_limit=-1",
             "setting `recursion_limit` expects a whole number",
         ),
+        (
+            "settings=5",
+            "setting `settings` expects a table, not the integer 5",
+        ),
     ];
     for (set, message) in cases {
         db.graph(&["run", "pipeline", "--input", "sled", "--set", set])
@@ -227,4 +231,106 @@ fn graph_file_mistakes_and_a_pointless_yes_are_named_in_the_users_words() {
     out.stderr_has(&["--yes", "graph `tree` has no review to approve"]);
     assert!(!out.stderr.contains("yes=true"), "{out}");
     assert!(threads(&db).is_empty());
+}
+
+/// Fails the test when `text` has serde's words for a value that does not fit.
+fn assert_no_serde_words(out: &harness::Output) {
+    for words in [
+        "invalid type",
+        "unknown field",
+        "expected one of",
+        "a sequence",
+        "struct ",
+    ] {
+        assert!(
+            !out.stderr.contains(words),
+            "serde's {words:?} leaked\n{out}"
+        );
+    }
+}
+
+#[test]
+fn input_json_that_does_not_fit_the_state_names_the_flag_the_field_and_its_type() {
+    let db = Db::new();
+    let cases: [(&str, &[&str]); 5] = [
+        (
+            r#"{"topics": "sled"}"#,
+            &[
+                "no field `topics`",
+                "did you mean `topic`?",
+                "its fields: topic, title, outline",
+            ],
+        ),
+        (
+            r#"{"topic": 5}"#,
+            &["field `topic` expects a text, not the integer 5"],
+        ),
+        (
+            r#"{"topic": "sled", "outline": "One"}"#,
+            &["field `outline` expects a list of texts, not the text \"One\""],
+        ),
+        (
+            r#"{"topic": "sled", "outline": ["One", 2]}"#,
+            &["field `outline` expects a list of texts: at [1], the integer 2 is not a text"],
+        ),
+        (
+            r#"["sled"]"#,
+            &[
+                "give a JSON object of the state's fields (topic, title",
+                "not a list",
+            ],
+        ),
+    ];
+    for (json, needles) in cases {
+        let out = db
+            .graph(&["run", "pipeline", "--input-json", json])
+            .expect(2);
+        out.stderr_has(&["--input-json does not fit the state"])
+            .stderr_has(needles);
+        assert_no_serde_words(&out);
+    }
+    let file = db.path().join("input.json");
+    std::fs::write(&file, r#"{"topic": "sled", "revisions": -1}"#).unwrap();
+    let out = db
+        .graph(&["run", "pipeline", "--input-file", file.to_str().unwrap()])
+        .expect(2);
+    out.stderr_has(&[
+        &format!("--input-file {} does not fit the state", file.display()),
+        "field `revisions` expects a whole number, not the integer -1",
+    ]);
+    assert_no_serde_words(&out);
+    assert!(threads(&db).is_empty());
+}
+
+#[test]
+fn set_json_that_does_not_fit_the_state_names_the_flag_the_field_and_its_type() {
+    let db = Db::new();
+    let thread = db.paused_thread();
+    let before = db.graph(&["history", &thread, "--json"]).expect(0).json();
+    let cases: [(&str, &[&str]); 4] = [
+        (
+            r#"{"topics": 1}"#,
+            &["no field `topics`", "did you mean `topic`?"],
+        ),
+        (
+            r#"{"revisions": "many"}"#,
+            &["field `revisions` expects a whole number, not the text \"many\""],
+        ),
+        (
+            r#"{"approved": "yes"}"#,
+            &["field `approved` expects true or false, not the text \"yes\""],
+        ),
+        (
+            r#"{"outline": {"$overwrite": [1]}}"#,
+            &["field `outline` expects a list of texts: at [0], the integer 1 is not a text"],
+        ),
+    ];
+    for (json, needles) in cases {
+        let out = db.graph(&["update", &thread, "--set-json", json]).expect(2);
+        out.stderr_has(&["--set-json does not fit the state"])
+            .stderr_has(needles);
+        assert_no_serde_words(&out);
+    }
+    let after = db.graph(&["history", &thread, "--json"]).expect(0).json();
+    assert_eq!(before, after, "a refused edit changed the thread");
 }

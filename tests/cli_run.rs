@@ -271,11 +271,14 @@ fn bad_input_is_refused_with_exit_2_and_changes_nothing() {
         ),
         (
             vec!["run", "pipeline", "--input-json", "{\"topic\": 5}"],
-            vec!["field `topic`", "expected a string"],
+            vec![
+                "--input-json",
+                "field `topic` expects a text, not the integer 5",
+            ],
         ),
         (
             vec!["run", "pipeline", "--input-json", "{\"topics\": \"x\"}"],
-            vec!["unknown field `topics`"],
+            vec!["--input-json", "no field `topics`", "did you mean `topic`?"],
         ),
         (
             vec![

@@ -123,10 +123,10 @@ fn update_refuses_bad_edits_and_changes_nothing() {
     let before = db.graph(&["history", &thread, "--json"]).expect(0).json();
     db.graph(&["update", &thread, "--set-json", r#"{"revisions": "many"}"#])
         .expect(2)
-        .stderr_has(&["field `revisions`"]);
+        .stderr_has(&["--set-json", "field `revisions` expects a whole number"]);
     db.graph(&["update", &thread, "--set-json", r#"{"nope": 1}"#])
         .expect(2)
-        .stderr_has(&["unknown field `nope`"]);
+        .stderr_has(&["--set-json", "the state has no field `nope`"]);
     db.graph(&["update", &thread, "--set-json", "{"])
         .expect(2)
         .stderr_has(&["line 1 column 1"]);

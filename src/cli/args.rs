@@ -145,6 +145,18 @@ pub(crate) struct RunArgs {
     pub settings: RunSettings,
 }
 
+impl RunArgs {
+    /// The flag the input came from, as errors about it name it.
+    pub(crate) fn input_source(&self) -> String {
+        match (&self.input_json, &self.input_file) {
+            (Some(_), _) => "--input-json".to_string(),
+            (None, Some(path)) => format!("--input-file {}", path.display()),
+            (None, None) if self.input.is_some() => "--input".to_string(),
+            (None, None) => "the input".to_string(),
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub(crate) struct ResumeArgs {
     /// The thread.

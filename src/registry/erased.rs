@@ -54,8 +54,10 @@ pub trait ErasedGraph: Send + Sync {
     /// that run them, that many levels deep.
     fn draw(&self, format: DrawFormat, xray: usize) -> String;
 
-    /// Checks that `input` fits the state's update type, without running anything.
-    fn check_input(&self, input: &Value) -> Result<(), RunError>;
+    /// Checks that `update` (a run's input, or an edit) fits the state's update type, without
+    /// running anything. `source` names it in the error (`the input`, `--input-json`), which
+    /// says what does not fit in the words of JSON: the field, what it takes, what was given.
+    fn check_update(&self, update: &Value, source: &str) -> Result<(), RunError>;
 
     /// Starts a run on `input` (a thread is created unless `config.thread_id` names one).
     async fn run(
@@ -132,18 +134,65 @@ pub trait ErasedGraph: Send + Sync {
     async fn prune(&self, thread: &str, keep: usize) -> Result<usize, RunError>;
 }
 
-/// Decodes JSON into `T`, naming the path of the field that does not fit.
+/// Decodes JSON into `T` (a state's update), saying what does not fit in the words of JSON, not
+/// of Rust types: the field, what it takes and what was given; a field the state does not have,
+/// with the nearest one it has. `what` names where the JSON came from (`the input`,
+/// `--set-json`).
 #[allow(clippy::result_large_err)]
 pub(crate) fn decode<T: DeserializeOwned>(value: Value, what: &str) -> Result<T, RunError> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
+    let unfit =
+        |reason: String| RunError::InvalidInput(format!("{what} does not fit the state: {reason}"));
+    if !value.is_object() {
+        return Err(unfit(format!(
+            "give a JSON object of the state's fields ({}), not {}",
+            fields_of::<T>().join(", "),
+            super::settings::described(&value)
+        )));
+    }
+    // Input a person typed: a field that does not fit says where inside it.
+    crate::state::with_paths(|| serde_path_to_error::deserialize(value)).map_err(|e| {
         let path = e.path().to_string();
         let reason = e.inner().to_string();
-        RunError::InvalidInput(if path == "." {
-            format!("{what} does not fit the state: {reason}")
-        } else {
-            format!("{what} does not fit the state: field `{path}`: {reason}")
+        if let Some(rest) = reason.strip_prefix("unknown field `") {
+            let field = rest.split('`').next().unwrap_or(rest);
+            return unfit(no_such_field(field, &fields_of::<T>()));
+        }
+        unfit(match path.as_str() {
+            "." | "" => reason,
+            // A field's write says what it takes (see `state::unfit`).
+            _ => format!("field `{path}` {reason}"),
         })
     })
+}
+
+/// The fields a state's update takes, as serde names them in its error for a field it lacks.
+fn fields_of<T: DeserializeOwned>() -> Vec<String> {
+    let probe = serde_json::json!({ "\u{1}": null });
+    let Err(e) = serde_json::from_value::<T>(probe) else {
+        return Vec::new();
+    };
+    let message = e.to_string();
+    let Some(list) = message.split_once(", expected ").map(|(_, list)| list) else {
+        return Vec::new();
+    };
+    let list = list.strip_prefix("one of ").unwrap_or(list);
+    list.replace(" or ", ", ")
+        .split(", ")
+        .map(|f| f.trim_matches('`').to_string())
+        .filter(|f| !f.is_empty())
+        .collect()
+}
+
+/// A field the state does not have, with the one it most likely meant and all it has.
+fn no_such_field(field: &str, fields: &[String]) -> String {
+    let mut message = format!("the state has no field `{field}`");
+    if let Some(near) = super::settings::nearest(field, fields) {
+        message.push_str(&format!("; did you mean `{near}`?"));
+    }
+    if !fields.is_empty() {
+        message.push_str(&format!(" (its fields: {})", fields.join(", ")));
+    }
+    message
 }
 
 #[allow(clippy::result_large_err)]
@@ -210,8 +259,8 @@ impl<S: State> ErasedGraph for CompiledGraph<S> {
         }
     }
 
-    fn check_input(&self, input: &Value) -> Result<(), RunError> {
-        decode::<S::Update>(input.clone(), "the input").map(drop)
+    fn check_update(&self, update: &Value, source: &str) -> Result<(), RunError> {
+        decode::<S::Update>(update.clone(), source).map(drop)
     }
 
     async fn run(

@@ -108,7 +108,11 @@ impl SettingsSchema {
                 None => return Ok(()),
             }
         }
-        check_value(node, value, &key.join("."))
+        match key.is_empty() {
+            // `--set settings=...`: the whole table.
+            true => check_value(node, value, "settings"),
+            false => check_value(node, value, &key.join(".")),
+        }
     }
 
     /// Every dotted key of the settings and every table on the way to one (`limits`,
@@ -420,7 +424,7 @@ fn plural(one: &str) -> String {
 }
 
 /// A value, in words: `the text "abc"`, `the integer 5`.
-fn described(value: &Value) -> String {
+pub(super) fn described(value: &Value) -> String {
     match value {
         Value::Null => "nothing".into(),
         Value::Bool(b) => format!("{b}"),

@@ -27,10 +27,12 @@
 
 mod merge;
 mod reducer;
+mod unfit;
 mod write;
 
 pub use merge::{merge, merge_field, MergeError, TaggedUpdate};
 pub use reducer::{Add, Append, Keyed, MergeById, Overwrite, Reducer};
+pub use unfit::{unfit, with_paths};
 pub use write::{Write, OVERWRITE_KEY};
 
 use serde::de::DeserializeOwned;

@@ -54,13 +54,15 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for Write<T> {
             serde_json::Value::Object(map) if map.len() == 1 => map.get(OVERWRITE_KEY).cloned(),
             _ => None,
         };
+        // In the words of JSON: the field's path is added by whoever decodes the update.
+        let custom = <D::Error as serde::de::Error>::custom;
         match overwrite {
-            Some(inner) => T::deserialize(inner)
+            Some(inner) => super::unfit::decode(inner)
                 .map(Write::Overwrite)
-                .map_err(serde::de::Error::custom),
-            None => T::deserialize(value)
+                .map_err(custom),
+            None => super::unfit::decode(value)
                 .map(Write::Reduce)
-                .map_err(serde::de::Error::custom),
+                .map_err(custom),
         }
     }
 }

@@ -16,6 +16,10 @@ pub(crate) async fn update(ctx: &Ctx, args: UpdateArgs) -> anyhow::Result<u8> {
     let edit = parse_json(&args.set_json, "--set-json")?;
     let (resolved, _) = ctx.graph_for_thread(&root, &[]).await?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
+    // A subgraph's edit is of the child's state, which its parent checks when it applies it.
+    if !args.thread.contains('/') {
+        graph.check_update(&edit, "--set-json")?;
+    }
     ctx.store.hold(&root).await?;
     let id = graph
         .update_state(&args.thread, edit, args.as_node.as_deref())

@@ -188,7 +188,7 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
     let resolved = new_graph(ctx, &args.graph, &mut sets)?;
     let input = read_input(&args, resolved.factory.as_ref())?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
-    graph.check_input(&input)?;
+    graph.check_update(&input, &args.input_source())?;
     require_input(&input, resolved.factory.as_ref())?;
     // Before a thread exists: a run that cannot start (no model configured...) leaves nothing.
     resolved.preflight()?;

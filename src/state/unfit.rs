@@ -1,0 +1,348 @@
+//! Why a value does not fit a state's field, in the words of JSON ("a list of texts", "the
+//! integer 5") rather than of Rust types ("a sequence", `u32`): what `--input-json` and
+//! `--set-json` errors say, since the person reading them wrote JSON.
+
+use serde::de::DeserializeOwned;
+use std::cell::Cell;
+
+thread_local! {
+    /// Set while [`with_paths`] runs on this thread.
+    static TRACE_PATHS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `decode` so that a write that does not fit says where inside its field
+/// (`at [0].id, the integer 1 is not a text`), not only what the field takes. Tracking that
+/// path costs on every value decoded, so it is for input a person typed (`--input-json`,
+/// `--set-json`), not for the updates a checkpoint stores.
+///
+/// ```
+/// use stategraph::state::{with_paths, Write};
+/// let value = serde_json::json!([["a"], [1]]);
+/// let e = with_paths(|| serde_json::from_value::<Write<Vec<Vec<String>>>>(value)).unwrap_err();
+/// assert!(e.to_string().contains("at [1][0], the integer 1 is not a text"), "{e}");
+/// ```
+pub fn with_paths<R>(decode: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            TRACE_PATHS.set(self.0);
+        }
+    }
+    let _restore = Restore(TRACE_PATHS.replace(true));
+    decode()
+}
+
+/// Decodes one write's value, saying in words why it does not fit.
+pub(super) fn decode<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, String> {
+    if !TRACE_PATHS.get() {
+        return T::deserialize(value).map_err(|e| unfit::<T>(&e.to_string()));
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let at = e.path().to_string();
+        let at = (at != ".").then_some(at);
+        unfit_at::<T>(&e.inner().to_string(), at.as_deref())
+    })
+}
+
+/// Why a JSON value does not fit `T`, in the words of JSON rather than of Rust types: what `T`
+/// takes ("a list of texts", not "a sequence" or `Vec<String>`) and what was given instead.
+/// `serde_message` is serde's error for the value.
+///
+/// What `T` takes is found by trying a sample value of each JSON kind: serde describes only
+/// the one value it was reading when it failed, and a state's types carry no schema.
+///
+/// ```
+/// use stategraph::state::unfit;
+/// let e = serde_json::from_value::<Vec<String>>(serde_json::json!(1)).unwrap_err();
+/// assert_eq!(unfit::<Vec<String>>(&e.to_string()), "expects a list of texts, not the integer 1");
+/// let e = serde_json::from_value::<Vec<String>>(serde_json::json!(["a", 2])).unwrap_err();
+/// assert_eq!(unfit::<Vec<String>>(&e.to_string()), "expects a list of texts: the integer 2 is not a text");
+/// ```
+pub fn unfit<T: DeserializeOwned>(serde_message: &str) -> String {
+    unfit_at::<T>(serde_message, None)
+}
+
+/// [`unfit`], saying where inside the value the part that does not fit is, when known.
+fn unfit_at<T: DeserializeOwned>(serde_message: &str, at: Option<&str>) -> String {
+    let wanted = json_kind(
+        &|v| T::deserialize(v).map(drop).map_err(|e| e.to_string()),
+        0,
+    );
+    let message = serde_message
+        .split(" at line ")
+        .next()
+        .unwrap_or(serde_message);
+    let at = at.map(|p| format!("at {p}, ")).unwrap_or_default();
+    match detail(message) {
+        // The value itself is of the wrong kind, rather than something inside it.
+        Some(Detail::Kind { found, expected })
+            if at.is_empty()
+                && (wanted == expected || wanted.starts_with(&format!("{expected} "))) =>
+        {
+            format!("expects {wanted}, not {found}")
+        }
+        Some(Detail::Kind { found, expected }) => {
+            format!("expects {wanted}: {at}{found} is not {expected}")
+        }
+        Some(Detail::Said(said)) => format!("expects {wanted}: {at}{said}"),
+        None => format!("expects {wanted}: {at}{message}"),
+    }
+}
+
+/// What serde's message says, in words.
+enum Detail {
+    /// A value of one kind where another was expected.
+    Kind { found: String, expected: String },
+    /// Anything else, said whole.
+    Said(String),
+}
+
+/// serde's "invalid type: integer `1`, expected a string" as the integer 1 and a text.
+fn detail(message: &str) -> Option<Detail> {
+    if let Some(rest) = message.strip_prefix("unknown variant `") {
+        let (name, rest) = rest.split_once('`')?;
+        let allowed = rest.strip_prefix(", expected ")?;
+        return Some(Detail::Kind {
+            found: format!("the text \"{name}\""),
+            expected: one_of(allowed),
+        });
+    }
+    if let Some(field) = message.strip_prefix("missing field `") {
+        let field = field.split('`').next()?;
+        return Some(Detail::Said(format!("an object lacks its field `{field}`")));
+    }
+    if let Some(field) = message.strip_prefix("unknown field `") {
+        let (field, rest) = field.split_once('`')?;
+        let known = rest
+            .strip_prefix(", expected one of ")
+            .or_else(|| rest.strip_prefix(", expected "))
+            .map(|k| {
+                format!(
+                    " (its fields: {})",
+                    k.replace('`', "").replace(" or ", ", ")
+                )
+            })
+            .unwrap_or_default();
+        return Some(Detail::Said(format!(
+            "an object has a field `{field}` it does not take{known}"
+        )));
+    }
+    let rest = message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))?;
+    let (found, expected) = rest.rsplit_once(", expected ")?;
+    Some(Detail::Kind {
+        found: found_words(found),
+        expected: expected_words(expected),
+    })
+}
+
+/// serde's list of an enum's names (`` `a` or `b` ``, `` one of `a`, `b`, `c` ``) as
+/// `one of "a", "b"`.
+fn one_of(names: &str) -> String {
+    let names = names.strip_prefix("one of ").unwrap_or(names);
+    format!("one of {}", names.replace(" or ", ", ").replace('`', "\""))
+}
+
+/// serde's `Unexpected` ("integer `1`", "string \"x\"", "sequence") in words.
+fn found_words(found: &str) -> String {
+    let quoted = |prefix: &str| {
+        found
+            .strip_prefix(prefix)
+            .map(|v| v.trim_matches('`').to_string())
+    };
+    if let Some(n) = quoted("integer ") {
+        return format!("the integer {n}");
+    }
+    if let Some(n) = quoted("floating point ") {
+        return format!("the number {n}");
+    }
+    if let Some(b) = quoted("boolean ") {
+        return b;
+    }
+    if let Some(s) = found.strip_prefix("string ") {
+        return format!("the text {s}");
+    }
+    match found {
+        "sequence" => "a list".into(),
+        "map" => "an object".into(),
+        "null" | "unit value" => "null".into(),
+        other => other.to_string(),
+    }
+}
+
+/// What a serde visitor says it expects ("a string", "u64", "struct Todo") in words.
+fn expected_words(expected: &str) -> String {
+    let words = match expected {
+        "a string" | "a borrowed string" => "a text",
+        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => "a whole number",
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "an integer",
+        "f32" | "f64" => "a number",
+        "a boolean" => "true or false",
+        "a sequence" => "a list",
+        "a map" => "an object",
+        "unit" => "null",
+        "a character" | "a char" => "a single character",
+        other if other.starts_with("struct ") => "an object",
+        other if other.starts_with("a tuple") || other.starts_with("tuple") => "a list",
+        other => return other.replace('`', "\""),
+    };
+    words.to_string()
+}
+
+/// Whether a value fits: the error text when it does not.
+type Fits<'a> = &'a dyn Fn(serde_json::Value) -> Result<(), String>;
+
+/// What a type takes, in words, from which sample values of each JSON kind it accepts:
+/// "a text", "a whole number", "a list of texts", "one of \"auto\", \"web\"", "an object".
+fn json_kind(fits: Fits<'_>, depth: usize) -> String {
+    use serde_json::{json, Value};
+    let mut kinds: Vec<String> = Vec::new();
+    match fits(json!("")) {
+        Ok(()) => kinds.push("a text".into()),
+        Err(e) => {
+            if let Some(allowed) = e
+                .strip_prefix("unknown variant ``, expected ")
+                .map(|a| a.split(" at line ").next().unwrap_or(a))
+            {
+                kinds.push(one_of(allowed));
+            }
+        }
+    }
+    if fits(json!(0.5)).is_ok() {
+        kinds.push("a number".into());
+    } else if fits(json!(-1)).is_ok() {
+        kinds.push("an integer".into());
+    } else if fits(json!(0)).is_ok() {
+        kinds.push("a whole number".into());
+    }
+    if fits(json!(true)).is_ok() {
+        kinds.push("true or false".into());
+    }
+    match fits(json!([])) {
+        Ok(()) if depth < 3 => {
+            let item = json_kind(&|v| fits(Value::Array(vec![v])), depth + 1);
+            kinds.push(match item.as_str() {
+                "any value" => "a list".into(),
+                one => format!("a list of {}", plural(one)),
+            });
+        }
+        Ok(()) => kinds.push("a list".into()),
+        Err(e) if e.starts_with("invalid length") => kinds.push("a list".into()),
+        Err(_) => {}
+    }
+    match fits(json!({})) {
+        Ok(()) => kinds.push("an object".into()),
+        // A struct, some of whose fields must be given.
+        Err(e) if e.starts_with("missing field") => kinds.push("an object".into()),
+        Err(_) => {}
+    }
+    let object = kinds.iter().any(|k| k == "an object");
+    // A value that takes every kind (a JSON value, say) takes anything.
+    if kinds.len() >= 5 && object {
+        return "any value".into();
+    }
+    // A struct whose fields all have defaults reads an empty list too (as its fields' values).
+    if object {
+        kinds.retain(|k| !k.starts_with("a list"));
+    }
+    match kinds.is_empty() {
+        true => "any value".into(),
+        false => kinds.join(" or "),
+    }
+}
+
+fn plural(one: &str) -> String {
+    match one {
+        "a text" => "texts".into(),
+        "a number" => "numbers".into(),
+        "an integer" => "integers".into(),
+        "a whole number" => "whole numbers".into(),
+        "true or false" => "true or false values".into(),
+        "an object" => "objects".into(),
+        other if other.starts_with("a list") => format!("lists{}", &other["a list".len()..]),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Write;
+
+    fn error_of<T: DeserializeOwned>(value: serde_json::Value) -> String {
+        serde_json::from_value::<Write<T>>(value)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Todo {
+        id: String,
+        done: bool,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    #[allow(dead_code)]
+    enum Kind {
+        Research,
+        Tool,
+    }
+
+    #[test]
+    fn a_write_that_does_not_fit_says_what_the_field_takes_in_json_words() {
+        use serde_json::json;
+        let cases = [
+            (
+                error_of::<String>(json!(1)),
+                "expects a text, not the integer 1",
+            ),
+            (
+                error_of::<u32>(json!("x")),
+                "expects a whole number, not the text \"x\"",
+            ),
+            (
+                error_of::<u32>(json!(-2)),
+                "expects a whole number, not the integer -2",
+            ),
+            (error_of::<i64>(json!(true)), "expects an integer, not true"),
+            (error_of::<f64>(json!([])), "expects a number, not a list"),
+            (error_of::<bool>(json!("yes")), "expects true or false"),
+            (
+                error_of::<Vec<String>>(json!({"a": 1})),
+                "expects a list of texts, not an object",
+            ),
+            (
+                error_of::<Vec<String>>(json!({"$overwrite": [1]})),
+                "expects a list of texts: the integer 1 is not a text",
+            ),
+            (
+                error_of::<Vec<Vec<u8>>>(json!([1])),
+                "expects a list of lists of whole numbers",
+            ),
+            (
+                error_of::<Option<String>>(json!(2)),
+                "expects a text, not the integer 2",
+            ),
+            (
+                error_of::<Todo>(json!("t1")),
+                "expects an object, not the text \"t1\"",
+            ),
+            (
+                error_of::<Vec<Todo>>(json!([{"id": "t1"}])),
+                "expects a list of objects: an object lacks its field `done`",
+            ),
+            (
+                error_of::<Kind>(json!("web")),
+                "expects one of \"research\", \"tool\", not the text \"web\"",
+            ),
+        ];
+        for (got, want) in cases {
+            assert!(got.contains(want), "{got:?} lacks {want:?}");
+            assert!(!got.contains("invalid type"), "{got}");
+        }
+    }
+}
