@@ -63,6 +63,18 @@ pub enum LlmError {
     /// this way.
     #[error("fake model: {0}")]
     Fake(String),
+    /// A request failed after earlier requests of the same call were answered: a structured
+    /// reply asked for again hit an HTTP error or a broken stream. Says what went wrong like
+    /// `error` does (its [`is_transient`](Self::is_transient) and the rest are `error`'s), and
+    /// keeps what the answered requests used, since they were billed. [`cause`](Self::cause)
+    /// is the error itself, for matching on its kind.
+    #[error("{error}")]
+    AfterAnswers {
+        /// Why the last request failed.
+        error: Box<LlmError>,
+        /// What the requests answered before it used.
+        usage: Usage,
+    },
 }
 
 impl LlmError {
@@ -75,7 +87,7 @@ impl LlmError {
     /// assert!(!LlmError::NotConfigured("set a key".into()).is_transient());
     /// ```
     pub fn is_transient(&self) -> bool {
-        match self {
+        match self.cause() {
             LlmError::Http(e) => e.is_transient(),
             LlmError::Stream { .. } => true,
             LlmError::Provider { transient, .. } => *transient,
@@ -95,11 +107,49 @@ impl LlmError {
     /// assert!(broke.should_retry());
     /// ```
     pub fn should_retry(&self) -> bool {
-        !matches!(self, LlmError::Http(_)) && self.is_transient()
+        !matches!(self.cause(), LlmError::Http(_)) && self.is_transient()
+    }
+
+    /// The error itself, without what requests answered before it used: `self`, unless it
+    /// is [`LlmError::AfterAnswers`].
+    ///
+    /// ```
+    /// use stategraph::llm::{LlmError, Usage};
+    /// let e = LlmError::Fake("reset".into()).after_answers(Usage::new(10, 2));
+    /// assert!(matches!(e.cause(), LlmError::Fake(_)));
+    /// assert_eq!(e.usage().map(|u| u.requests), Some(1));
+    /// ```
+    pub fn cause(&self) -> &LlmError {
+        match self {
+            LlmError::AfterAnswers { error, .. } => error.cause(),
+            other => other,
+        }
+    }
+
+    /// This error, keeping `usage` (what requests of the same call answered before it used)
+    /// when there is any: [`LlmError::AfterAnswers`], or `self` when nothing was answered.
+    pub fn after_answers(self, usage: Usage) -> LlmError {
+        if usage.is_empty() {
+            return self;
+        }
+        match self {
+            LlmError::AfterAnswers {
+                error,
+                usage: before,
+            } => LlmError::AfterAnswers {
+                error,
+                usage: usage + before,
+            },
+            error => LlmError::AfterAnswers {
+                error: Box::new(error),
+                usage,
+            },
+        }
     }
 
     /// What the requests behind this error used, when they were answered and so billed: the
-    /// attempts of a structured reply that never fitted. `None` for errors where no reply came
+    /// attempts of a structured reply that never fitted, or the attempts answered before a
+    /// later one failed ([`LlmError::AfterAnswers`]). `None` for errors where no reply came
     /// back (the HTTP client's retries of refused requests cost nothing).
     ///
     /// ```
@@ -116,6 +166,9 @@ impl LlmError {
     pub fn usage(&self) -> Option<Usage> {
         match self {
             LlmError::Structured { usage, .. } => Some(*usage),
+            LlmError::AfterAnswers { error, usage } => {
+                Some(*usage + error.usage().unwrap_or_default())
+            }
             _ => None,
         }
     }
@@ -124,7 +177,7 @@ impl LlmError {
     /// nothing usable), rather than about reaching the model.
     pub fn is_about_the_reply(&self) -> bool {
         matches!(
-            self,
+            self.cause(),
             LlmError::Structured { .. } | LlmError::MalformedResponse { .. }
         )
     }

@@ -128,8 +128,9 @@ impl StructuredOptions {
 
 /// Asks `model` for a reply of type `T` and parses it. Returns the value and the usage of
 /// all attempts together (`usage.requests` says how many there were); when no attempt fits,
-/// the [`LlmError::Structured`] carries that usage instead, since every attempt was billed.
-/// See the [module docs](self) for an example.
+/// the [`LlmError::Structured`] carries that usage instead, since every attempt was billed, and
+/// a request that fails after answered attempts is an [`LlmError::AfterAnswers`] that keeps
+/// theirs. See the [module docs](self) for an example.
 pub async fn structured<T>(
     model: &dyn ChatModel,
     messages: Vec<Message>,
@@ -180,7 +181,11 @@ where
         request.temperature = opts.temperature;
         request.max_tokens = opts.max_tokens;
         request.stream = opts.stream.clone();
-        let response = model.chat(request).await?;
+        // A failure after answered attempts keeps what they used: they were billed.
+        let response = match model.chat(request).await {
+            Ok(response) => response,
+            Err(e) => return Err(e.after_answers(usage)),
+        };
         usage += response.usage;
         let reply = response.message.content;
         let error = match parse_reply::<T>(&reply, &schema) {
@@ -721,6 +726,36 @@ mod tests {
         let usage = err.usage().expect("a structured failure says what it used");
         assert_eq!(usage.requests, 2);
         assert!(usage.output_tokens >= 2, "{usage:?}");
+    }
+
+    #[tokio::test]
+    async fn a_retry_that_fails_keeps_what_the_answered_attempts_used() {
+        let model = crate::llm::FakeChatModel::with_replies([r#"{"id": "x"}"#]).then_error(
+            LlmError::Stream {
+                provider: "fake".into(),
+                detail: "connection reset".into(),
+            },
+        );
+        let err = structured_validated::<Pick, _>(
+            &model,
+            vec![Message::user("pick one")],
+            StructuredOptions::default(),
+            fits,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(model.call_count(), 2);
+        let usage = err.usage().expect("the answered attempt was billed");
+        assert_eq!(usage.requests, 1, "{usage:?}");
+        assert!(
+            usage.input_tokens > 0 && usage.output_tokens > 0,
+            "{usage:?}"
+        );
+        // Still the stream's error in every other respect: retryable, and said as it was.
+        assert!(matches!(err.cause(), LlmError::Stream { .. }), "{err:?}");
+        assert!(err.should_retry());
+        assert!(!err.is_about_the_reply());
+        assert_eq!(err.to_string(), err.cause().to_string());
     }
 
     #[tokio::test]
