@@ -551,3 +551,72 @@ fn threads_a_program_stored_with_the_library_are_listed_and_read_by_graph() {
         .stderr_has(&["single sled store", "FolderCheckpointer::open"]);
     assert_unchanged(&before, &files_of(single.path()));
 }
+
+/// Runs `f` on the library's view of the store in `db`, as a user's own program would.
+fn with_store<T>(
+    db: &Db,
+    f: impl AsyncFnOnce(&stategraph::checkpoint::FolderCheckpointer) -> T,
+) -> T {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let store = stategraph::checkpoint::FolderCheckpointer::open(db.path()).unwrap();
+        let out = f(&store).await;
+        store.close();
+        out
+    })
+}
+
+#[test]
+fn an_unreadable_record_of_how_a_thread_started_is_damage_never_read_as_missing() {
+    use stategraph::checkpoint::Checkpointer;
+    let db = Db::new();
+    // A thread whose --set override its resume needs.
+    let sections = r#"sections=["Only {topic}"]"#;
+    let thread = db
+        .graph(&[
+            "run",
+            "pipeline",
+            "--input",
+            "sled",
+            "--set",
+            "step_ms=1",
+            "--set",
+            sections,
+        ])
+        .expect(3)
+        .thread();
+    // Its record of how it started, replaced by one that reads as JSON but not as that record.
+    with_store(&db, async |store| {
+        let junk = serde_json::json!({"graph": 7, "overrides": "lost"});
+        store
+            .put_journal(&thread, "graph/origin", &junk)
+            .await
+            .unwrap();
+    });
+    let damaged = files_of(db.path());
+    let commands: [&[&str]; 3] = [
+        &["state", &thread],
+        &["history", &thread],
+        &["resume", &thread, "--resume", "yes"],
+    ];
+    for args in commands {
+        db.graph(args).expect(1).stderr_has(&[
+            &format!("how thread `{thread}` was started"),
+            "journal entry `graph/origin`",
+            "cannot be read",
+            &format!("graph repair {thread}"),
+        ]);
+    }
+    assert_unchanged(&damaged, &files_of(db.path()));
+
+    // The repair says what it lost; the thread goes on, its override given again.
+    let repaired = db.graph(&["repair", &thread]).expect(0);
+    repaired.stderr_has(&[
+        "could not be read",
+        "graph `pipeline` without --set overrides",
+    ]);
+    let done = db
+        .graph(&["resume", &thread, "--resume", "yes", "--set", sections])
+        .expect(0);
+    assert!(done.stdout.contains("## Only sled"), "{done}");
+}

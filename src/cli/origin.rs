@@ -3,6 +3,10 @@
 //!
 //! It is the one thing the CLI stores beside the checkpoints, and it is stored with them, not in
 //! an index: whatever lists threads is derived from the stores.
+//!
+//! A record that is there but cannot be read is damage, never "no record": read as missing, a
+//! resume would run without the thread's `--set` overrides and then store a record without
+//! them. It is reported, and `graph repair` writes a new one, saying what it lost.
 
 use crate::checkpoint::{now_ms, CheckpointError, Checkpointer, FolderCheckpointer};
 use serde::{Deserialize, Serialize};
@@ -25,6 +29,22 @@ pub(crate) struct Origin {
     pub created_at_ms: u64,
 }
 
+/// A thread's origin record that is there but cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the record of how thread `{thread}` was started (its graph file and --set overrides; \
+     {record}) cannot be read: {reason}. Nothing was changed, and no command uses the thread \
+     without it: `graph repair {thread}` keeps a backup of the thread and writes the record \
+     again from its checkpoints (the graph they name, without --set overrides: give those again \
+     with `graph resume {thread} --set KEY=VALUE`)"
+)]
+pub(crate) struct OriginDamaged {
+    pub thread: String,
+    /// Where the record is: the journal entry and the store, or the legacy `meta.json`.
+    pub record: String,
+    pub reason: String,
+}
+
 impl Origin {
     pub(crate) fn new(graph: &str, graph_file: &str, overrides: Vec<String>) -> Self {
         Origin {
@@ -36,22 +56,61 @@ impl Origin {
     }
 
     /// The thread's origin: as stored with it, else as an earlier version of the layout kept it
-    /// (its `meta.json`); `None` when neither says.
+    /// (its `meta.json`); `None` when neither has one (a thread another program wrote). A record
+    /// that does not read is an [`OriginDamaged`] error.
     pub(crate) async fn read(
         store: &FolderCheckpointer,
         thread: &str,
-    ) -> Result<Option<Origin>, CheckpointError> {
-        if let Some(value) = store.get_journal(thread, ORIGIN_KEY).await? {
-            return Ok(serde_json::from_value(value).ok());
+    ) -> anyhow::Result<Option<Origin>> {
+        let damaged = |record: String, reason: String| OriginDamaged {
+            thread: thread.to_string(),
+            record,
+            reason,
+        };
+        let stored = match store.get_journal(thread, ORIGIN_KEY).await {
+            Ok(stored) => stored,
+            // A record whose bytes fail their check: the same damage, said the same way.
+            Err(e @ CheckpointError::Corrupt { .. }) => {
+                let record = Self::journal_entry(store, thread);
+                return Err(damaged(record, e.to_string()).into());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(value) = stored {
+            return serde_json::from_value(value).map(Some).map_err(|e| {
+                let record = Self::journal_entry(store, thread);
+                damaged(
+                    record,
+                    format!("it is not a record of how a thread started ({e})"),
+                )
+                .into()
+            });
         }
-        Ok(store.legacy_meta(thread).and_then(|meta| {
-            Some(Origin {
-                graph: meta.get("graph")?.as_str()?.to_string(),
-                graph_file: meta.get("graph_file")?.as_str()?.to_string(),
-                overrides: serde_json::from_value(meta.get("overrides")?.clone()).ok()?,
-                created_at_ms: meta.get("created_at_ms")?.as_u64()?,
-            })
-        }))
+        let meta = match store.legacy_meta(thread) {
+            Ok(meta) => meta,
+            Err(CheckpointError::Damaged { file, reason, .. }) => {
+                return Err(damaged(file, reason).into())
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let Some(meta) = meta else {
+            return Ok(None);
+        };
+        serde_json::from_value(meta).map(Some).map_err(|e| {
+            let file = store.legacy_meta_path(thread).display().to_string();
+            damaged(
+                file,
+                format!("it does not say how the thread started ({e})"),
+            )
+            .into()
+        })
+    }
+
+    fn journal_entry(store: &FolderCheckpointer, thread: &str) -> String {
+        format!(
+            "journal entry `{ORIGIN_KEY}` of the store {}",
+            store.store_path(thread).display()
+        )
     }
 
     /// Stores it with the thread (flushed).

@@ -221,10 +221,33 @@ impl FolderCheckpointer {
     }
 
     /// The `meta.json` of a thread written by an earlier version of this layout, which kept the
-    /// graph a thread was run with there (as `graph`, `graph_file` and `overrides`).
-    pub fn legacy_meta(&self, thread: &str) -> Option<serde_json::Value> {
-        let bytes = std::fs::read(self.layout.legacy_meta_path(thread)).ok()?;
-        serde_json::from_slice(&bytes).ok()
+    /// graph a thread was run with there (as `graph`, `graph_file` and `overrides`): `None`
+    /// when there is none, [`CheckpointError::Damaged`] (naming it) when it cannot be read.
+    pub fn legacy_meta(&self, thread: &str) -> Result<Option<serde_json::Value>, CheckpointError> {
+        let path = self.layout.legacy_meta_path(thread);
+        let damaged = |reason: String| CheckpointError::Damaged {
+            thread: thread.to_string(),
+            file: path.display().to_string(),
+            reason,
+        };
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(damaged(format!("its meta.json cannot be read: {e}"))),
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| damaged(format!("its meta.json is not JSON: {e}")))
+    }
+
+    /// Where [`legacy_meta`](Self::legacy_meta) reads a thread's `meta.json`.
+    pub fn legacy_meta_path(&self, thread: &str) -> PathBuf {
+        self.layout.legacy_meta_path(thread)
+    }
+
+    /// The directory of the thread's store, for messages that say where a record of it is.
+    pub fn store_path(&self, thread: &str) -> PathBuf {
+        self.layout.store_dir(thread)
     }
 
     /// Every thread with at least one checkpoint (or a damaged store), sorted by id.

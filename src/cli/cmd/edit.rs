@@ -1,10 +1,11 @@
 //! `update`, `fork`, `delete` and `prune`: commands that change stored threads.
 
 use super::inspect::parse_checkpoint;
+use crate::checkpoint::RepairReport;
 use crate::checkpoint::{CheckpointError, Checkpointer};
 use crate::cli::args::{DeleteArgs, ForkArgs, PruneArgs, RepairArgs, UpdateArgs};
 use crate::cli::error::{bad_input, EXIT_DONE};
-use crate::cli::origin::Origin;
+use crate::cli::origin::{Origin, OriginDamaged};
 use crate::cli::{check_thread_id, out, parse_json, root_of_thread_arg, Ctx};
 use crate::runtime::RunError;
 use serde_json::{json, Value};
@@ -142,8 +143,11 @@ pub(crate) async fn repair(ctx: &Ctx, args: RepairArgs) -> anyhow::Result<u8> {
         }
         other => other?,
     };
+    let origin = rewrite_damaged_origin(ctx, &report).await?;
     if args.json {
-        out(&format!("{:#}", serde_json::to_value(&report)?));
+        let mut json = serde_json::to_value(&report)?;
+        json["origin_rewritten"] = json!(origin.is_some());
+        out(&format!("{json:#}"));
         return Ok(EXIT_DONE);
     }
     eprintln!(
@@ -153,6 +157,9 @@ pub(crate) async fn repair(ctx: &Ctx, args: RepairArgs) -> anyhow::Result<u8> {
     );
     for file in &report.set_aside {
         eprintln!("  set aside the unreadable file {file} (as damaged-{file})");
+    }
+    if let Some(note) = &origin {
+        eprintln!("  {note}");
     }
     if !report.removed.is_empty() {
         eprintln!(
@@ -179,6 +186,38 @@ pub(crate) async fn repair(ctx: &Ctx, args: RepairArgs) -> anyhow::Result<u8> {
         ),
     }
     Ok(EXIT_DONE)
+}
+
+/// Writes the thread's record of how it started again when it cannot be read (see
+/// `origin.rs`), from the graph its newest checkpoint names and without `--set` overrides, after
+/// the repair backed the thread up. Says what was lost, or `None` when the record was sound.
+async fn rewrite_damaged_origin(
+    ctx: &Ctx,
+    report: &RepairReport,
+) -> anyhow::Result<Option<String>> {
+    let thread = &report.thread_id;
+    let reason = match Origin::read(&ctx.store, thread).await {
+        Ok(_) => return Ok(None),
+        Err(e) => e.downcast::<OriginDamaged>()?.reason,
+    };
+    let Some(graph) = report.now.as_ref().and_then(|s| s.graph.clone()) else {
+        return Err(anyhow::anyhow!(
+            "the record of how thread `{thread}` was started cannot be read ({reason}), and no \
+             checkpoint of it names its graph, so it cannot be written again; its folder as it \
+             was is kept in {}; delete the thread with: {}",
+            report.backup.display(),
+            ctx.command_line(&["delete", thread])
+        ));
+    };
+    Origin::new(&graph, &graph, Vec::new())
+        .write(&ctx.store, thread)
+        .await?;
+    ctx.store.release(thread)?;
+    Ok(Some(format!(
+        "the record of how it was started could not be read ({reason}); it now names graph \
+         `{graph}` without --set overrides (give them again with `resume --set`; the old record \
+         is in the backup)"
+    )))
 }
 
 /// `graph prune`.
