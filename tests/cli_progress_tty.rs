@@ -89,6 +89,32 @@ impl Tmux {
             .to_string()
     }
 
+    /// Waits until the screen shows `needle`.
+    fn wait_for(&self, needle: &str) {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if screen.contains(needle) {
+                return;
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "the terminal never showed {needle:?}; it shows:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Types `keys` (tmux key names: `C-c` is Ctrl+C).
+    fn keys(&self, keys: &str) {
+        let out = self.run(&["send-keys", keys]);
+        assert!(
+            out.status.success(),
+            "tmux send-keys failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Waits for the script's `EXIT=<code>` line and returns the code and the final screen.
     fn wait_for_exit(&self) -> (i32, String) {
         let start = Instant::now();
@@ -126,9 +152,10 @@ fn quoted(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// Runs `graph --db <db> <args>` in a fresh terminal and returns its exit code and what the
-/// terminal shows once it ended. The shell then waits, so the pane stays to be read.
-fn in_terminal(db: &Db, args: &[&str]) -> (i32, String) {
+/// Starts `graph --db <db> <args>` in a fresh terminal. The shell prints `EXIT=<code>` when it
+/// ends, then waits, so the pane stays to be read; it outlives a Ctrl+C (its trap), as a
+/// user's interactive shell does.
+fn start_in_terminal(db: &Db, args: &[&str]) -> Tmux {
     let mut command = vec![
         "env".to_string(),
         "-u".into(),
@@ -141,10 +168,18 @@ fn in_terminal(db: &Db, args: &[&str]) -> (i32, String) {
         quoted(&db.path().display().to_string()),
     ];
     command.extend(args.iter().map(|a| quoted(a)));
-    let script = format!("{}; echo EXIT=$?; exec sleep 600", command.join(" "));
+    let script = format!(
+        "trap : INT; {}; echo EXIT=$?; exec sleep 600",
+        command.join(" ")
+    );
     // Run in the store's folder: the built-in graph files, not a `./graphs/` the tests run beside.
-    let tmux = Tmux::start(db.path(), &script);
-    tmux.wait_for_exit()
+    Tmux::start(db.path(), &script)
+}
+
+/// Runs `graph --db <db> <args>` in a fresh terminal and returns its exit code and what the
+/// terminal shows once it ended.
+fn in_terminal(db: &Db, args: &[&str]) -> (i32, String) {
+    start_in_terminal(db, args).wait_for_exit()
 }
 
 /// Fails the test if a live line is still on the screen: a spinner glyph (indicatif's spinner
@@ -257,4 +292,35 @@ fn a_resumed_run_leaves_no_live_lines() {
     no_live_lines_remain(&screen);
     each_step_shown_once(&screen, &["✓ step 3 review", "✓ step 4 publish"]);
     has(&screen, &["# A short guide to sled"]);
+}
+
+#[test]
+fn ctrl_c_during_parallel_tasks_leaves_no_live_lines() {
+    let db = Db::new();
+    // Long steps: the three drafts are still running when Ctrl+C comes.
+    let tmux = start_in_terminal(
+        &db,
+        &[
+            "run",
+            "pipeline",
+            "--input",
+            "sled",
+            "--set",
+            "step_ms=5000",
+        ],
+    );
+    tmux.wait_for("step 2 draft #2 ·");
+    tmux.keys("C-c");
+    let (code, screen) = tmux.wait_for_exit();
+    assert_eq!(code, 130, "Ctrl+C stops the run\n--- screen\n{screen}");
+    no_live_lines_remain(&screen);
+    each_step_shown_once(&screen, &["✓ step 1 outline"]);
+    has(
+        &screen,
+        &[
+            "stopping: the step in flight is abandoned",
+            "the last checkpoint is kept",
+            "graph resume",
+        ],
+    );
 }

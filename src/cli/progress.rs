@@ -5,6 +5,8 @@ use crate::runtime::{Event, PROGRESS_EVENT, TOKEN_EVENT};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::HashMap;
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 enum Mode {
@@ -22,6 +24,8 @@ pub(crate) struct Progress {
     /// How many tasks of each node the next step holds, to number parallel tasks.
     next: HashMap<String, usize>,
     bars: HashMap<(u64, usize), (String, ProgressBar)>,
+    /// Whether live lines are on the screen (`bars` is not empty), for [`Notices`].
+    live: Arc<AtomicBool>,
     /// Streamed text (model tokens) per node, shown a whole line at a time as it arrives.
     streamed: HashMap<String, String>,
 }
@@ -43,7 +47,16 @@ impl Progress {
             steps_done: 0,
             next: HashMap::new(),
             bars: HashMap::new(),
+            live: Arc::new(AtomicBool::new(false)),
             streamed: HashMap::new(),
+        }
+    }
+
+    /// A handle for the Ctrl+C watcher to print with while this shows a run.
+    pub(crate) fn notices(&self) -> Notices {
+        match &self.mode {
+            Mode::Live(multi) => Notices(Some((multi.clone(), self.live.clone()))),
+            _ => Notices(None),
         }
     }
 
@@ -148,6 +161,7 @@ impl Progress {
                         );
                         bar.enable_steady_tick(Duration::from_millis(100));
                         self.bars.insert((*step, *task), (node.clone(), bar));
+                        self.note_live();
                     }
                 }
             }
@@ -161,6 +175,7 @@ impl Progress {
             } => {
                 if let Some((_, bar)) = self.bars.remove(&(*step, *task)) {
                     bar.finish_and_clear();
+                    self.note_live();
                 }
                 self.stream_text(node, "", true);
                 let label = self.label(node, *task);
@@ -264,6 +279,7 @@ impl Progress {
             .map(|(k, _)| *k);
         if let Some((_, bar)) = key.and_then(|k| self.bars.remove(&k)) {
             bar.finish_and_clear();
+            self.note_live();
         }
     }
 
@@ -272,6 +288,11 @@ impl Progress {
         for (_, (_, bar)) in self.bars.drain() {
             bar.finish_and_clear();
         }
+        self.note_live();
+    }
+
+    fn note_live(&self) {
+        self.live.store(!self.bars.is_empty(), Ordering::Relaxed);
     }
 }
 
@@ -279,4 +300,82 @@ impl Drop for Progress {
     fn drop(&mut self) {
         self.clear();
     }
+}
+
+/// What the Ctrl+C watcher prints with while a run is shown. Written to stderr directly, its
+/// text would be where the live lines are, and their next redraw would erase it and leave
+/// stale lines.
+#[derive(Clone)]
+pub(crate) struct Notices(Option<(MultiProgress, Arc<AtomicBool>)>);
+
+impl Notices {
+    /// Shows `text` after a Ctrl+C, above the live lines (plainly without them, also when
+    /// quiet).
+    pub(crate) fn after_ctrl_c(&self, text: &str) {
+        match &self.0 {
+            Some((multi, live)) => multi.suspend(|| {
+                undo_ctrl_c_echo(live.load(Ordering::Relaxed));
+                eprintln!("{text}");
+            }),
+            None => plain(text),
+        }
+    }
+
+    /// Like [`Notices::after_ctrl_c`], then ends the process with `code`; the live lines are
+    /// cleared for good.
+    pub(crate) fn quit_after_ctrl_c(&self, text: &str, code: i32) -> ! {
+        if let Some((multi, live)) = &self.0 {
+            // Inside `suspend`, which holds the live lines' lock: no tick draws them again
+            // before the process is gone.
+            multi.suspend(|| {
+                undo_ctrl_c_echo(live.load(Ordering::Relaxed));
+                eprintln!("{text}");
+                std::process::exit(code)
+            });
+        }
+        plain(text);
+        std::process::exit(code)
+    }
+}
+
+/// Without live lines: on a terminal (`--quiet`) the text starts on a line of its own, below
+/// the `^C` the terminal echoed.
+fn plain(text: &str) {
+    match std::io::stderr().is_terminal() {
+        true => eprintln!("\n{text}"),
+        false => eprintln!("{text}"),
+    }
+}
+
+/// Takes back the line the terminal's `^C` echo added. indicatif pads the last line it draws
+/// to the terminal's width, leaving the cursor at the edge, so the echo wraps to a new line it
+/// does not know of. With live lines on the screen, its clear (in `suspend`, before this runs)
+/// started one line too low and left the top live line: that line is cleared and the text
+/// starts there. Without, the text starts on the echo's line, over the `^C`.
+/// A terminal that does not echo control characters (`stty -echoctl`) added no line. A SIGINT
+/// sent with `kill` to a run shown on a terminal that does echo takes one line too many: the
+/// line above the live lines.
+fn undo_ctrl_c_echo(live: bool) {
+    if !echoes_ctrl_c() {
+        return;
+    }
+    if live {
+        // Cursor up one line.
+        eprint!("\x1b[1A");
+    }
+    // To the line's start, and clear it.
+    eprint!("\r\x1b[2K");
+}
+
+/// Whether the terminal on stderr echoes a typed Ctrl+C as `^C`.
+fn echoes_ctrl_c() -> bool {
+    // SAFETY: tcgetattr only writes the termios struct it is given, which is zeroed (a valid
+    // bit pattern for this plain C struct) and lives for the call.
+    let mut termios: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; STDERR_FILENO stays open for the process's life.
+    if unsafe { libc::tcgetattr(libc::STDERR_FILENO, &mut termios) } != 0 {
+        return false;
+    }
+    let echo = libc::ECHO | libc::ECHOCTL;
+    termios.c_lflag & echo == echo
 }

@@ -11,7 +11,7 @@ use crate::cli::error::{
 };
 use crate::cli::origin::Origin;
 use crate::cli::pause;
-use crate::cli::progress::Progress;
+use crate::cli::progress::{Notices, Progress};
 use crate::cli::{check_thread_id, out, parse_json, parse_overrides, Ctx};
 use crate::registry::{AnyFactory, ErasedGraph, GraphFileError, RegistryError, Resolved};
 use crate::runtime::{Event, Resume, RunError, RunOutcome, RunStatus};
@@ -364,17 +364,24 @@ async fn remember_overrides(
     Ok(())
 }
 
-/// Stops the run on the first Ctrl+C (its last checkpoint is kept); quits on the second.
-fn watch_ctrl_c(token: CancellationToken, hint: String) -> tokio::task::JoinHandle<()> {
+/// Stops the run on the first Ctrl+C (its last checkpoint is kept); quits on the second. It
+/// prints through `notices`, not to stderr directly, so the live progress lines stay right.
+fn watch_ctrl_c(
+    token: CancellationToken,
+    hint: String,
+    notices: Notices,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_err() {
             return;
         }
-        eprintln!("\nstopping: the step in flight is abandoned, the last checkpoint is kept (Ctrl+C again quits at once)");
+        notices.after_ctrl_c("stopping: the step in flight is abandoned, the last checkpoint is kept (Ctrl+C again quits at once)");
         token.cancel();
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("quit; continue with: {hint}");
-            std::process::exit(i32::from(EXIT_INTERRUPTED));
+            notices.quit_after_ctrl_c(
+                &format!("quit; continue with: {hint}"),
+                i32::from(EXIT_INTERRUPTED),
+            );
         }
     })
 }
@@ -443,9 +450,10 @@ async fn drive(
             .flatten()
             .map(|s| s.step),
     };
+    let mut progress = Progress::new(ctx.quiet, ctx.verbose > 0);
+    progress.expect(first_step);
     let token = CancellationToken::new();
-    let watcher = watch_ctrl_c(token.clone(), resume_hint.clone());
-
+    let watcher = watch_ctrl_c(token.clone(), resume_hint.clone(), progress.notices());
     let config = resolved
         .file
         .run_config()
@@ -456,8 +464,6 @@ async fn drive(
         .stream_modes(settings.stream.iter().copied());
     let streaming = !settings.stream.is_empty();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
-    let mut progress = Progress::new(ctx.quiet, ctx.verbose > 0);
-    progress.expect(first_step);
     let run = async {
         match action {
             Action::Run(input) => graph.run(input, config, Some(tx)).await,
