@@ -166,3 +166,61 @@ fn run_state_and_history_number_steps_alike() {
     let history = db.graph(&["history", &thread, "--json"]).expect(0).json();
     assert_eq!(history[0]["step"], paused_at, "{history}");
 }
+
+#[test]
+fn an_empty_answer_is_refused_at_every_review_saying_which_answers_work_and_changes_nothing() {
+    let server = FakeOpenAi::start(
+        json!({"todos": [
+            {"id": "t1", "task": "How does sled flush", "kind": "research", "dependencies": []},
+        ]}),
+        |_| json!({"task_outcome": "answered", "status": "done", "new_tasks": []}),
+    );
+    let db = Db::new();
+    let docs = tempfile::tempdir().unwrap();
+    std::fs::write(
+        docs.path().join("sled.md"),
+        "# sled\nsled flushes every 500 ms.",
+    )
+    .unwrap();
+    let corpus = format!("search.corpus={}", docs.path().display());
+    let graph = |args: &[&str]| db.graph(args).with_model_at(&server.base_url());
+    let research = graph(&[
+        "run",
+        "research",
+        "--input",
+        "How does sled flush?",
+        "--set",
+        &corpus,
+    ])
+    .expect(3)
+    .thread();
+    let pipeline = db.paused_thread();
+    let asks = [
+        (&research, "Answer `approve` to run it"),
+        (&pipeline, "Publish this document? Answer yes"),
+    ];
+    let empty: [&[&str]; 4] = [
+        &["--resume", ""],
+        &["--resume", "  \n"],
+        &["--resume-json", "\"\""],
+        &["--resume-json", "null"],
+    ];
+    for (thread, question) in asks {
+        let before = graph(&["history", thread, "--json"]).expect(0).json();
+        for answer in empty {
+            let mut args = vec!["resume", thread.as_str()];
+            args.extend_from_slice(answer);
+            graph(&args).expect(2).stderr_has(&[
+                "an empty answer is not an answer",
+                "nothing was changed",
+                question,
+                &format!("resume {thread} --resume <ANSWER>"),
+            ]);
+        }
+        let after = graph(&["history", thread, "--json"]).expect(0).json();
+        assert_eq!(before, after, "an empty answer changed {thread}");
+    }
+    assert_eq!(server.calls().len(), 1, "only the plan was paid for");
+    let done = graph(&["resume", &research, "--resume", "approve"]).expect(0);
+    assert!(done.stdout.contains("Sources:"), "{done}");
+}

@@ -3,9 +3,82 @@
 //! `--json` output keeps the payloads whole.
 
 use crate::checkpoint::{InterruptRecord, InterruptWhen};
+use crate::cli::error::bad_input;
 use crate::cli::Ctx;
-use crate::registry::Resolved;
+use crate::registry::{ErasedGraph, Resolved};
 use serde_json::Value;
+
+/// Refuses an empty answer (`--resume ""`, blank, or JSON `null`) to a paused thread, before
+/// anything is changed: for every graph, an empty answer is no answer. (A review that took it
+/// as approval ran a plan nobody approved; one that took it as notes revised for nothing.) The
+/// message quotes what the thread asks, which says which answers work.
+pub(crate) async fn refuse_empty_answer(
+    ctx: &Ctx,
+    graph: &dyn ErasedGraph,
+    thread: &str,
+    answer: Option<&Value>,
+) -> anyhow::Result<()> {
+    let empty = |v: &Value| match v {
+        Value::Null => true,
+        Value::String(text) => text.trim_start_matches('\u{feff}').trim().is_empty(),
+        _ => false,
+    };
+    let Some(answer) = answer else {
+        return Ok(());
+    };
+    if !matches!(answer, Value::Object(_)) && !empty(answer) {
+        return Ok(());
+    }
+    let interrupts = graph.get_state(thread, None).await?.interrupts;
+    let blank = match answer {
+        // Answers by id, to several questions (as `resume` reads them): each one counts.
+        Value::Object(by_id) => {
+            let ids: Vec<&str> = interrupts
+                .iter()
+                .filter(|i| i.when == InterruptWhen::Dynamic)
+                .map(|i| i.id.as_str())
+                .collect();
+            ids.len() > 1
+                && by_id.keys().all(|k| ids.contains(&k.as_str()))
+                && by_id.values().any(empty)
+        }
+        other => empty(other),
+    };
+    if !blank {
+        return Ok(());
+    }
+    let mut message = String::from(
+        "--resume: an empty answer is not an answer; nothing was changed. Answer what the thread asks",
+    );
+    let questions: Vec<String> = interrupts
+        .iter()
+        .filter(|i| i.when == InterruptWhen::Dynamic)
+        .map(
+            |i| match i.payload.get("question").and_then(Value::as_str) {
+                Some(q) => format!("\n  `{}` asks: {q}", i.node),
+                None => format!("\n  `{}` asks: {}", i.node, i.payload),
+            },
+        )
+        .collect();
+    match questions.is_empty() {
+        true => {
+            message = format!(
+            "--resume: an empty answer is not an answer; nothing was changed. Thread `{thread}` \
+             asks no question; continue it with: {}",
+            continue_command(ctx, thread, &interrupts)
+        )
+        }
+        false => {
+            message.push(':');
+            message.push_str(&questions.concat());
+            message.push_str(&format!(
+                "\ncontinue with: {}",
+                continue_command(ctx, thread, &interrupts)
+            ));
+        }
+    }
+    Err(bad_input(message))
+}
 
 /// The command that answers the pending interrupts: `resume THREAD --resume <ANSWER>` for one
 /// question, `--resume-json` by id for several, a bare `resume` for breakpoints.

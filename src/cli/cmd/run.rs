@@ -261,6 +261,7 @@ pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
         (None, Some(text)) => Some(parse_json(text, "--resume-json")?),
         (None, None) => None,
     };
+    pause::refuse_empty_answer(ctx, graph.as_ref(), &args.thread, answer.as_ref()).await?;
     ctx.store.hold(&args.thread).await?;
     eprintln!("thread {}", args.thread);
     remember_overrides(ctx, &resolved, origin, &args.thread, extra).await?;

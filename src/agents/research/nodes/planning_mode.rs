@@ -16,11 +16,13 @@ enum Review {
     Edited(Vec<Todo>),
 }
 
+/// An empty answer is not approval (the CLI refuses it before it gets here, for every graph):
+/// a plan nobody approved must not run.
 fn is_approval(text: &str) -> bool {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     matches!(
         text.trim().to_lowercase().as_str(),
-        "" | "y" | "yes" | "ok" | "approve" | "approved" | "lgtm" | "go" | "run"
+        "y" | "yes" | "ok" | "approve" | "approved" | "lgtm" | "go" | "run"
     )
 }
 
