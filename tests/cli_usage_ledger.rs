@@ -2,7 +2,9 @@
 //! against a stand-in OpenAI-compatible server on 127.0.0.1 that counts the requests it answers,
 //! and the ledger's total calls (in `graph state --json` and in the run's usage summary) must
 //! equal that count: for a plain run, a run whose structured replies are retried after failing
-//! validation, and a run whose escalation split fails on every attempt. No network, no key.
+//! validation, a run whose escalation split fails on every attempt, and a run that fails
+//! because its plan never fits, then is resumed: the failed attempts are counted once, by the
+//! resumed run's ledger, and the failed run says what they used. No network, no key.
 
 #[path = "support/fake_openai.rs"]
 mod fake_openai;
@@ -17,7 +19,8 @@ use fake_openai::{Call, FakeOpenAi};
 use harness::Output;
 use research::{done, three_todos, Research, T1};
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// The ledger's total calls as `graph state --json` shows the thread's state.
 fn ledger_calls(r: &Research, thread: &str) -> u64 {
@@ -198,5 +201,77 @@ fn a_stuck_tool_todo_counts_its_rounds_and_every_escalation_request() {
         calls.len() as u64,
         "{:?}",
         kinds(&calls)
+    );
+}
+
+#[test]
+fn a_run_that_fails_says_what_it_spent_and_its_resume_counts_it_once() {
+    // The plan is empty (so unusable) until the test says otherwise: the first run asks three
+    // times (two corrections), then fails.
+    let refuse = Arc::new(AtomicBool::new(true));
+    let refusing = refuse.clone();
+    let server = FakeOpenAi::start_overriding(
+        three_todos(),
+        |_| done(),
+        move |call| {
+            (call.kind == "Plan" && refusing.load(Ordering::SeqCst))
+                .then(|| json!({"todos": []}).to_string())
+        },
+    );
+    let r = Research::with_server(server);
+    let out = r.run(&["--yes"]).expect(1);
+    let thread = out.thread();
+    assert_eq!(
+        r.server.count("Plan", ""),
+        3,
+        "{:?}",
+        kinds(&r.server.calls())
+    );
+    let spent = "this task's failed attempts have used 3 model requests so far";
+    assert!(
+        out.stderr.contains(spent),
+        "the failure names what it spent: {out}"
+    );
+
+    // Where the thread stands: the failed task says what it spent; no ledger holds it yet.
+    let state = r.graph(&["state", &thread, "--json"]).expect(0).json();
+    let errors = state["errors"]
+        .as_array()
+        .expect("the failed task is listed");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e["message"].as_str().unwrap_or("").contains(spent)),
+        "{state:#}"
+    );
+    assert_eq!(
+        state["values"]["usage"]["nodes"]["generate_plan"],
+        Value::Null,
+        "{state:#}"
+    );
+
+    // A second failed run adds its requests to the first's.
+    let out = r.graph(&["resume", &thread]).expect(1);
+    assert!(
+        out.stderr.contains("have used 6 model requests so far"),
+        "the failed attempts add up over runs: {out}"
+    );
+
+    // Fixed: the resumed run's ledger holds every request, the failed ones included, once.
+    refuse.store(false, Ordering::SeqCst);
+    let out = r.graph(&["resume", &thread]).expect(0);
+    let answered = r.server.calls().len() as u64;
+    assert_eq!(answered, 6 + 8, "{:?}", kinds(&r.server.calls()));
+    assert_eq!(
+        ledger_calls(&r, &thread),
+        answered,
+        "the ledger counts the failed runs' requests: {:?}",
+        kinds(&r.server.calls())
+    );
+    assert_eq!(summary_calls(&out), answered, "{out}");
+    let state = r.graph(&["state", &thread, "--json"]).expect(0).json();
+    assert_eq!(
+        state["values"]["usage"]["nodes"]["generate_plan"]["calls"], 7,
+        "six failed requests and the one that fitted: {state:#}"
     );
 }

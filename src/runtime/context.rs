@@ -346,7 +346,7 @@ impl Context {
         let Some(store) = &i.checkpointer else {
             return call().await.map_err(Into::into);
         };
-        let journal_key = format!("{}/{}/{}", i.checkpoint_id, i.task, key);
+        let journal_key = self.journal_key(key);
         let stored = store
             .get_journal(&i.thread_id, &journal_key)
             .await
@@ -375,6 +375,62 @@ impl Context {
 }
 
 impl Context {
+    /// Where this task's journal entry `key` is kept: per checkpoint and task, so a task run
+    /// again (a retry, a resume) finds its earlier attempts' entries and no other task does.
+    fn journal_key(&self, key: &str) -> String {
+        format!("{}/{}/{key}", self.inner.checkpoint_id, self.inner.task)
+    }
+
+    /// This task's journal entry `key`, decoded: what an earlier attempt or run of this task
+    /// kept with [`journal`](Self::journal) (or [`record`](Self::record)). `None` when there is
+    /// none, and always without a checkpointer.
+    pub async fn journaled<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, NodeError> {
+        let i = &self.inner;
+        let Some(store) = &i.checkpointer else {
+            return Ok(None);
+        };
+        let stored = store
+            .get_journal(&i.thread_id, &self.journal_key(key))
+            .await
+            .map_err(|e| NodeError::new(e.to_string()))?;
+        stored
+            .map(|value| {
+                serde_json::from_value(value).map_err(|e| {
+                    NodeError::new(format!(
+                        "the journal entry `{key}` of node `{}` no longer fits its type: {e}",
+                        i.node
+                    ))
+                })
+            })
+            .transpose()
+    }
+
+    /// Keeps `value` under `key` in this task's journal, replacing what was there. Unlike the
+    /// node's update, it survives the task failing: it is how a failed attempt hands something
+    /// to the task's next attempt or run (what its model requests cost, say). Nothing is kept
+    /// without a checkpointer.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let ctx = stategraph::runtime::Context::detached("plan");
+    /// ctx.journal("tries", &2).await?;
+    /// assert_eq!(ctx.journaled::<u32>("tries").await?, None, "no checkpointer, no journal");
+    /// # Ok::<(), stategraph::runtime::NodeError>(()) }).unwrap();
+    /// ```
+    pub async fn journal(&self, key: &str, value: &impl Serialize) -> Result<(), NodeError> {
+        let i = &self.inner;
+        let Some(store) = &i.checkpointer else {
+            return Ok(());
+        };
+        let value = serde_json::to_value(value).map_err(|e| {
+            NodeError::new(format!("journal entry `{key}` cannot be kept as JSON: {e}"))
+        })?;
+        store
+            .put_journal(&i.thread_id, &self.journal_key(key), &value)
+            .await
+            .map_err(|e| NodeError::transient(e.to_string()))
+    }
+
     /// True when [`record`](Self::record) under `key` handed back a result recorded by an
     /// earlier run of this task instead of calling again: what a resume saved.
     pub fn was_replayed(&self, key: &str) -> bool {

@@ -56,7 +56,8 @@
 //! Limits (`[settings.limits]`) cap todos, follow-ups per todo and attempts per todo, so a run
 //! always ends; the graph file adds a recursion limit as a last guard. Every model request
 //! (retries of an unusable structured reply, and a split that failed, included) is added to the
-//! state's [`UsageLedger`](crate::llm::UsageLedger) (`usage`).
+//! state's [`UsageLedger`](crate::llm::UsageLedger) (`usage`); those of a step that failed are
+//! kept in its task's journal and added when the step runs again and succeeds.
 //!
 //! Settings: see [`ResearchSettings`] and `graphs/research.toml`.
 //!

@@ -1,7 +1,7 @@
 //! `escalate`: a todo reached its attempt cap. Zoom in (split it into sub-todos it then waits
 //! for) when it can; otherwise zoom out (block it and let the rest of the plan go on).
 
-use super::{ledger, model_error, options, settings, system};
+use super::{failed_call, ledger, options, settings, system};
 use crate::agents::research::plan::one_line;
 use crate::agents::research::state::{Kind, PlanState, PlanStateUpdate, Status, Todo};
 use crate::agents::research::{prompts, ResearchAgent};
@@ -98,6 +98,7 @@ pub(crate) async fn run(
             ];
             let model = agent.model().clone();
             let opts = options("Split", &settings);
+            let task = &ctx;
             let result: Result<(Split, Usage), SplitFailed> = ctx
                 .record("split", || async move {
                     let reply =
@@ -119,7 +120,7 @@ pub(crate) async fn run(
                     match reply {
                         Ok(ok) => Ok(Ok(ok)),
                         Err(e) if e.is_transient() => {
-                            Err(model_error("splitting the todo failed", e))
+                            Err(failed_call(task, "split", "splitting the todo failed", e).await)
                         }
                         // Splitting is the escalation; its failure leads to zooming out, not to
                         // a failed run. Its attempts were answered and billed all the same.
@@ -140,7 +141,7 @@ pub(crate) async fn run(
                 ),
             };
             if let Some(usage) = usage {
-                update = update.usage(ledger(&ctx, "split", "escalate", usage, &settings));
+                update = update.usage(ledger(&ctx, "split", "escalate", usage, &settings).await?);
             }
             split
         }

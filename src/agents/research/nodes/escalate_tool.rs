@@ -14,7 +14,7 @@
 //! says what was tried, which files exist and the recent errors.
 
 use super::tool_loop::{recent_errors, workspace_files};
-use super::{ledger, model_error, options, settings, system};
+use super::{ask, ledger, options, settings, system};
 use crate::agents::research::plan::one_line;
 use crate::agents::research::state::{Kind, PlanState, PlanStateUpdate, Status, Todo};
 use crate::agents::research::{prompts, ResearchAgent};
@@ -167,38 +167,33 @@ pub(crate) async fn run(
         system(&settings.prompts.escalate, prompts::ESCALATE),
         Message::user(user),
     ];
-    let model = agent.model().clone();
     let opts = options("Escalation", &settings).with_schema(schema);
     let offered = actions.clone();
-    let (choice, usage): (Escalation, Usage) = ctx
-        .record("escalation", || async move {
-            structured_validated(model.as_ref(), messages, opts, move |e: &Escalation| {
-                if !offered.contains(&e.action) {
-                    return Err(format!(
-                        "action `{}` is not allowed here",
-                        e.action.as_str()
-                    ));
-                }
-                let n = e.subtasks.iter().filter(|t| !t.trim().is_empty()).count();
-                if e.action == EscalationAction::Decompose && !(2..=room).contains(&n) {
-                    return Err(format!(
-                        "decompose needs 2 to {room} non-empty subtasks, not {n}"
-                    ));
-                }
-                Ok(())
-            })
-            .await
-            .map_err(|e| model_error("the model's escalation choice was unusable", e))
-        })
-        .await?;
+    let call = structured_validated(
+        agent.model().as_ref(),
+        messages,
+        opts,
+        move |e: &Escalation| {
+            if !offered.contains(&e.action) {
+                return Err(format!(
+                    "action `{}` is not allowed here",
+                    e.action.as_str()
+                ));
+            }
+            let n = e.subtasks.iter().filter(|t| !t.trim().is_empty()).count();
+            if e.action == EscalationAction::Decompose && !(2..=room).contains(&n) {
+                return Err(format!(
+                    "decompose needs 2 to {room} non-empty subtasks, not {n}"
+                ));
+            }
+            Ok(())
+        },
+    );
+    let unusable = "the model's escalation choice was unusable";
+    let (choice, usage): (Escalation, Usage) = ask(&ctx, "escalation", unusable, call).await?;
     let reason = one_line(&choice.reason);
-    let mut update = PlanStateUpdate::default().escalations(1).usage(ledger(
-        &ctx,
-        "escalation",
-        "escalate_tool",
-        usage,
-        &settings,
-    ));
+    let usage = ledger(&ctx, "escalation", "escalate_tool", usage, &settings).await?;
+    let mut update = PlanStateUpdate::default().escalations(1).usage(usage);
     let mut todo = current.clone();
     todo.escalated = true;
     todo.error = None;

@@ -1,6 +1,6 @@
 //! `generate_plan`: the model writes the plan as a structured `Plan`.
 
-use super::{ledger, model_error, options, settings, system};
+use super::{ask, ledger, options, settings, system};
 use crate::agents::research::plan::{one_line, validate_plan};
 use crate::agents::research::state::{Kind, PlanState, PlanStateUpdate, Todo};
 use crate::agents::research::{prompts, render, ResearchAgent};
@@ -89,21 +89,17 @@ pub(crate) async fn run(
             "Question: {question}\n\nWrite a plan of at most {max} todos."
         )),
     ];
-    let model = agent.model().clone();
     let opts = options("Plan", &settings);
-    let (plan, usage): (Plan, Usage) = ctx
-        .record("plan", || async move {
-            structured_validated(model.as_ref(), messages, opts, move |p: &Plan| {
-                check(p, max)
-            })
-            .await
-            .map_err(|e| model_error("the model did not write a usable plan", e))
-        })
-        .await?;
+    let call = structured_validated(agent.model().as_ref(), messages, opts, move |p: &Plan| {
+        check(p, max)
+    });
+    let (plan, usage): (Plan, Usage) =
+        ask(&ctx, "plan", "the model did not write a usable plan", call).await?;
+    let usage = ledger(&ctx, "plan", "generate_plan", usage, &settings).await?;
     let todos = plan.into_todos();
     ctx.emit("plan", serde_json::json!({ "markdown": render(&todos) }));
     Ok(PlanStateUpdate::default()
         .log(vec![format!("plan: {} todos", todos.len())])
         .plan(todos)
-        .usage(ledger(&ctx, "plan", "generate_plan", usage, &settings)))
+        .usage(usage))
 }

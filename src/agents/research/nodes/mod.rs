@@ -16,6 +16,10 @@ use crate::llm::{
     ChatModel, ChatRequest, LlmError, Message, StructuredOptions, Usage, UsageLedger,
 };
 use crate::runtime::{Context, NodeError};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::future::Future;
 
 /// The run's research settings, or a clear error.
 pub(crate) fn settings(ctx: &Context) -> Result<ResearchSettings, NodeError> {
@@ -27,21 +31,109 @@ pub(crate) fn system(custom: &Option<String>, builtin: &str) -> Message {
     Message::system(custom.clone().unwrap_or_else(|| builtin.to_string()))
 }
 
-/// A ledger holding one node's calls (the state's reducer adds it to the run's).
-pub(crate) fn ledger(
+/// The task's journal entry keeping what its model calls spent in attempts that failed, by
+/// call key: billed requests that no ledger holds, because a failed task writes no state. Kept
+/// across the task's attempts and runs (a resume runs the same task again), added to when a
+/// call fails again, read by [`ledger`] when the call succeeds.
+const FAILED_SPEND: &str = "usage/failed";
+
+/// What a task's failed attempts spent, by call key.
+type FailedSpend = BTreeMap<String, Usage>;
+
+/// A ledger holding one node's calls (the state's reducer adds it to the run's): the call under
+/// `key` that succeeded, and what that call's failed attempts in earlier attempts or runs of
+/// this task spent ([`failed_call`]).
+///
+/// Counted once: the ledger is part of the node's update, which the engine saves with the
+/// step's results (a finished task is never run again at that checkpoint), and an update lost
+/// to a crash or to a later failure of the node is made again, from the same journal, by the
+/// node's next run.
+pub(crate) async fn ledger(
     ctx: &Context,
     key: &str,
     node: &str,
     usage: Usage,
     settings: &ResearchSettings,
-) -> UsageLedger {
+) -> Result<UsageLedger, NodeError> {
+    let pricing = settings.pricing.as_ref();
     let mut ledger = UsageLedger::default();
     if ctx.was_replayed(key) {
-        ledger.record_reused(node, usage, settings.pricing.as_ref());
+        ledger.record_reused(node, usage, pricing);
     } else {
-        ledger.record(node, usage, settings.pricing.as_ref());
+        ledger.record(node, usage, pricing);
     }
-    ledger
+    let failed: FailedSpend = ctx.journaled(FAILED_SPEND).await?.unwrap_or_default();
+    if let Some(spent) = failed.get(key).filter(|u| !u.is_empty()) {
+        ledger.record(node, *spent, pricing);
+    }
+    Ok(ledger)
+}
+
+/// Asks the model once per task: `call` runs under [`Context::record`] with `key` (a node run
+/// again after a crash gets the recorded reply instead of paying again); when it fails, what
+/// its answered requests used is kept for the ledger first ([`failed_call`]).
+pub(crate) async fn ask<T>(
+    ctx: &Context,
+    key: &str,
+    failure: &str,
+    call: impl Future<Output = Result<(T, Usage), LlmError>>,
+) -> Result<(T, Usage), NodeError>
+where
+    T: Serialize + DeserializeOwned,
+{
+    ctx.record(key, || async move {
+        match call.await {
+            Ok(reply) => Ok(reply),
+            Err(e) => Err(failed_call(ctx, key, failure, e).await),
+        }
+    })
+    .await
+}
+
+/// A failed model call (journaled under `key`) as a node error ([`model_error`]), after keeping
+/// what its answered requests used in the task's journal, where the call's next success adds
+/// it to the ledger ([`ledger`]). The error says what the task's failed attempts have spent so
+/// far, so a failed run shows what it cost.
+pub(crate) async fn failed_call(ctx: &Context, key: &str, failure: &str, e: LlmError) -> NodeError {
+    let spent = e.usage().filter(|u| !u.is_empty());
+    let error = model_error(failure, e);
+    let Some(spent) = spent else {
+        return error;
+    };
+    let total = match keep_failed_spend(ctx, key, spent).await {
+        Ok(total) => total,
+        Err(why) => {
+            // The model's error is the one to report; the lost record only costs accuracy.
+            tracing::warn!(%why, key, "what a failed model call used could not be journaled");
+            spent
+        }
+    };
+    let message = format!("{} ({})", error.message(), failed_spend_note(total));
+    if error.is_transient() {
+        NodeError::transient(message)
+    } else {
+        NodeError::new(message)
+    }
+}
+
+/// Adds `spent` to the task's failed spend of `key`; returns the task's failed spend in all.
+async fn keep_failed_spend(ctx: &Context, key: &str, spent: Usage) -> Result<Usage, NodeError> {
+    let mut failed: FailedSpend = ctx.journaled(FAILED_SPEND).await?.unwrap_or_default();
+    *failed.entry(key.to_string()).or_default() += spent;
+    ctx.journal(FAILED_SPEND, &failed).await?;
+    Ok(failed.into_values().fold(Usage::default(), |a, b| a + b))
+}
+
+/// What a task's failed attempts spent, in words, for its error.
+fn failed_spend_note(spent: Usage) -> String {
+    let requests = spent.requests.max(1);
+    format!(
+        "this task's failed attempts have used {requests} model request{} so far, {} tokens in \
+         and {} out; they are added to the thread's usage ledger when the task succeeds",
+        if requests == 1 { "" } else { "s" },
+        spent.input_tokens,
+        spent.output_tokens
+    )
 }
 
 /// Structured-output options with the settings' temperature.
@@ -78,17 +170,10 @@ pub(crate) async fn journaled_text(
     settings: &ResearchSettings,
     failure: &'static str,
 ) -> Result<(String, UsageLedger), NodeError> {
-    let model = agent.model().clone();
-    let call_settings = settings.clone();
     let tokens = ctx.text_sink(crate::runtime::TOKEN_EVENT);
-    let (text, usage): (String, Usage) = ctx
-        .record(key, || async move {
-            chat_text(model.as_ref(), messages, &call_settings, tokens)
-                .await
-                .map_err(|e| model_error(failure, e))
-        })
-        .await?;
-    Ok((text, ledger(ctx, key, node, usage, settings)))
+    let call = chat_text(agent.model().as_ref(), messages, settings, tokens);
+    let (text, usage): (String, Usage) = ask(ctx, key, failure, call).await?;
+    Ok((text, ledger(ctx, key, node, usage, settings).await?))
 }
 
 pub(crate) async fn chat_text(

@@ -1,6 +1,6 @@
 //! `reflect` (update_plan): the model reviews the current todo's result; the plan is updated.
 
-use super::{ledger, model_error, options, settings, system};
+use super::{ask, ledger, options, settings, system};
 use crate::agents::research::plan::one_line;
 use crate::agents::research::state::{Kind, PlanState, PlanStateUpdate, Status, Todo};
 use crate::agents::research::{next_id, prompts, ResearchAgent};
@@ -111,30 +111,30 @@ pub(crate) async fn run(
                     current.task
                 )),
             ];
-            let model = agent.model().clone();
             let opts = options("PlanUpdate", &settings).with_schema(schema);
             let id = current.id.clone();
-            let (reply, usage): (PlanUpdate, Usage) = ctx
-                .record("review", || async move {
-                    structured_validated(model.as_ref(), messages, opts, move |u: &PlanUpdate| {
-                        if u.completed_task_id != id {
-                            return Err(format!("completed_task_id must be `{id}`"));
+            let call = structured_validated(
+                agent.model().as_ref(),
+                messages,
+                opts,
+                move |u: &PlanUpdate| {
+                    if u.completed_task_id != id {
+                        return Err(format!("completed_task_id must be `{id}`"));
+                    }
+                    for t in &u.new_tasks {
+                        if let Some(d) = t.dependencies.iter().find(|d| !ids.contains(d)) {
+                            return Err(format!(
+                                "new task `{}` depends on `{d}`, which is not in the plan",
+                                t.task
+                            ));
                         }
-                        for t in &u.new_tasks {
-                            if let Some(d) = t.dependencies.iter().find(|d| !ids.contains(d)) {
-                                return Err(format!(
-                                    "new task `{}` depends on `{d}`, which is not in the plan",
-                                    t.task
-                                ));
-                            }
-                        }
-                        Ok(())
-                    })
-                    .await
-                    .map_err(|e| model_error("the model's review of the result was unusable", e))
-                })
-                .await?;
-            update = update.usage(ledger(&ctx, "review", "reflect", usage, &settings));
+                    }
+                    Ok(())
+                },
+            );
+            let unusable = "the model's review of the result was unusable";
+            let (reply, usage): (PlanUpdate, Usage) = ask(&ctx, "review", unusable, call).await?;
+            update = update.usage(ledger(&ctx, "review", "reflect", usage, &settings).await?);
             (reply.status, one_line(&reply.task_outcome), reply.new_tasks)
         }
     };

@@ -156,7 +156,7 @@ pub(crate) async fn act(
     todo.rounds += 1;
     update = update
         .rounds(1)
-        .usage(ledger(&ctx, "model", "act", reply.usage, &settings));
+        .usage(ledger(&ctx, "model", "act", reply.usage, &settings).await?);
     let calls = reply.message.tool_calls.len();
     let goto = if calls > 0 {
         "tools"
