@@ -3,6 +3,8 @@
 //! step shown once, and what the user needs (the thread, the pause and how to continue, the
 //! document) still there.
 //!
+//! The last test shows the same run without a terminal: plain log lines.
+//!
 //! These tests need `tmux` (CI's `.ci/run` installs it); without it they fail and say so.
 
 #[path = "support/cli.rs"]
@@ -323,4 +325,21 @@ fn ctrl_c_during_parallel_tasks_leaves_no_live_lines() {
             "graph resume",
         ],
     );
+}
+
+#[test]
+fn without_a_terminal_progress_is_plain_lines_naming_parallel_tasks_once() {
+    let db = Db::new();
+    let out = db
+        .graph(&["run", "pipeline", "--input", "sled", "--set", "step_ms=1"])
+        .expect(3);
+    no_live_lines_remain(&out.stderr);
+    out.stderr_has(&[
+        "step 1: checkpoint saved; next: draft (3 tasks)\n",
+        "step 2: draft #2 done in",
+    ]);
+    for task in 0..3 {
+        let started = format!("step 2: draft #{task} started");
+        assert_eq!(out.stderr.matches(&started).count(), 1, "{out}");
+    }
 }

@@ -255,7 +255,7 @@ impl Progress {
                     let next = if next.is_empty() {
                         "nothing (done)".to_string()
                     } else {
-                        next.join(", ")
+                        tasks_text(next)
                     };
                     self.line(&format!(
                         "{} step {step}: checkpoint saved; next: {next}",
@@ -300,6 +300,26 @@ impl Drop for Progress {
     fn drop(&mut self) {
         self.clear();
     }
+}
+
+/// The next step's tasks as a person reads them: each node once, in order, with how many
+/// tasks it runs when more than one (`draft (3 tasks), review`), not `draft, draft, draft`.
+fn tasks_text(next: &[String]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for node in next {
+        match counts.iter_mut().find(|(n, _)| n == node) {
+            Some((_, count)) => *count += 1,
+            None => counts.push((node, 1)),
+        }
+    }
+    counts
+        .iter()
+        .map(|(node, count)| match count {
+            1 => node.to_string(),
+            n => format!("{node} ({n} tasks)"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// What the Ctrl+C watcher prints with while a run is shown. Written to stderr directly, its
@@ -378,4 +398,23 @@ fn echoes_ctrl_c() -> bool {
     }
     let echo = libc::ECHO | libc::ECHOCTL;
     termios.c_lflag & echo == echo
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tasks_text;
+
+    #[test]
+    fn the_next_step_names_each_node_once_with_its_task_count() {
+        let next = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        assert_eq!(tasks_text(&next(&["outline"])), "outline");
+        assert_eq!(
+            tasks_text(&next(&["draft", "draft", "draft"])),
+            "draft (3 tasks)"
+        );
+        assert_eq!(
+            tasks_text(&next(&["draft", "review", "draft"])),
+            "draft (2 tasks), review"
+        );
+    }
 }
