@@ -1,0 +1,309 @@
+//! The run itself: a graph run on a thread, with Ctrl+C, progress lines or `--stream`, the
+//! artifacts of each saved checkpoint, the graph's verdict on a finished run, and the thread let
+//! go (or not kept, when nothing of it was saved).
+
+use super::report::{report_as, Ended, Output};
+use super::Action;
+use crate::checkpoint::{
+    record_verdict, summarize, CheckpointError, Checkpointer, ThreadStatus, ThreadSummary, Verdict,
+};
+use crate::cli::args::RunSettings;
+use crate::cli::cmd::artifacts;
+use crate::cli::error::EXIT_INTERRUPTED;
+use crate::cli::origin::Origin;
+use crate::cli::progress::{Notices, Progress};
+use crate::cli::{out, Ctx};
+use crate::registry::{ErasedGraph, Resolved};
+use crate::runtime::{Event, RunConfig, RunError, RunOutcome, RunStatus};
+use serde_json::Value;
+use std::future::Future;
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio_util::sync::CancellationToken;
+
+/// What a run came to: its result as the graph returned it.
+type Outcome = Result<RunOutcome<Value>, RunError>;
+
+/// Runs `action` on `thread` (already held) and reports how it ended.
+pub(super) async fn execute(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    graph: &dyn ErasedGraph,
+    thread: &str,
+    action: Action,
+    settings: &RunSettings,
+    first_step: &[String],
+) -> anyhow::Result<u8> {
+    let resume_hint = ctx.command_line(&["resume", thread]);
+    let (ended, result) = drive(ctx, resolved, graph, thread, action, settings, first_step).await;
+    report_as(
+        ctx,
+        resolved,
+        &ended,
+        result,
+        Output::of(settings),
+        &resume_hint,
+    )
+}
+
+/// Runs `action` on `thread`, made (remembering how it was started, with `sets`) when it does
+/// not exist yet, and hands back how it ended for the caller to report in its own words.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn run_on_thread(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    graph: &dyn ErasedGraph,
+    thread: &str,
+    sets: Vec<String>,
+    action: Action,
+    settings: &RunSettings,
+    first_step: &[String],
+) -> anyhow::Result<(Ended, Outcome)> {
+    match ctx.store.create(thread).await {
+        Ok(()) => {
+            Origin::new(&resolved.file.graph, &resolved.origin, sets)
+                .write(&ctx.store, thread)
+                .await?
+        }
+        Err(CheckpointError::ThreadExists { .. }) => ctx.store.hold(thread).await?,
+        Err(e) => return Err(e.into()),
+    }
+    Ok(drive(ctx, resolved, graph, thread, action, settings, first_step).await)
+}
+
+/// The run itself: everything [`execute`] does but the report.
+async fn drive(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    graph: &dyn ErasedGraph,
+    thread: &str,
+    action: Action,
+    settings: &RunSettings,
+    first_step: &[String],
+) -> (Ended, Outcome) {
+    let fresh = matches!(action, Action::Run(_));
+    let started_at = match fresh {
+        true => None,
+        false => summarize(ctx.store.as_ref(), thread)
+            .await
+            .ok()
+            .flatten()
+            .map(|s| s.step),
+    };
+    let mut progress = Progress::new(ctx.quiet, ctx.verbose > 0);
+    progress.expect(first_step);
+    let token = CancellationToken::new();
+    let hint = ctx.command_line(&["resume", thread]);
+    let watcher = watch_ctrl_c(token.clone(), hint, progress.notices());
+    let config = run_config(resolved, thread, token, settings);
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    let run = async {
+        match action {
+            Action::Run(input) => graph.run(input, config, Some(tx)).await,
+            Action::Resume(resume) => graph.resume(thread, resume, config, Some(tx)).await,
+            Action::Rerun(node) => graph.rerun_from(thread, &node, config, Some(tx)).await,
+        }
+    };
+    let follower = Follower {
+        ctx,
+        resolved,
+        thread,
+        streaming: !settings.stream.is_empty(),
+        saved_step: started_at,
+    };
+    let (result, saved_step) = follower.follow(run, rx, progress).await;
+    watcher.abort();
+    let failure = judge(ctx, resolved, thread, &result).await;
+    let streaming = !settings.stream.is_empty();
+    let (ended, no_checkpoint) = settle(
+        ctx, resolved, thread, &result, saved_step, streaming, failure,
+    )
+    .await;
+    let nothing_saved = fresh && ended.saved_step.is_none() && result.is_err();
+    if nothing_saved || no_checkpoint {
+        // Nothing was saved: the thread is not kept half-made (an id without a checkpoint).
+        let _ = ctx.store.delete_thread(thread).await;
+    }
+    if let Err(e) = ctx.store.release(thread) {
+        // A failed run already says what failed its store.
+        if result.is_ok() {
+            eprintln!("warning: could not flush the thread's store: {e}");
+        }
+    }
+    (ended, result)
+}
+
+/// The run's configuration: the graph file's, on `thread`, stopped by `token`, with the
+/// command's breakpoints and stream modes.
+fn run_config(
+    resolved: &Resolved,
+    thread: &str,
+    token: CancellationToken,
+    settings: &RunSettings,
+) -> RunConfig {
+    resolved
+        .file
+        .run_config()
+        .thread(thread.to_string())
+        .cancel_on(token)
+        .interrupt_before(settings.interrupt_before.iter().cloned())
+        .interrupt_after(settings.interrupt_after.iter().cloned())
+        .stream_modes(settings.stream.iter().copied())
+}
+
+/// Follows a run's events while it runs.
+struct Follower<'a> {
+    ctx: &'a Ctx,
+    resolved: &'a Resolved,
+    thread: &'a str,
+    /// `--stream`: the asked-for events, one JSON object per line, instead of progress lines.
+    streaming: bool,
+    /// The newest step known to be saved.
+    saved_step: Option<u64>,
+}
+
+impl Follower<'_> {
+    /// Drives `run` to its end, showing each of its events and writing the artifacts of each
+    /// checkpoint it saves; returns its result and the newest step known to be saved.
+    async fn follow(
+        mut self,
+        run: impl Future<Output = Outcome>,
+        mut rx: UnboundedReceiver<Event>,
+        mut progress: Progress,
+    ) -> (Outcome, Option<u64>) {
+        let arts = artifacts::of(self.ctx, self.resolved).unwrap_or_else(|e| {
+            eprintln!("warning: artifacts not written: {e:#}");
+            None
+        });
+        let mut writer = arts
+            .as_deref()
+            .map(|a| artifacts::Writer::new(a, self.thread, self.ctx.quiet));
+        tokio::pin!(run);
+        let result = loop {
+            tokio::select! {
+                biased;
+                Some(event) = rx.recv() => self.seen(&event, &mut progress, &mut writer).await,
+                result = &mut run => break result,
+            }
+        };
+        while let Ok(event) = rx.try_recv() {
+            self.seen(&event, &mut progress, &mut writer).await;
+        }
+        if let Some(w) = &mut writer {
+            if self.saved_step.is_some() {
+                w.write(None).await;
+            }
+        }
+        progress.clear();
+        (result, self.saved_step)
+    }
+
+    async fn seen(
+        &mut self,
+        event: &Event,
+        progress: &mut Progress,
+        writer: &mut Option<artifacts::Writer<'_>>,
+    ) {
+        if let Event::CheckpointSaved { step, .. } = event {
+            self.saved_step = Some(*step);
+        }
+        if self.streaming {
+            if let Ok(line) = serde_json::to_string(event) {
+                out(&line);
+            }
+        } else {
+            progress.event(event);
+        }
+        if let (Some(w), Event::CheckpointSaved { checkpoint_id, .. }) = (writer, event) {
+            w.write(Some(checkpoint_id)).await;
+        }
+    }
+}
+
+/// A run that reached its end, judged by its graph while its final state is at hand. The verdict
+/// is kept with the thread (before it is let go, so its index entry carries it too): `threads`
+/// then says "done (failed)" from that record instead of building the graph and decoding the
+/// whole state of every done thread.
+async fn judge(ctx: &Ctx, resolved: &Resolved, thread: &str, result: &Outcome) -> Option<String> {
+    let outcome = result.as_ref().ok()?;
+    if !matches!(outcome.status, RunStatus::Done) {
+        return None;
+    }
+    let failure = resolved.factory.failure(&outcome.state);
+    if let Some(checkpoint_id) = outcome.checkpoint_id {
+        let verdict = Verdict {
+            checkpoint_id,
+            failure: failure.clone(),
+        };
+        if let Err(e) = record_verdict(ctx.store.as_ref(), thread, &verdict).await {
+            // Nothing is lost: without a verdict, a listing judges the state itself.
+            tracing::warn!(thread, error = %e, "could not keep the run's verdict with the thread");
+        }
+    }
+    failure
+}
+
+/// Where the thread stands after the run, and whether its store is known to hold no checkpoint
+/// of it: a finished run says so itself, else its records say. The state is not read back (with a 100 MB state, reading it again as a snapshot and as JSON
+/// beside the run's result was what a run peaked on).
+async fn settle(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    thread: &str,
+    result: &Outcome,
+    mut saved_step: Option<u64>,
+    streaming: bool,
+    failure: Option<String>,
+) -> (Ended, bool) {
+    let newest = match result {
+        Ok(outcome) => Ok(outcome.checkpoint_id.map(|id| ThreadSummary {
+            thread_id: thread.to_string(),
+            status: match outcome.status {
+                RunStatus::Done => ThreadStatus::Done,
+                RunStatus::Interrupted { .. } => ThreadStatus::Paused,
+            },
+            step: outcome.step,
+            updated_at_ms: 0,
+            graph: None,
+            checkpoint_id: id,
+            verdict: None,
+        })),
+        Err(_) => summarize(ctx.store.as_ref(), thread).await,
+    };
+    let summary = newest.as_ref().ok().and_then(Option::as_ref);
+    if streaming && saved_step.is_none() {
+        // The stream carries checkpoint events only in debug mode: the store says instead.
+        saved_step = summary.map(|s| s.step);
+    }
+    let ended = Ended {
+        thread: thread.to_string(),
+        graph: resolved.file.graph.clone(),
+        status: summary.map_or(ThreadStatus::Failed, |s| s.status),
+        step: summary.map_or(0, |s| s.step),
+        checkpoint_id: summary.map(|s| s.checkpoint_id.to_string()),
+        saved_step,
+        failure,
+    };
+    (ended, matches!(newest, Ok(None)))
+}
+
+/// Stops the run on the first Ctrl+C (its last checkpoint is kept); quits on the second. It
+/// prints through `notices`, not to stderr directly, so the live progress lines stay right.
+fn watch_ctrl_c(
+    token: CancellationToken,
+    hint: String,
+    notices: Notices,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        notices.after_ctrl_c("stopping: the step in flight is abandoned, the last checkpoint is kept (Ctrl+C again quits at once)");
+        token.cancel();
+        if tokio::signal::ctrl_c().await.is_ok() {
+            notices.quit_after_ctrl_c(
+                &format!("quit; continue with: {hint}"),
+                i32::from(EXIT_INTERRUPTED),
+            );
+        }
+    })
+}

@@ -1,0 +1,248 @@
+//! How a run ended, in the user's words: the answer, the pause and the commands that continue,
+//! or the error and how to go on; and the exit code. With `--json`, one document on stdout; with
+//! `--stream`, one last `outcome` line.
+
+use crate::checkpoint::{CheckpointError, InterruptRecord, ThreadStatus};
+use crate::cli::args::RunSettings;
+use crate::cli::error::{run_error_code, EXIT_DONE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PAUSED};
+use crate::cli::pause;
+use crate::cli::{out, Ctx};
+use crate::registry::Resolved;
+use crate::runtime::{RunError, RunOutcome, RunStatus};
+use serde_json::{json, Value};
+
+/// How a run ended, for the report.
+pub(in crate::cli::cmd) struct Ended {
+    pub(super) thread: String,
+    pub(super) graph: String,
+    pub(super) status: ThreadStatus,
+    pub(super) step: u64,
+    pub(super) checkpoint_id: Option<String>,
+    /// The newest step known to be saved: the last one the run reported saved, else the one
+    /// it started from. `None` when nothing of the thread was saved (it is not kept).
+    pub(super) saved_step: Option<u64>,
+    /// Why a run that reached its end failed at its job anyway, as its graph judges its final
+    /// state ([`GraphFactory::failure`](crate::registry::GraphFactory::failure)).
+    pub(super) failure: Option<String>,
+}
+
+/// How a command's outcome is printed on stdout.
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum Output {
+    Text,
+    /// One JSON document (`--json`).
+    Json,
+    /// One line, `{"event":"outcome",...}`, after the streamed events (`--stream`).
+    Ndjson,
+}
+
+impl Output {
+    /// As the command's `--stream` and `--json` ask.
+    pub(super) fn of(settings: &RunSettings) -> Output {
+        match (settings.stream.is_empty(), settings.json) {
+            (false, _) => Output::Ndjson,
+            (true, true) => Output::Json,
+            (true, false) => Output::Text,
+        }
+    }
+}
+
+/// Prints how the run ended and returns the exit code.
+pub(in crate::cli::cmd) fn report(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    meta: &Ended,
+    result: Result<RunOutcome<Value>, RunError>,
+    json: bool,
+    resume_hint: &str,
+) -> anyhow::Result<u8> {
+    let output = if json { Output::Json } else { Output::Text };
+    report_as(ctx, resolved, meta, result, output, resume_hint)
+}
+
+pub(super) fn report_as(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    meta: &Ended,
+    result: Result<RunOutcome<Value>, RunError>,
+    output: Output,
+    resume_hint: &str,
+) -> anyhow::Result<u8> {
+    let json = output != Output::Text;
+    let thread = &meta.thread;
+    let mut doc = json!({
+        "thread_id": thread,
+        "graph": meta.graph,
+        "status": meta.status,
+        "step": meta.step,
+        "checkpoint_id": meta.checkpoint_id,
+    });
+    let code = match result {
+        Ok(mut outcome) => {
+            let code = match &outcome.status {
+                RunStatus::Done => report_done(ctx, resolved, meta, &outcome, json, &mut doc),
+                RunStatus::Interrupted { interrupts, next } => {
+                    let command = pause::continue_command(ctx, thread, interrupts);
+                    doc["interrupts"] = serde_json::to_value(interrupts).unwrap_or(Value::Null);
+                    doc["next"] = json!(next);
+                    doc["continue_with"] = json!(command);
+                    if !json {
+                        say_paused(ctx, resolved, thread, &outcome, interrupts, next, &command);
+                    }
+                    EXIT_PAUSED
+                }
+            };
+            if json {
+                // Moved, not copied: the state can be large.
+                doc["state"] = std::mem::take(&mut outcome.state);
+            }
+            code
+        }
+        Err(e) => report_error(meta, &e, resume_hint, &mut doc),
+    };
+    finish(doc, output, code)
+}
+
+/// A pause, on stderr: where it stands, what waits and for what, and the commands that go on.
+fn say_paused(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    thread: &str,
+    outcome: &RunOutcome<Value>,
+    interrupts: &[InterruptRecord],
+    next: &[String],
+    command: &str,
+) {
+    // Steps are checkpoint steps everywhere (`state`, `history`, progress lines): the thread
+    // stands at its last saved step, and the waiting nodes are the next step's, which the
+    // progress lines called started.
+    eprintln!(
+        "paused at step {} of thread {thread}; step {} ({}) waits:",
+        outcome.step,
+        outcome.step + 1,
+        next.join(", ")
+    );
+    for line in pause::describe(resolved, interrupts, &outcome.state) {
+        eprintln!("{line}");
+    }
+    if resolved.factory.plan_editor().is_some() {
+        eprintln!(
+            "see or change the plan first with:\n  {}",
+            ctx.command_line_with(
+                &["plan", thread],
+                "[--edit | add | rm | move | status | deps]"
+            )
+        );
+    }
+    eprintln!("continue with:\n  {command}");
+}
+
+/// A run that failed or was stopped: what happened and how to go on, on stderr.
+fn report_error(meta: &Ended, e: &RunError, resume_hint: &str, doc: &mut Value) -> u8 {
+    let thread = &meta.thread;
+    let code = run_error_code(e);
+    doc["error"] = json!(e.to_string());
+    if code == EXIT_INTERRUPTED {
+        // Asked for, so not reported as an error.
+        eprintln!(
+            "stopped at step {} of thread {thread}; the last checkpoint is kept. Continue with:\n  {resume_hint}",
+            meta.step
+        );
+        doc["continue_with"] = json!(resume_hint);
+    } else if let Some(path) = disk_full(e) {
+        eprintln!("error: the disk holding {path} is full (no space left on device)");
+        match meta.saved_step {
+            Some(step) => {
+                eprintln!("thread {thread} could not save its next step; the last saved step is {step}. Free some space, then continue with:\n  {resume_hint}");
+                doc["continue_with"] = json!(resume_hint);
+            }
+            None => {
+                eprintln!("nothing of thread {thread} was saved; free some space and run it again")
+            }
+        }
+        return code;
+    } else {
+        eprintln!("error: {e}");
+    }
+    if code == EXIT_FAILURE && meta.status != ThreadStatus::Done {
+        eprintln!("the thread keeps its last checkpoint; after fixing the cause, continue with:\n  {resume_hint}");
+        doc["continue_with"] = json!(resume_hint);
+    }
+    code
+}
+
+/// A run that reached its end: exit 0, or 1 when the graph says it failed at its job anyway
+/// (e.g. a research run where no todo succeeded), saying why after its output.
+fn report_done(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    meta: &Ended,
+    outcome: &RunOutcome<Value>,
+    json: bool,
+    doc: &mut Value,
+) -> u8 {
+    let thread = &meta.thread;
+    if let Some(why) = &meta.failure {
+        doc["error"] = json!(format!("the run finished but failed: {why}"));
+    }
+    if !json {
+        if !ctx.quiet {
+            eprintln!(
+                "done: thread {thread} finished after {} steps",
+                outcome.step
+            );
+            print_usage(&outcome.state);
+        }
+        let shown = resolved
+            .factory
+            .output_field()
+            .and_then(|f| outcome.state.get(f))
+            .and_then(Value::as_str);
+        match shown {
+            Some(text) => out(text),
+            None => out(&format!("{:#}", outcome.state)),
+        }
+    }
+    match &meta.failure {
+        Some(why) => {
+            // Said even with --json, where stdout holds the document: a script sees the code.
+            eprintln!("error: thread {thread} finished but failed: {why}");
+            EXIT_FAILURE
+        }
+        None => EXIT_DONE,
+    }
+}
+
+fn finish(mut doc: Value, output: Output, code: u8) -> anyhow::Result<u8> {
+    match output {
+        Output::Text => {}
+        Output::Json => out(&format!("{doc:#}")),
+        Output::Ndjson => {
+            doc["event"] = json!("outcome");
+            out(&doc.to_string());
+        }
+    }
+    Ok(code)
+}
+
+/// The path of the store whose disk is full, when that is why the run failed.
+fn disk_full(e: &RunError) -> Option<&str> {
+    match e {
+        RunError::Checkpoint(CheckpointError::DiskFull { path }) => Some(path),
+        _ => None,
+    }
+}
+
+/// Shows what the thread's model calls cost, when its state keeps a usage ledger in `usage`
+/// (the convention of the built-in agents), including what resumes did not pay again.
+fn print_usage(state: &Value) {
+    let Some(ledger) = state
+        .get("usage")
+        .and_then(|u| serde_json::from_value::<crate::llm::UsageLedger>(u.clone()).ok())
+    else {
+        return;
+    };
+    if !ledger.is_empty() {
+        eprint!("model usage of this thread:\n{ledger}");
+    }
+}
