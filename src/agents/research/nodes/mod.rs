@@ -189,3 +189,45 @@ pub(crate) async fn chat_text(
     let reply = model.chat(request).await?;
     Ok((reply.message.content, reply.usage))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::agents::research::{build, PlanStateUpdate};
+    use crate::checkpoint::MemoryCheckpointer;
+    use crate::llm::{FakeChatModel, LlmError};
+    use crate::runtime::RunConfig;
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn a_retried_step_counts_the_requests_its_failed_attempt_paid_for() {
+        // Attempt 1 of `generate_plan`: an empty plan (answered, unusable), then the corrected
+        // reply breaks off (transient), so the node's retry policy runs it again; attempt 2 gets
+        // a usable plan at once. Two requests were answered (and billed), the third broke off.
+        let plan = r#"{"todos": [{"id": "t1", "task": "find it", "kind": "research", "dependencies": []}]}"#;
+        let model = Arc::new(
+            FakeChatModel::with_replies([r#"{"todos": []}"#])
+                .then_error(LlmError::Stream {
+                    provider: "fake".into(),
+                    detail: "connection reset".into(),
+                })
+                .then_text(plan),
+        );
+        let graph = build(model.clone())
+            .unwrap()
+            .with_checkpointer(Arc::new(MemoryCheckpointer::new()));
+        let config = RunConfig::new()
+            .thread("retried")
+            .interrupt_after(["generate_plan"]);
+        let outcome = graph
+            .invoke(PlanStateUpdate::default().question("why?"), config)
+            .await
+            .unwrap();
+        assert_eq!(model.remaining(), 0, "the script was used up");
+        let planned = outcome.state.usage.node("generate_plan").copied();
+        assert_eq!(
+            planned.map(|n| n.calls),
+            Some(2),
+            "the empty plan of the failed attempt and the good one: {planned:?}"
+        );
+    }
+}
