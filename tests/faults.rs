@@ -620,3 +620,63 @@ fn an_unreadable_record_of_how_a_thread_started_is_damage_never_read_as_missing(
         .expect(0);
     assert!(done.stdout.contains("## Only sled"), "{done}");
 }
+
+#[test]
+fn a_damaged_journal_blob_lists_its_thread_as_damaged_naming_the_file() {
+    use stategraph::checkpoint::Checkpointer;
+    let db = Db::new();
+    let thread = db.finished_thread();
+    // A recorded call's result (what Context::record keeps in the journal) large enough that
+    // sled keeps it in a file of its own: over a quarter of a 64 KiB segment.
+    let key = "0193/0/summary";
+    with_store(&db, async |store| {
+        let big = serde_json::json!("a long model answer ".repeat(2_000));
+        store.put_journal(&thread, key, &big).await.unwrap();
+    });
+    let listed = db.graph(&["threads", "--json"]).expect(0).json();
+    assert_eq!(listed[0]["status"], "done", "{listed}");
+    let blobs: Vec<_> = std::fs::read_dir(db.store_dir(&thread).join("blobs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(!blobs.is_empty(), "the value went into a blob file");
+    for blob in &blobs {
+        let mut bytes = std::fs::read(blob).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x10;
+        std::fs::write(blob, bytes).unwrap();
+    }
+    let damaged = files_of(db.path());
+
+    let listed = db.graph(&["threads", "--json"]).expect(0).json();
+    assert_eq!(listed[0]["thread_id"], thread.as_str(), "{listed}");
+    assert_eq!(listed[0]["status"], "damaged", "{listed}");
+    let file = listed[0]["damage"]["file"].as_str().unwrap();
+    assert!(
+        blobs.iter().any(|b| b.display().to_string() == file),
+        "names {file}, not a blob file"
+    );
+    let reason = listed[0]["damage"]["reason"].as_str().unwrap();
+    assert!(reason.contains("checksum"), "{reason}");
+    let table = db.graph(&["threads"]).expect(0);
+    assert!(table.stdout.contains("damaged: "), "{table}");
+    // What is intact still reads, with a warning naming the file; writing is refused (sled
+    // would drop the blob and all after it for good); nothing is written by reading.
+    db.graph(&["state", &thread])
+        .expect(0)
+        .stderr_has(&["warning", "blobs/"]);
+    db.graph(&["history", &thread]).expect(0);
+    db.graph(&["resume", &thread])
+        .expect(1)
+        .stderr_has(&["is damaged", "blobs/", "graph repair"]);
+    assert_unchanged(&damaged, &files_of(db.path()));
+
+    // The repair keeps the store as it was in a backup; the thread is then sound again.
+    let repaired = db.graph(&["repair", &thread, "--json"]).expect(0).json();
+    let backup = Path::new(repaired["backup"].as_str().unwrap());
+    assert!(backup.join("store/blobs").exists(), "{repaired}");
+    let listed = db.graph(&["threads", "--json"]).expect(0).json();
+    assert_eq!(listed[0]["status"], "done", "{listed}");
+    let read = with_store(&db, async |store| store.get_journal(&thread, key).await);
+    assert!(matches!(read, Ok(None)), "{read:?}");
+}

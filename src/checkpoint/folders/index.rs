@@ -155,6 +155,10 @@ pub(super) struct IndexEntry {
     /// The store's fingerprint when the listing was taken.
     pub fingerprint: String,
     pub listing: ThreadListing,
+    /// The store's blob files then (see `read_copy.rs`): each was whole when the store was
+    /// closed, so one that fails its checksum later is damage, not a write a kill cut short.
+    #[serde(default)]
+    pub blobs: Vec<String>,
 }
 
 impl IndexEntry {

@@ -215,6 +215,20 @@ fn collect_files(
     Ok(())
 }
 
+/// The names of a store's blob files (sled keeps a large value in a file of its own under
+/// `blobs/`), sorted.
+pub(super) fn blob_names(store: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(store.join("blobs"))
+        .map(|dir| {
+            dir.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
 /// Copies a directory tree (a store) into `to`, which must exist.
 pub(super) fn copy_tree(from: &Path, to: &Path) -> std::io::Result<u64> {
     let mut bytes = 0;

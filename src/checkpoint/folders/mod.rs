@@ -299,7 +299,11 @@ impl FolderCheckpointer {
                 lost_checkpoints: false,
             }),
         };
-        match open_copy(&store_dir, thread, self.options) {
+        let blobs = index
+            .as_ref()
+            .map(|e| e.blobs.as_slice())
+            .unwrap_or_default();
+        match open_copy(&store_dir, thread, self.options, blobs) {
             Ok(Copied::Open(copy)) => {
                 let mut listing =
                     ThreadListing::of_store(&copy.store, thread, witness, &store_dir).await?;

@@ -34,11 +34,14 @@ pub(super) enum Copied {
     Missing,
 }
 
-/// Copies the store in `store_dir` and opens the copy. `thread` names it in errors.
+/// Copies the store in `store_dir` and opens the copy. `thread` names it in errors; `blobs` are
+/// the blob files the store had when it was last closed (from its index), checked before the
+/// copy is opened (see [`damaged_blob`]).
 pub(super) fn open_copy(
     store_dir: &Path,
     thread: &str,
     options: SledOptions,
+    blobs: &[String],
 ) -> Result<Copied, CheckpointError> {
     let db_file = store_dir.join("db");
     let file = match std::fs::File::open(&db_file) {
@@ -54,15 +57,19 @@ pub(super) fn open_copy(
     let dir = copy_to_temp(store_dir)?;
     drop(lock);
     let copy = dir.path().join("store");
+    // Before opening: sled's recovery reads the log only up to a blob that fails its checksum,
+    // and removes the blob with everything written after it.
+    let blob_damage = damaged_blob(&copy, store_dir, blobs);
     let mut damage: Option<Damage> = None;
     loop {
         match SledCheckpointer::open_with(&copy, options) {
             Ok(store) => {
+                let damage = damage.or(blob_damage);
                 return Ok(Copied::Open(Box::new(ReadCopy {
                     store,
                     _dir: dir,
                     damage,
-                })))
+                })));
             }
             Err(CheckpointError::Damaged { file, reason, .. }) => {
                 let original = store_dir.join(&file).display().to_string();
@@ -89,6 +96,34 @@ pub(super) fn open_copy(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// The first of `blobs` (blob files the store had when it was last closed) that fails its
+/// checksum in the copy `copy`, named as the file of `store_dir` it was copied from.
+///
+/// sled keeps a value larger than a quarter of a segment (a large checkpoint, pending writes, a
+/// recorded call of the journal) in a file of its own under `blobs/`: a CRC-32 of the rest (4
+/// bytes, little-endian), a kind byte, then the value (sled 0.34, `pagecache/blob_io.rs`). On
+/// opening, sled reads the log only up to a blob that fails that check, as if the log ended
+/// there, and removes the blob: the store would roll back in silence. Only blobs that were there
+/// when the store was closed are checked: one a kill cut short while it was written was never
+/// part of the store, and is rightly dropped.
+fn damaged_blob(copy: &Path, store_dir: &Path, blobs: &[String]) -> Option<Damage> {
+    blobs.iter().find_map(|name| {
+        let bytes = std::fs::read(copy.join("blobs").join(name)).ok()?;
+        let whole = bytes.len() >= 5
+            && crc32fast::hash(&bytes[4..])
+                == u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        (!whole).then(|| Damage {
+            file: store_dir.join("blobs").join(name).display().to_string(),
+            reason: "a value the store keeps in a file of its own (a large checkpoint, pending \
+                     writes or a recorded call of its journal) fails its checksum: the store \
+                     reads only what was written before it, and opening it to write would drop \
+                     the rest for good"
+                .to_string(),
+            lost_checkpoints: false,
+        })
+    })
 }
 
 /// Copies a store into a fresh temporary directory (as `<tmp>/store`).

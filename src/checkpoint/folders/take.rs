@@ -2,7 +2,7 @@
 //! of a thread go.
 
 use super::index::{IndexEntry, ThreadListing};
-use super::layout::{fingerprint, io_error, root_thread, FileLock};
+use super::layout::{blob_names, fingerprint, io_error, root_thread, FileLock};
 use super::owner::{self, OwnerServer, Request, Response};
 use super::read_copy::{open_copy, Copied, ReadCopy};
 use super::{
@@ -211,7 +211,7 @@ impl FolderCheckpointer {
         if fingerprint(store_dir).as_deref() == Some(entry.fingerprint.as_str()) {
             return Ok(());
         }
-        match open_copy(store_dir, root, self.options)? {
+        match open_copy(store_dir, root, self.options, &entry.blobs)? {
             Copied::Open(copy) => {
                 let listing =
                     ThreadListing::of_store(&copy.store, root, Some(&entry.listing), store_dir)
@@ -288,6 +288,7 @@ impl FolderCheckpointer {
                 IndexEntry {
                     fingerprint: print,
                     listing,
+                    blobs: blob_names(&store_dir),
                 }
                 .write(&self.layout.index_path(root));
             }
@@ -315,9 +316,15 @@ impl FolderCheckpointer {
             return Ok(None);
         }
         let store_dir = self.layout.store_dir(root);
+        let blobs = match self.layout.is_single_store() {
+            true => Vec::new(),
+            false => IndexEntry::read(&self.layout.index_path(root))
+                .map(|e| e.blobs)
+                .unwrap_or_default(),
+        };
         let deadline = Instant::now() + READ_PATIENCE;
         loop {
-            match open_copy(&store_dir, root, self.options)? {
+            match open_copy(&store_dir, root, self.options, &blobs)? {
                 Copied::Missing => return Ok(None),
                 Copied::Open(mut copy) => {
                     if copy.damage.is_none() && !self.layout.is_single_store() {
