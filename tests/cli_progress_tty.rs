@@ -158,17 +158,27 @@ fn quoted(s: &str) -> String {
 /// ends, then waits, so the pane stays to be read; it outlives a Ctrl+C (its trap), as a
 /// user's interactive shell does.
 fn start_in_terminal(db: &Db, args: &[&str]) -> Tmux {
-    let mut command = vec![
-        "env".to_string(),
-        "-u".into(),
-        "GRAPH_DB".into(),
-        "-u".into(),
-        "RUST_LOG".into(),
+    let mut command = vec!["env".to_string()];
+    // Nothing from the environment the tests run in: no store, no log filter, no model.
+    for var in [
+        "GRAPH_DB",
+        "RUST_LOG",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "GRAPH_PROVIDER",
+        "GRAPH_MODEL",
+        "TAVILY_API_KEY",
+    ] {
+        command.extend(["-u".to_string(), var.to_string()]);
+    }
+    command.extend([
         format!("GRAPH_OUT={}", quoted(&db.out().display().to_string())),
         quoted(env!("CARGO_BIN_EXE_graph")),
         "--db".into(),
         quoted(&db.path().display().to_string()),
-    ];
+    ]);
     command.extend(args.iter().map(|a| quoted(a)));
     let script = format!(
         "trap : INT; {}; echo EXIT=$?; exec sleep 600",
@@ -294,6 +304,52 @@ fn a_resumed_run_leaves_no_live_lines() {
     no_live_lines_remain(&screen);
     each_step_shown_once(&screen, &["✓ step 3 review", "✓ step 4 publish"]);
     has(&screen, &["# A short guide to sled"]);
+}
+
+#[test]
+fn the_memo_graph_with_its_stage_lines_leaves_no_live_lines() {
+    let db = Db::new();
+    let dataroom = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/dataroom");
+    let (code, screen) = in_terminal(
+        &db,
+        &[
+            "run",
+            "memo",
+            "--input",
+            "Fernstone",
+            "--yes",
+            "--set",
+            &format!("dataroom={}", dataroom.display()),
+            "--set",
+            "stage_ms=100",
+        ],
+    );
+    assert_eq!(code, 0, "the offline memo finishes\n--- screen\n{screen}");
+    no_live_lines_remain(&screen);
+    let stages = [
+        "deck_analyst",
+        "research",
+        "section_research",
+        "draft",
+        "enrich_trademark",
+        "enrich_socials",
+        "enrich_links",
+        "enrich_visualizations",
+        "cite",
+        "validate_citations",
+        "fact_check",
+        "validate",
+        "finalize",
+    ];
+    let steps: Vec<String> = (1..)
+        .zip(stages)
+        .map(|(step, stage)| format!("✓ step {step} {stage}"))
+        .collect();
+    each_step_shown_once(
+        &screen,
+        &steps.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    has(&screen, &["stage 13 of 13", "finished after 13 steps"]);
 }
 
 #[test]
