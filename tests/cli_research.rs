@@ -535,3 +535,24 @@ fn threads_says_done_failed_from_the_verdict_the_run_kept_without_reading_the_st
     }
     assert!(!index.exists(), "a listing writes nothing back");
 }
+
+#[test]
+fn a_kept_verdict_holds_only_for_the_checkpoint_it_judged() {
+    let r = Research::with_server(FakeOpenAi::start(three_todos(), |_| failed()));
+    let thread = r.run(&["--yes"]).expect(1).thread();
+    // An edit writes a newer checkpoint whose state no longer fails (no plan, so no todo that
+    // failed): the run's verdict is not that checkpoint's, and the listing judges its state.
+    r.graph(&[
+        "update",
+        &thread,
+        "--set-json",
+        r#"{"plan": {"$overwrite": []}}"#,
+    ])
+    .expect(0);
+    let listed = r.graph(&["threads", "--json"]).expect(0).json();
+    assert_eq!(listed[0]["thread_id"], thread.as_str(), "{listed:#}");
+    assert_eq!(listed[0]["status"], "done", "{listed:#}");
+    assert_eq!(listed[0]["failed"], Value::Null, "{listed:#}");
+    let listing = r.graph(&["threads"]).expect(0);
+    assert!(!listing.stdout.contains("failed"), "{listing}");
+}
