@@ -15,34 +15,13 @@ fn log(db: &Db, thread: &str) -> Vec<String> {
 }
 
 fn finished(db: &Db) -> String {
-    db.graph(&[
-        "run",
-        "pipeline",
-        "--input",
-        "sled",
-        "--yes",
-        "--set",
-        "step_ms=1",
-        "--set",
-        ART,
-    ])
-    .expect(0)
-    .thread()
+    db.run_pipeline(1, &["--yes", "--set", ART])
+        .expect(0)
+        .thread()
 }
 
 fn paused(db: &Db) -> String {
-    db.graph(&[
-        "run",
-        "pipeline",
-        "--input",
-        "sled",
-        "--set",
-        "step_ms=1",
-        "--set",
-        ART,
-    ])
-    .expect(3)
-    .thread()
+    db.run_pipeline(1, &["--set", ART]).expect(3).thread()
 }
 
 /// The pipeline writes its files when asked.
@@ -295,24 +274,10 @@ fn killed_while_writing(db: &Db, prefix: &str, extra: &[&str]) -> (Vec<String>, 
     for round in 0..6u64 {
         let thread = format!("{prefix}{round}");
         let mut args = vec![
-            "run",
-            "pipeline",
-            "--input",
-            "sled",
-            "--yes",
-            "--thread",
-            &thread,
-            "--set",
-            "step_ms=0",
-            "--set",
-            &sections,
-            "--set",
-            &template,
-            "--set",
-            ART,
+            "--yes", "--thread", &thread, "--set", &sections, "--set", &template, "--set", ART,
         ];
         args.extend_from_slice(extra);
-        let mut run = db.graph(&args).spawn();
+        let mut run = db.run_pipeline(0, &args).spawn();
         run.wait_for("artifacts: ");
         std::thread::sleep(std::time::Duration::from_millis(20 + round * 45));
         if run.is_running() {

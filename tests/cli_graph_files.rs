@@ -5,48 +5,36 @@
 #[path = "support/cli.rs"]
 mod harness;
 
-use harness::Db;
-
-const BUILT_IN: &str = include_str!("../graphs/pipeline.toml");
+use harness::{Db, Project};
 
 /// A project folder with its own `graphs/pipeline.toml`, titled `title`.
-fn project(title: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("graphs")).unwrap();
-    write_title(dir.path(), title);
-    dir
+fn project(title: &str) -> Project {
+    let project = Project::new();
+    write_title(&project, title);
+    project
 }
 
-fn write_title(dir: &std::path::Path, title: &str) {
-    let text = BUILT_IN.replace(
-        "title = \"A short guide to {topic}\"",
-        &format!("title = \"{title}\""),
-    );
-    assert_ne!(text, BUILT_IN, "the built-in file has a title line");
-    std::fs::write(dir.join("graphs/pipeline.toml"), text).unwrap();
+fn write_title(project: &Project, title: &str) {
+    project.graph_file("pipeline", |built_in| {
+        let text = built_in.replace(
+            "title = \"A short guide to {topic}\"",
+            &format!("title = \"{title}\""),
+        );
+        assert_ne!(text, built_in, "the built-in file has a title line");
+        text
+    });
 }
 
 #[test]
 fn a_local_graph_file_is_used_named_and_listed_and_its_edits_change_the_next_run() {
     let db = Db::new();
     let here = project("Local notes on {topic}");
-    let run = || {
-        db.graph(&[
-            "run",
-            "pipeline",
-            "--input",
-            "sled",
-            "--yes",
-            "--set",
-            "step_ms=1",
-        ])
-        .current_dir(here.path())
-    };
+    let run = || db.run_pipeline(1, &["--yes"]).current_dir(here.path());
     let first = run().expect(0);
     first.stderr_has(&["graph pipeline from graphs/pipeline.toml"]);
     assert!(first.stdout.starts_with("# Local notes on sled"), "{first}");
 
-    write_title(here.path(), "Edited notes on {topic}");
+    write_title(&here, "Edited notes on {topic}");
     let second = run().expect(0);
     assert!(
         second.stdout.starts_with("# Edited notes on sled"),
@@ -82,15 +70,7 @@ fn a_local_graph_file_is_used_named_and_listed_and_its_edits_change_the_next_run
     // Elsewhere, the built-in copy.
     let elsewhere = tempfile::tempdir().unwrap();
     let plain = db
-        .graph(&[
-            "run",
-            "pipeline",
-            "--input",
-            "sled",
-            "--yes",
-            "--set",
-            "step_ms=1",
-        ])
+        .run_pipeline(1, &["--yes"])
         .current_dir(elsewhere.path())
         .expect(0);
     plain.stderr_has(&["graph pipeline (built-in graph file)"]);
@@ -104,10 +84,7 @@ fn a_local_graph_file_is_used_named_and_listed_and_its_edits_change_the_next_run
 fn a_resume_from_another_folder_uses_the_file_the_run_used() {
     let db = Db::new();
     let here = project("Local notes on {topic}");
-    let paused = db
-        .graph(&["run", "pipeline", "--input", "sled", "--set", "step_ms=1"])
-        .current_dir(here.path())
-        .expect(3);
+    let paused = db.run_pipeline(1, &[]).current_dir(here.path()).expect(3);
     let thread = paused.thread();
     let elsewhere = tempfile::tempdir().unwrap();
     let done = db

@@ -7,23 +7,11 @@
 mod harness;
 
 use harness::Db;
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// The longest thread id the store takes (200 bytes).
 fn longest_id() -> String {
     format!("long-{}", "a".repeat(195))
-}
-
-/// The `graph threads --json` row of `thread`.
-fn row(db: &Db, thread: &str) -> Value {
-    let listed = db.graph(&["threads", "--json"]).expect(0).json();
-    listed
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["thread_id"] == thread)
-        .cloned()
-        .unwrap_or_else(|| panic!("{thread} is not listed: {listed:#}"))
 }
 
 /// The STATUS and STEPS columns of `thread` in the `graph threads` table.
@@ -48,21 +36,11 @@ fn a_running_thread_with_a_200_byte_id_in_a_deep_store_is_read_through_its_owner
     let thread = longest_id();
     assert_eq!(thread.len(), 200);
     let mut run = db
-        .graph(&[
-            "run",
-            "pipeline",
-            "--input",
-            "sled",
-            "--yes",
-            "--thread",
-            &thread,
-            "--set",
-            "step_ms=2000",
-        ])
+        .run_pipeline(2000, &["--yes", "--thread", &thread])
         .spawn();
     run.wait_for("step 2: draft #0 started");
 
-    let listed = row(&db, &thread);
+    let listed = db.row(&thread);
     assert_eq!(listed["status"], "running", "{listed:#}");
     assert_eq!(listed["step"], 1, "{listed:#}");
     assert!(listed["created_at_ms"].is_u64(), "{listed:#}");
@@ -79,7 +57,7 @@ fn a_running_thread_with_a_200_byte_id_in_a_deep_store_is_read_through_its_owner
 
     let done = run.finish();
     assert_eq!(done.code, Some(0), "{done}");
-    let listed = row(&db, &thread);
+    let listed = db.row(&thread);
     assert_eq!(
         (&listed["status"], &listed["step"]),
         (&json!("done"), &json!(4))
@@ -90,18 +68,8 @@ fn a_running_thread_with_a_200_byte_id_in_a_deep_store_is_read_through_its_owner
 fn threads_shows_the_true_step_of_killed_paused_resumed_and_running_threads() {
     let db = Db::new();
     let slow = |thread: &str| {
-        db.graph(&[
-            "run",
-            "pipeline",
-            "--input",
-            "sled",
-            "--yes",
-            "--thread",
-            thread,
-            "--set",
-            "step_ms=1000",
-        ])
-        .spawn()
+        db.run_pipeline(1000, &["--yes", "--thread", thread])
+            .spawn()
     };
     // Killed during publish (step 4): its last checkpoint is step 3.
     let mut killed = slow("killed");
@@ -111,30 +79,9 @@ fn threads_shows_the_true_step_of_killed_paused_resumed_and_running_threads() {
 
     // Paused at review (step 2), then resumed and killed during publish: the index its first
     // process left says "paused, 2"; the store says step 3.
-    let paused = db
-        .graph(&[
-            "run",
-            "pipeline",
-            "--input",
-            "sled",
-            "--thread",
-            "paused",
-            "--set",
-            "step_ms=1",
-        ])
-        .expect(3);
+    let paused = db.run_pipeline(1, &["--thread", "paused"]).expect(3);
     paused.stderr_has(&["paused at step 2"]);
-    db.graph(&[
-        "run",
-        "pipeline",
-        "--input",
-        "sled",
-        "--thread",
-        "still-paused",
-        "--set",
-        "step_ms=1",
-    ])
-    .expect(3);
+    db.run_pipeline(1, &["--thread", "still-paused"]).expect(3);
     let mut resumed = db
         .graph(&[
             "resume",
@@ -150,17 +97,7 @@ fn threads_shows_the_true_step_of_killed_paused_resumed_and_running_threads() {
     resumed.finish();
 
     let mut running = db
-        .graph(&[
-            "run",
-            "pipeline",
-            "--input",
-            "sled",
-            "--yes",
-            "--thread",
-            "running",
-            "--set",
-            "step_ms=5000",
-        ])
+        .run_pipeline(5000, &["--yes", "--thread", "running"])
         .spawn();
     running.wait_for("step 2: draft #0 started");
 
@@ -172,7 +109,7 @@ fn threads_shows_the_true_step_of_killed_paused_resumed_and_running_threads() {
         ("still-paused", "paused", 2),
     ];
     for (thread, status, step) in expected {
-        let listed = row(&db, thread);
+        let listed = db.row(thread);
         assert_eq!(
             (&listed["status"], &listed["step"]),
             (&json!(status), &json!(step)),

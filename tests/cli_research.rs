@@ -14,7 +14,7 @@ mod research;
 mod research_support;
 
 use fake_openai::FakeOpenAi;
-use harness::{Db, TestCommand};
+use harness::{Db, Project, TestCommand};
 use research::{done, three_todos, Research, T1, T2, T3};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -491,10 +491,8 @@ fn a_run_where_no_todo_succeeded_ends_with_exit_1_and_says_so() {
 fn threads_says_done_failed_from_the_verdict_the_run_kept_without_reading_the_state() {
     // The run reads its graph from a project's own graph file...
     let r = Research::with_server(FakeOpenAi::start(three_todos(), |_| failed()));
-    let project = tempfile::tempdir().unwrap();
-    std::fs::create_dir(project.path().join("graphs")).unwrap();
-    let file = project.path().join("graphs/research.toml");
-    std::fs::write(&file, include_str!("../graphs/research.toml")).unwrap();
+    let project = Project::new();
+    let file = project.graph_file("research", str::to_string);
     let out = r.run(&["--yes"]).current_dir(project.path()).expect(1);
     out.stderr_has(&["graphs/research.toml", "finished but failed"]);
     let thread = out.thread();

@@ -60,27 +60,85 @@ impl Db {
         self.dir.path().join("threads").join(thread).join("store")
     }
 
+    /// `graph run pipeline --input sled --set step_ms=STEP_MS <extra>`: the pipeline with each
+    /// step taking `step_ms`, which pauses for review unless `extra` holds `--yes`.
+    pub fn run_pipeline(&self, step_ms: u64, extra: &[&str]) -> TestCommand {
+        let step = format!("step_ms={step_ms}");
+        let mut args = vec!["run", "pipeline", "--input", "sled", "--set", &step];
+        args.extend_from_slice(extra);
+        self.graph(&args)
+    }
+
     /// Runs the pipeline to its end (fast, no pause) and returns the thread id.
     pub fn finished_thread(&self) -> String {
-        self.graph(&[
-            "run",
-            "pipeline",
-            "--input",
-            "sled",
-            "--yes",
-            "--set",
-            "step_ms=1",
-        ])
-        .expect(0)
-        .thread()
+        self.run_pipeline(1, &["--yes"]).expect(0).thread()
     }
 
     /// Runs the pipeline until it pauses for review and returns the thread id.
     pub fn paused_thread(&self) -> String {
-        self.graph(&["run", "pipeline", "--input", "sled", "--set", "step_ms=1"])
-            .expect(3)
-            .thread()
+        self.run_pipeline(1, &[]).expect(3).thread()
     }
+
+    /// The rows `graph threads --json` lists.
+    pub fn listed(&self) -> Vec<Value> {
+        match self.graph(&["threads", "--json"]).expect(0).json() {
+            Value::Array(rows) => rows,
+            other => panic!("`graph threads --json` is not a list: {other:#}"),
+        }
+    }
+
+    /// The ids of every thread `graph threads --json` lists.
+    pub fn thread_ids(&self) -> Vec<String> {
+        self.listed()
+            .iter()
+            .map(|t| t["thread_id"].as_str().expect("an id").to_string())
+            .collect()
+    }
+
+    /// The `graph threads --json` row of `thread`; fails the test when it is not listed.
+    pub fn row(&self, thread: &str) -> Value {
+        let listed = self.listed();
+        listed
+            .iter()
+            .find(|r| r["thread_id"] == thread)
+            .cloned()
+            .unwrap_or_else(|| panic!("{thread} is not listed: {listed:#?}"))
+    }
+}
+
+/// A folder to run `graph` in, with graph files of its own: `graph run NAME` there uses
+/// `./graphs/NAME.toml`.
+pub struct Project {
+    dir: tempfile::TempDir,
+}
+
+impl Project {
+    pub fn new() -> Project {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir(dir.path().join("graphs")).expect("a graphs folder");
+        Project { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes `graphs/NAME.toml` as the built-in file of `name` changed by `edit` (`str::to_string`
+    /// for a plain copy), replacing any earlier one; returns its path.
+    pub fn graph_file(&self, name: &str, edit: impl Fn(&str) -> String) -> PathBuf {
+        let path = self.dir.path().join("graphs").join(format!("{name}.toml"));
+        std::fs::write(&path, edit(&built_in_graph(name))).expect("write a graph file");
+        path
+    }
+}
+
+/// The text of the built-in graph file of `name` (`graphs/NAME.toml` in this repository).
+pub fn built_in_graph(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("graphs")
+        .join(format!("{name}.toml"));
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("no built-in graph file {}: {e}", path.display()))
 }
 
 /// One invocation of the binary.
