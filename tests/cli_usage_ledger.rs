@@ -45,6 +45,20 @@ fn summary_calls(out: &Output) -> u64 {
     total.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
+/// The total calls of the usage summary a failed run prints (its saved steps' ledger).
+fn failed_summary_calls(out: &Output) -> u64 {
+    let usage = out
+        .stderr
+        .split("model usage of this thread's saved steps:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no usage summary: {out}"));
+    let total = usage
+        .lines()
+        .find(|l| l.starts_with("total"))
+        .unwrap_or_else(|| panic!("no total line: {out}"));
+    total.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
 /// Runs the research graph to its end and checks that both readouts of the ledger count what
 /// the server answered; returns the thread and the count.
 fn run_and_compare(r: &Research) -> (String, u64) {
@@ -195,12 +209,18 @@ fn a_stuck_tool_todo_counts_its_rounds_and_every_escalation_request() {
         "{:?}",
         kinds(&calls)
     );
-    // The run failed at `give_up`, after the escalation's step was saved with its ledger.
+    // The run failed at `give_up`, after the escalation's step was saved with its ledger; the
+    // failed run shows that ledger too.
     assert_eq!(
         ledger_calls(&r, &thread),
         calls.len() as u64,
         "{:?}",
         kinds(&calls)
+    );
+    assert_eq!(
+        failed_summary_calls(&out),
+        calls.len() as u64,
+        "a failed run says what its saved steps used: {out}"
     );
 }
 

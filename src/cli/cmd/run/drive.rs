@@ -13,6 +13,7 @@ use crate::cli::error::EXIT_INTERRUPTED;
 use crate::cli::origin::Origin;
 use crate::cli::progress::{Notices, Progress};
 use crate::cli::{out, Ctx};
+use crate::llm::UsageLedger;
 use crate::registry::{ErasedGraph, Resolved};
 use crate::runtime::{Event, RunConfig, RunError, RunOutcome, RunStatus};
 use serde_json::Value;
@@ -114,7 +115,7 @@ async fn drive(
     watcher.abort();
     let failure = judge(ctx, resolved, thread, &result).await;
     let streaming = !settings.stream.is_empty();
-    let (ended, no_checkpoint) = settle(
+    let (mut ended, no_checkpoint) = settle(
         ctx, resolved, thread, &result, saved_step, streaming, failure,
     )
     .await;
@@ -122,6 +123,8 @@ async fn drive(
     if nothing_saved || no_checkpoint {
         // Nothing was saved: the thread is not kept half-made (an id without a checkpoint).
         let _ = ctx.store.delete_thread(thread).await;
+    } else if result.is_err() {
+        ended.usage = saved_usage(graph, thread).await;
     }
     if let Err(e) = ctx.store.release(thread) {
         // A failed run already says what failed its store.
@@ -282,8 +285,18 @@ async fn settle(
         checkpoint_id: summary.map(|s| s.checkpoint_id.to_string()),
         saved_step,
         failure,
+        usage: None,
     };
     (ended, matches!(newest, Ok(None)))
+}
+
+/// The usage ledger (`usage`, the built-in agents' convention) of the thread's newest
+/// checkpoint, when it has one. Read only after a failed run, whose state is gone by then, so
+/// this is the one state in memory.
+async fn saved_usage(graph: &dyn ErasedGraph, thread: &str) -> Option<UsageLedger> {
+    let snapshot = graph.get_state(thread, None).await.ok()?;
+    let usage = snapshot.values.get("usage")?;
+    serde_json::from_value(usage.clone()).ok()
 }
 
 /// Stops the run on the first Ctrl+C (its last checkpoint is kept); quits on the second. It

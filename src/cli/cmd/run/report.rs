@@ -7,6 +7,7 @@ use crate::cli::args::RunSettings;
 use crate::cli::error::{run_error_code, EXIT_DONE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PAUSED};
 use crate::cli::pause;
 use crate::cli::{out, Ctx};
+use crate::llm::UsageLedger;
 use crate::registry::Resolved;
 use crate::runtime::{RunError, RunOutcome, RunStatus};
 use serde_json::{json, Value};
@@ -24,6 +25,9 @@ pub(in crate::cli::cmd) struct Ended {
     /// Why a run that reached its end failed at its job anyway, as its graph judges its final
     /// state ([`GraphFactory::failure`](crate::registry::GraphFactory::failure)).
     pub(super) failure: Option<String>,
+    /// What the thread's model calls cost as its newest checkpoint keeps it (its `usage`
+    /// ledger), read when the run failed or was stopped: a run that ends badly has paid too.
+    pub(super) usage: Option<UsageLedger>,
 }
 
 /// How a command's outcome is printed on stdout.
@@ -98,7 +102,7 @@ pub(super) fn report_as(
             }
             code
         }
-        Err(e) => report_error(meta, &e, resume_hint, &mut doc),
+        Err(e) => report_error(meta, &e, resume_hint, !json && !ctx.quiet, &mut doc),
     };
     finish(doc, output, code)
 }
@@ -137,8 +141,15 @@ fn say_paused(
     eprintln!("continue with:\n  {command}");
 }
 
-/// A run that failed or was stopped: what happened and how to go on, on stderr.
-fn report_error(meta: &Ended, e: &RunError, resume_hint: &str, doc: &mut Value) -> u8 {
+/// A run that failed or was stopped: what happened, what the thread's saved steps used (when
+/// `show_usage`), and how to go on, on stderr.
+fn report_error(
+    meta: &Ended,
+    e: &RunError,
+    resume_hint: &str,
+    show_usage: bool,
+    doc: &mut Value,
+) -> u8 {
     let thread = &meta.thread;
     let code = run_error_code(e);
     doc["error"] = json!(e.to_string());
@@ -163,6 +174,13 @@ fn report_error(meta: &Ended, e: &RunError, resume_hint: &str, doc: &mut Value) 
         return code;
     } else {
         eprintln!("error: {e}");
+    }
+    if let Some(ledger) = meta.usage.as_ref().filter(|l| !l.is_empty()) {
+        doc["usage"] = serde_json::to_value(ledger).unwrap_or(Value::Null);
+        if show_usage {
+            // The failed step's own spend is in its error: no saved step holds it yet.
+            eprint!("model usage of this thread's saved steps:\n{ledger}");
+        }
     }
     if code == EXIT_FAILURE && meta.status != ThreadStatus::Done {
         eprintln!("the thread keeps its last checkpoint; after fixing the cause, continue with:\n  {resume_hint}");
