@@ -334,3 +334,41 @@ fn set_json_that_does_not_fit_the_state_names_the_flag_the_field_and_its_type() 
     let after = db.graph(&["history", &thread, "--json"]).expect(0).json();
     assert_eq!(before, after, "a refused edit changed the thread");
 }
+
+/// A change to a graph file's text.
+type Edit = fn(&str) -> String;
+
+#[test]
+fn graph_file_values_of_the_wrong_type_are_refused_in_the_users_words_before_a_thread_exists() {
+    let db = Db::new();
+    let cases: [(Edit, &str); 4] = [
+        (
+            |t| t.replace("recursion_limit = 400", "recursion_limit = \"many\""),
+            "setting `recursion_limit` expects a whole number of 0 or more, not the text \"many\"",
+        ),
+        (
+            |t| t.replace("durability = \"sync\"", "durability = \"always\""),
+            "setting `durability` expects one of \"sync\", \"async\", \"exit\"",
+        ),
+        (
+            |t| t.replace("max_todos = 12", "max_todos = \"twelve\""),
+            "setting `limits.max_todos` expects a whole number of 0 or more, not the text \"twelve\"",
+        ),
+        (
+            |t| t.replace("max_todos = 12", "max_todo = 12"),
+            "there is no setting `limits.max_todo`; did you mean `limits.max_todos`?",
+        ),
+    ];
+    for (edit, message) in cases {
+        let project = research_file(edit);
+        let out = db
+            .graph(&["run", "research", "--input", "q"])
+            .current_dir(project.path())
+            .without_model()
+            .expect(2);
+        out.stderr_has(&["graphs/research.toml", message]);
+        assert_no_serde_words(&out);
+        assert!(!out.stderr.contains("expected u64"), "{out}");
+    }
+    assert!(threads(&db).is_empty());
+}

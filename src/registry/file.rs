@@ -243,7 +243,7 @@ pub(super) fn check_top_level(
         return Ok(());
     };
     let Some(key) = table.keys().find(|k| !TOP_LEVEL.contains(&k.as_str())) else {
-        return Ok(());
+        return check_top_level_values(&table, origin);
     };
     let mut known: Vec<String> = TOP_LEVEL.iter().map(|k| k.to_string()).collect();
     known.extend(known_settings.iter().map(|k| format!("settings.{k}")));
@@ -259,6 +259,22 @@ pub(super) fn check_top_level(
         origin: origin.to_string(),
         message,
     })
+}
+
+/// Refuses a top-level value of the wrong type (`recursion_limit = "x"`) in the words `--set`
+/// uses, rather than serde's ("expected u64").
+fn check_top_level_values(table: &toml::Table, origin: &str) -> Result<(), GraphFileError> {
+    let schema = top_level_schema();
+    for (key, value) in table {
+        let value = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
+        schema
+            .check(std::slice::from_ref(key), &value)
+            .map_err(|message| GraphFileError::Invalid {
+                origin: origin.to_string(),
+                message,
+            })?;
+    }
+    Ok(())
 }
 
 impl GraphFile {

@@ -550,6 +550,13 @@ impl Registry {
         let schema = factory_of(&base.graph)?
             .settings_schema()
             .unwrap_or_else(|| SettingsSchema::from_example(&base.settings));
+        // The file's own settings are checked as overrides are: before a thread exists.
+        schema
+            .check_table(&base.settings)
+            .map_err(|message| GraphFileError::Invalid {
+                origin: origin.clone(),
+                message: format!("graph `{}`: {message}", base.graph),
+            })?;
         for o in overrides {
             o.check(&base.graph, &schema)?;
         }

@@ -115,6 +115,41 @@ impl SettingsSchema {
         }
     }
 
+    /// Checks a graph file's own `[settings]` as [`check`](Self::check) checks an override:
+    /// every key it names, through its tables down to each value.
+    pub(super) fn check_table(&self, settings: &Map<String, Value>) -> Result<(), String> {
+        self.check_under(&mut Vec::new(), settings)
+    }
+
+    fn check_under(
+        &self,
+        path: &mut Vec<String>,
+        table: &Map<String, Value>,
+    ) -> Result<(), String> {
+        for (key, value) in table {
+            path.push(key.clone());
+            let checked = match value {
+                Value::Object(inner) if self.is_table(path) => self.check_under(path, inner),
+                _ => self.check(path, value),
+            };
+            path.pop();
+            checked?;
+        }
+        Ok(())
+    }
+
+    /// True when `key` names a table of known keys (not a free-form one, not a value).
+    fn is_table(&self, key: &[String]) -> bool {
+        let mut node = &self.root;
+        for part in key {
+            match properties_of(node).and_then(|p| p.get(part)) {
+                Some(child) => node = child,
+                None => return false,
+            }
+        }
+        properties_of(node).is_some()
+    }
+
     /// Every dotted key of the settings and every table on the way to one (`limits`,
     /// `limits.max_todos`).
     pub(super) fn key_paths(&self) -> Vec<String> {
