@@ -307,6 +307,31 @@ fn a_resumed_run_leaves_no_live_lines() {
 }
 
 #[test]
+fn log_lines_go_above_the_live_lines() {
+    let db = Db::new();
+    // `-vv` logs the store's and the runtime's debug lines while the tasks run.
+    let (code, screen) = in_terminal(
+        &db,
+        &[
+            "-vv",
+            "run",
+            "pipeline",
+            "--input",
+            "sled",
+            "--yes",
+            "--set",
+            "step_ms=300",
+        ],
+    );
+    assert_eq!(code, 0, "a finished run exits 0\n--- screen\n{screen}");
+    has(&screen, &[" DEBUG "]);
+    no_live_lines_remain(&screen);
+    let mut steps = TO_REVIEW.to_vec();
+    steps.extend(["✓ step 3 review", "✓ step 4 publish"]);
+    each_step_shown_once(&screen, &steps);
+}
+
+#[test]
 fn the_memo_graph_with_its_stage_lines_leaves_no_live_lines() {
     let db = Db::new();
     let dataroom = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/dataroom");

@@ -203,7 +203,8 @@ fn init_tracing(quiet: bool, verbose: u8) {
     // Fails only if a subscriber is already set (a host binary set its own): keep that one.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        // Log lines go above the live progress lines while a run is shown.
+        .with_writer(progress::LogWriter)
         .with_target(false)
         .try_init();
 }

@@ -1,5 +1,11 @@
 //! Showing a run as it goes, from its event stream: a live line per running node on a
 //! terminal, plain log lines otherwise.
+//!
+//! The live lines are redrawn in place (indicatif counts the lines it drew and moves the cursor
+//! back over them), so while they are shown nothing else may write to stderr: text goes through
+//! [`Progress::line`], [`Notices`] from another task, and log lines through [`LogWriter`]. A
+//! bar draws only through the `MultiProgress` (it is made hidden and joins it before its first
+//! draw).
 
 use crate::runtime::{Event, PROGRESS_EVENT, TOKEN_EVENT};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -36,7 +42,9 @@ impl Progress {
         let mode = if quiet {
             Mode::Quiet
         } else if std::io::stderr().is_terminal() {
-            Mode::Live(MultiProgress::with_draw_target(ProgressDrawTarget::stderr()))
+            let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+            *live_lines() = Some(multi.clone());
+            Mode::Live(multi)
         } else {
             Mode::Plain
         };
@@ -299,6 +307,63 @@ impl Progress {
 impl Drop for Progress {
     fn drop(&mut self) {
         self.clear();
+        if let Mode::Live(_) = self.mode {
+            *live_lines() = None;
+        }
+    }
+}
+
+/// The live lines on the screen now, if any: where [`LogWriter`] puts log lines.
+fn live_lines() -> std::sync::MutexGuard<'static, Option<MultiProgress>> {
+    static LIVE: std::sync::Mutex<Option<MultiProgress>> = std::sync::Mutex::new(None);
+    // Poisoned only by a panic while it was held, which leaves the value itself whole.
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Where the CLI's log lines (`-v`, `RUST_LOG`) go: stderr, above the live lines while a run is
+/// shown (written directly, a log line would be erased by their next redraw, leaving stale
+/// lines).
+#[derive(Clone, Copy)]
+pub(crate) struct LogWriter;
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
+    type Writer = LogLine;
+
+    fn make_writer(&'a self) -> LogLine {
+        LogLine(Vec::new())
+    }
+}
+
+/// One log event, gathered and written whole when the logger is done with it.
+pub(crate) struct LogLine(Vec<u8>);
+
+impl std::io::Write for LogLine {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for LogLine {
+    fn drop(&mut self) {
+        if self.0.is_empty() {
+            return;
+        }
+        let live = live_lines().clone();
+        // A log line that cannot be written has nowhere else to go.
+        match live {
+            Some(multi) => {
+                let text = String::from_utf8_lossy(&self.0);
+                let _ = multi.println(text.trim_end_matches('\n'));
+            }
+            None => {
+                let _ = std::io::Write::write_all(&mut std::io::stderr(), &self.0);
+            }
+        }
     }
 }
 
