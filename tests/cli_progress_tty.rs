@@ -58,7 +58,9 @@ impl Tmux {
     }
 
     fn run(&self, args: &[&str]) -> Output {
+        // Its own server even when the tests run inside a tmux session.
         match Command::new("tmux")
+            .env_remove("TMUX")
             .arg("-L")
             .arg(&self.socket)
             .args(args)
@@ -142,6 +144,7 @@ impl Tmux {
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = Command::new("tmux")
+            .env_remove("TMUX")
             .arg("-L")
             .arg(&self.socket)
             .arg("kill-server")
