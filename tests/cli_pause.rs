@@ -221,6 +221,13 @@ fn an_empty_answer_is_refused_at_every_review_saying_which_answers_work_and_chan
         assert_eq!(before, after, "an empty answer changed {thread}");
     }
     assert_eq!(server.calls().len(), 1, "only the plan was paid for");
+    // An edited plan that does not fit is refused in JSON's words, and asked again.
+    let again = graph(&["resume", &research, "--resume-json", r#"[{"id": 1}]"#]).expect(3);
+    again.stderr_has(&[
+        "the edited plan is not a list of todos",
+        "at [0].id, the integer 1 is not a text",
+    ]);
+    assert!(!again.stderr.contains("invalid type"), "{again}");
     let done = graph(&["resume", &research, "--resume", "approve"]).expect(0);
     assert!(done.stdout.contains("Sources:"), "{done}");
 }

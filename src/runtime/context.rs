@@ -298,9 +298,9 @@ impl Context {
         let i = &self.inner;
         let ordinal = i.interrupts_seen.fetch_add(1, Ordering::Relaxed);
         if let Some(Some(answer)) = i.answers.get(ordinal as usize) {
-            return serde_json::from_value(answer.clone()).map_err(|e| {
+            return crate::state::from_json(answer.clone()).map_err(|why| {
                 NodeError::new(format!(
-                    "node `{}` cannot read the resume value given to its interrupt: {e}",
+                    "node `{}` cannot read the answer given to its question: it {why}",
                     i.node
                 ))
             });

@@ -47,8 +47,8 @@ fn read(stored: &[Todo], answer: &Value) -> Result<Review, String> {
         }
         other => other.clone(),
     };
-    let todos: Vec<Todo> = serde_json::from_value(todos)
-        .map_err(|e| format!("the edited plan is not a list of todos: {e}"))?;
+    let todos: Vec<Todo> = crate::state::from_json(todos)
+        .map_err(|why| format!("the edited plan is not a list of todos: a plan {why}"))?;
     validate_plan(&todos).map_err(|p| {
         format!(
             "todo #{} (`{}`): {}",
