@@ -3,7 +3,9 @@
 //! step shown once, and what the user needs (the thread, the pause and how to continue, the
 //! document) still there.
 //!
-//! The last test shows the same run without a terminal: plain log lines.
+//! Retries and failures need a graph of the tests' own (`jobs`), run by this test binary as a
+//! user's own `graph` binary (`App::new().register(...)`) would (the hidden `cli_child` test).
+//! One test shows a run without a terminal: plain log lines.
 //!
 //! These tests need `tmux` (CI's `.ci/run` installs it); without it they fail and say so.
 
@@ -11,9 +13,16 @@
 mod harness;
 
 use harness::Db;
+use serde::{Deserialize, Serialize};
+use stategraph::graph::{CompiledGraph, RetryPolicy};
+use stategraph::registry::{BuildError, GraphFactory, GraphFile};
+use stategraph::runtime::{Context, NodeError};
+use stategraph::{Send, State, StateGraph, END, START};
+use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long one command may take in the terminal before the test gives up on it.
@@ -161,7 +170,18 @@ fn quoted(s: &str) -> String {
 /// ends, then waits, so the pane stays to be read; it outlives a Ctrl+C (its trap), as a
 /// user's interactive shell does.
 fn start_in_terminal(db: &Db, args: &[&str]) -> Tmux {
-    let mut command = vec!["env".to_string()];
+    let mut command = vec![
+        env!("CARGO_BIN_EXE_graph").to_string(),
+        "--db".into(),
+        db.path().display().to_string(),
+    ];
+    command.extend(args.iter().map(|a| a.to_string()));
+    start_command(db, &command, &[])
+}
+
+/// Starts `command` (with `vars` set) in a fresh terminal, as [`start_in_terminal`] does.
+fn start_command(db: &Db, command: &[String], vars: &[(&str, String)]) -> Tmux {
+    let mut line = vec!["env".to_string()];
     // Nothing from the environment the tests run in: no store, no log filter, no model.
     for var in [
         "GRAPH_DB",
@@ -174,18 +194,17 @@ fn start_in_terminal(db: &Db, args: &[&str]) -> Tmux {
         "GRAPH_MODEL",
         "TAVILY_API_KEY",
     ] {
-        command.extend(["-u".to_string(), var.to_string()]);
+        line.extend(["-u".to_string(), var.to_string()]);
     }
-    command.extend([
-        format!("GRAPH_OUT={}", quoted(&db.out().display().to_string())),
-        quoted(env!("CARGO_BIN_EXE_graph")),
-        "--db".into(),
-        quoted(&db.path().display().to_string()),
-    ]);
-    command.extend(args.iter().map(|a| quoted(a)));
+    line.push(format!(
+        "GRAPH_OUT={}",
+        quoted(&db.out().display().to_string())
+    ));
+    line.extend(vars.iter().map(|(k, v)| format!("{k}={}", quoted(v))));
+    line.extend(command.iter().map(|a| quoted(a)));
     let script = format!(
         "trap : INT; {}; echo EXIT=$?; exec sleep 600",
-        command.join(" ")
+        line.join(" ")
     );
     // Run in the store's folder: the built-in graph files, not a `./graphs/` the tests run beside.
     Tmux::start(db.path(), &script)
@@ -426,4 +445,116 @@ fn without_a_terminal_progress_is_plain_lines_naming_parallel_tasks_once() {
         let started = format!("step 2: draft #{task} started");
         assert_eq!(out.stderr.matches(&started).count(), 1, "{out}");
     }
+}
+
+/// Where `cli_child` finds its command line (arguments joined by U+001F).
+const CHILD_ENV: &str = "STATEGRAPH_PROGRESS_TTY_ARGS";
+
+/// Three parallel jobs: job 1 fails once and is retried; job 2 fails for good when `fail`.
+#[derive(State, Clone, Debug, Default, Serialize, Deserialize)]
+struct Jobs {
+    fail: bool,
+    #[state(append)]
+    done: Vec<usize>,
+}
+
+struct JobsFactory;
+
+impl GraphFactory for JobsFactory {
+    type State = Jobs;
+
+    fn name(&self) -> &str {
+        "jobs"
+    }
+
+    fn description(&self) -> &str {
+        "three parallel jobs, one retried"
+    }
+
+    fn build(&self, _file: &GraphFile) -> Result<CompiledGraph<Jobs>, BuildError> {
+        let mut g = StateGraph::<Jobs>::named("jobs");
+        g.add_node("work", |s: Arc<Jobs>, ctx: Context| async move {
+            let job: usize = ctx.arg()?;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            if job == 1 && ctx.attempt() == 1 {
+                return Err(NodeError::transient("job 1 hit a busy server"));
+            }
+            if job == 2 && s.fail {
+                return Err(NodeError::new("job 2 broke"));
+            }
+            Ok::<_, NodeError>(JobsUpdate::default().done(vec![job]))
+        })
+        .retry(RetryPolicy::new(3).initial_interval(Duration::from_millis(100)));
+        g.add_conditional_edges(
+            START,
+            |_j: &Jobs| {
+                (0..3usize)
+                    .map(|i| Send::new("work", i))
+                    .collect::<Vec<_>>()
+            },
+            ["work"],
+        );
+        g.add_edge("work", END);
+        Ok(g.compile()?)
+    }
+}
+
+#[test]
+#[ignore = "a child process of the cli_progress_tty tests, started by them"]
+fn cli_child() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let mut args = vec!["graph".to_string()];
+    args.extend(spec.split('\u{1f}').map(str::to_string));
+    let code = stategraph::cli::App::new()
+        .register(JobsFactory)
+        .status_from(args);
+    let _ = std::io::stdout().flush();
+    std::process::exit(i32::from(code));
+}
+
+/// Runs `graph --db <db> <args>` with `jobs` registered in a fresh terminal.
+fn jobs_in_terminal(db: &Db, args: &[&str]) -> (i32, String) {
+    let command: Vec<String> = [
+        "cli_child",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let mut spec = vec!["--db".to_string(), db.path().display().to_string()];
+    spec.extend(args.iter().map(|a| a.to_string()));
+    let exe = std::env::current_exe().unwrap().display().to_string();
+    let command: Vec<String> = std::iter::once(exe).chain(command).collect();
+    start_command(db, &command, &[(CHILD_ENV, spec.join("\u{1f}"))]).wait_for_exit()
+}
+
+#[test]
+fn a_retried_task_leaves_no_live_lines() {
+    let db = Db::new();
+    let (code, screen) = jobs_in_terminal(&db, &["run", "jobs", "--input-json", "{}"]);
+    assert_eq!(code, 0, "the retried job succeeds\n--- screen\n{screen}");
+    no_live_lines_remain(&screen);
+    each_step_shown_once(
+        &screen,
+        &["✓ step 1 work #0", "✓ step 1 work #1", "✓ step 1 work #2"],
+    );
+    has(
+        &screen,
+        &["✗ step 1 work attempt 1 failed: job 1 hit a busy server; retrying"],
+    );
+}
+
+#[test]
+fn a_task_that_fails_for_good_leaves_no_live_lines() {
+    let db = Db::new();
+    let (code, screen) =
+        jobs_in_terminal(&db, &["run", "jobs", "--input-json", r#"{"fail": true}"#]);
+    assert_eq!(code, 1, "a failed job fails the run\n--- screen\n{screen}");
+    no_live_lines_remain(&screen);
+    has(&screen, &["✗ step 1 work attempt 1 failed: job 2 broke"]);
 }
