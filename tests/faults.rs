@@ -594,19 +594,27 @@ fn an_unreadable_record_of_how_a_thread_started_is_damage_never_read_as_missing(
             .unwrap();
     });
     let damaged = files_of(db.path());
+    let said = [
+        &format!("how thread `{thread}` was started"),
+        "journal entry `graph/origin`",
+        "cannot be read",
+        &format!("graph repair {thread}"),
+    ];
+    // Changing it is refused; reading it warns, and shows what is intact.
     let commands: [&[&str]; 3] = [
-        &["state", &thread],
-        &["history", &thread],
         &["resume", &thread, "--resume", "yes"],
+        &["update", &thread, "--set-json", r#"{"notes": "x"}"#],
+        &["rerun", &thread, "--from", "outline"],
     ];
     for args in commands {
-        db.graph(args).expect(1).stderr_has(&[
-            &format!("how thread `{thread}` was started"),
-            "journal entry `graph/origin`",
-            "cannot be read",
-            &format!("graph repair {thread}"),
-        ]);
+        db.graph(args).expect(1).stderr_has(&said);
     }
+    let state = db.graph(&["state", &thread, "--json"]).expect(0);
+    state.stderr_has(&["warning"]).stderr_has(&said);
+    assert_eq!(state.json()["status"], "paused", "{state}");
+    db.graph(&["history", &thread])
+        .expect(0)
+        .stderr_has(&["warning", "graph repair"]);
     assert_unchanged(&damaged, &files_of(db.path()));
 
     // The repair says what it lost; the thread goes on, its override given again.

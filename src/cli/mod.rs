@@ -281,14 +281,42 @@ impl Ctx {
 
     /// The graph a thread was run with, its `--set` overrides plus `extra` applied, and how it
     /// was started (`None` for a thread written by another program, whose checkpoints name
-    /// the graph).
+    /// the graph). A record of how it started that cannot be read is an error.
     pub(crate) async fn graph_for_thread(
         &self,
         thread: &str,
         extra: &[String],
     ) -> anyhow::Result<(Resolved, Option<Origin>)> {
         let origin = Origin::read(&self.store, thread).await?;
-        let (graph_ref, mut sets) = match &origin {
+        let resolved = self.resolve_thread(thread, origin.as_ref(), extra).await?;
+        Ok((resolved, origin))
+    }
+
+    /// The graph a thread was run with, for a command that only reads it: a record of how the
+    /// thread started that cannot be read is said in a warning (what and what to do), and the
+    /// thread is read with the graph its checkpoints name, since what is intact stays readable.
+    pub(crate) async fn graph_for_reading(&self, thread: &str) -> anyhow::Result<Resolved> {
+        let origin = match Origin::read(&self.store, thread).await {
+            Ok(origin) => origin,
+            Err(e) => {
+                let damaged = e.downcast::<origin::OriginDamaged>()?;
+                eprintln!(
+                    "warning: {damaged}\n  (read with the graph its checkpoints name, without its \
+                     --set overrides)"
+                );
+                None
+            }
+        };
+        self.resolve_thread(thread, origin.as_ref(), &[]).await
+    }
+
+    async fn resolve_thread(
+        &self,
+        thread: &str,
+        origin: Option<&Origin>,
+        extra: &[String],
+    ) -> anyhow::Result<Resolved> {
+        let (graph_ref, mut sets) = match origin {
             Some(o) => (o.graph_file.clone(), o.overrides.clone()),
             None => {
                 let record = self
@@ -310,7 +338,7 @@ impl Ctx {
             .registry
             .resolve(&graph_ref, &overrides)
             .with_context(|| format!("thread `{thread}` was run with graph `{graph_ref}`"))?;
-        Ok((resolved, origin))
+        Ok(resolved)
     }
 }
 

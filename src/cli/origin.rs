@@ -6,7 +6,8 @@
 //!
 //! A record that is there but cannot be read is damage, never "no record": read as missing, a
 //! resume would run without the thread's `--set` overrides and then store a record without
-//! them. It is reported, and `graph repair` writes a new one, saying what it lost.
+//! them. Commands that change the thread refuse it; `state` and `history` warn and read what
+//! is intact; `graph repair` writes a new one, saying what it lost.
 
 use crate::checkpoint::{now_ms, CheckpointError, Checkpointer, FolderCheckpointer};
 use serde::{Deserialize, Serialize};
@@ -33,10 +34,10 @@ pub(crate) struct Origin {
 #[derive(Debug, thiserror::Error)]
 #[error(
     "the record of how thread `{thread}` was started (its graph file and --set overrides; \
-     {record}) cannot be read: {reason}. Nothing was changed, and no command uses the thread \
-     without it: `graph repair {thread}` keeps a backup of the thread and writes the record \
-     again from its checkpoints (the graph they name, without --set overrides: give those again \
-     with `graph resume {thread} --set KEY=VALUE`)"
+     {record}) cannot be read: {reason}. Nothing was changed; the thread is not resumed or \
+     changed without it: `graph repair {thread}` keeps a backup of the thread and writes the \
+     record again from its checkpoints (the graph they name, without --set overrides: give \
+     those again with `graph resume {thread} --set KEY=VALUE`)"
 )]
 pub(crate) struct OriginDamaged {
     pub thread: String,

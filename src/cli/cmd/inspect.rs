@@ -164,7 +164,7 @@ pub(crate) async fn state(ctx: &Ctx, args: StateArgs) -> anyhow::Result<u8> {
         .as_deref()
         .map(parse_checkpoint)
         .transpose()?;
-    let (resolved, _) = ctx.graph_for_thread(&root, &[]).await?;
+    let resolved = ctx.graph_for_reading(&root).await?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     // The children are extra: when only they cannot be read (a damaged store), the thread's
     // own checkpoint is still shown, with the reason its children are missing.
@@ -326,7 +326,7 @@ fn writers(w: &[String]) -> String {
 /// `graph history`.
 pub(crate) async fn history(ctx: &Ctx, args: HistoryArgs) -> anyhow::Result<u8> {
     let root = root_of_thread_arg(&args.thread)?;
-    let (resolved, _) = ctx.graph_for_thread(&root, &[]).await?;
+    let resolved = ctx.graph_for_reading(&root).await?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     let query = HistoryQuery {
         limit: args.limit.max(1),
