@@ -4,17 +4,7 @@
 #[path = "support/cli.rs"]
 mod harness;
 
-use harness::Db;
-
-/// The ids of every thread in the store.
-fn threads(db: &Db) -> Vec<String> {
-    let list = db.graph(&["threads", "--json"]).expect(0).json();
-    list.as_array()
-        .expect("a list")
-        .iter()
-        .map(|t| t["thread_id"].as_str().expect("an id").to_string())
-        .collect()
-}
+use harness::{Db, Project};
 
 #[test]
 fn an_unknown_setting_is_refused_with_the_nearest_known_one_and_no_thread() {
@@ -42,7 +32,7 @@ fn an_unknown_setting_is_refused_with_the_nearest_known_one_and_no_thread() {
     ])
     .expect(2)
     .stderr_has(&["no setting `recursion_limt`"]);
-    assert!(threads(&db).is_empty());
+    assert!(db.thread_ids().is_empty());
 }
 
 #[test]
@@ -98,7 +88,7 @@ fn a_setting_of_the_wrong_type_names_the_key_and_the_type_it_expects() {
     .without_model()
     .expect(2)
     .stderr_has(&["`limits.max_todos` expects a whole number"]);
-    assert!(threads(&db).is_empty());
+    assert!(db.thread_ids().is_empty());
     // Well-typed settings still run.
     db.graph(&[
         "run",
@@ -149,7 +139,7 @@ fn a_run_without_the_input_its_graph_needs_is_refused_and_makes_no_thread() {
         .without_model()
         .expect(2)
         .stderr_has(&["graph `research` needs an input"]);
-    assert!(threads(&db).is_empty());
+    assert!(db.thread_ids().is_empty());
 }
 
 #[test]
@@ -168,7 +158,7 @@ fn run_with_the_id_of_a_thread_that_exists_points_to_resume_and_fork() {
     ]);
     let after = db.graph(&["state", &thread, "--json"]).expect(0).json();
     assert_eq!(before, after, "the existing thread was changed");
-    assert_eq!(threads(&db), vec![thread]);
+    assert_eq!(db.thread_ids(), vec![thread]);
 }
 
 #[test]
@@ -185,14 +175,14 @@ fn prune_keep_0_is_refused_and_says_what_to_use_instead() {
 }
 
 /// A project folder whose `graphs/research.toml` is the built-in one changed by `edit`.
-fn research_file(edit: impl Fn(&str) -> String) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("graphs")).unwrap();
-    let built_in = include_str!("../graphs/research.toml");
-    let text = edit(built_in);
-    assert_ne!(text, built_in, "the edit changed the file");
-    std::fs::write(dir.path().join("graphs/research.toml"), text).unwrap();
-    dir
+fn research_file(edit: impl Fn(&str) -> String) -> Project {
+    let project = Project::new();
+    project.graph_file("research", |built_in| {
+        let text = edit(built_in);
+        assert_ne!(text, built_in, "the edit changed the file");
+        text
+    });
+    project
 }
 
 #[test]
@@ -230,7 +220,7 @@ fn graph_file_mistakes_and_a_pointless_yes_are_named_in_the_users_words() {
         .expect(2);
     out.stderr_has(&["--yes", "graph `tree` has no review to approve"]);
     assert!(!out.stderr.contains("yes=true"), "{out}");
-    assert!(threads(&db).is_empty());
+    assert!(db.thread_ids().is_empty());
 }
 
 /// Fails the test when `text` has serde's words for a value that does not fit.
@@ -299,7 +289,7 @@ fn input_json_that_does_not_fit_the_state_names_the_flag_the_field_and_its_type(
         "field `revisions` expects a whole number, not the integer -1",
     ]);
     assert_no_serde_words(&out);
-    assert!(threads(&db).is_empty());
+    assert!(db.thread_ids().is_empty());
 }
 
 #[test]
@@ -370,5 +360,5 @@ fn graph_file_values_of_the_wrong_type_are_refused_in_the_users_words_before_a_t
         assert_no_serde_words(&out);
         assert!(!out.stderr.contains("expected u64"), "{out}");
     }
-    assert!(threads(&db).is_empty());
+    assert!(db.thread_ids().is_empty());
 }
