@@ -545,7 +545,10 @@ fn a_retried_task_leaves_no_live_lines() {
     );
     has(
         &screen,
-        &["✗ step 1 work attempt 1 failed: job 1 hit a busy server; retrying"],
+        &[
+            "✗ step 1 work attempt 1 failed: job 1 hit a busy server; retrying",
+            "finished after 1 step\n",
+        ],
     );
 }
 

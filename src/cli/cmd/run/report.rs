@@ -205,10 +205,11 @@ fn report_done(
     }
     if !json {
         if !ctx.quiet {
-            eprintln!(
-                "done: thread {thread} finished after {} steps",
-                outcome.step
-            );
+            let steps = match outcome.step {
+                1 => "1 step".to_string(),
+                n => format!("{n} steps"),
+            };
+            eprintln!("done: thread {thread} finished after {steps}");
             print_usage(&outcome.state);
         }
         let shown = resolved
