@@ -14,9 +14,11 @@ mod harness;
 mod research;
 #[path = "research_support.rs"]
 mod research_support;
+#[path = "support/task_plans.rs"]
+mod task_plans;
 
 use fake_openai::{Call, FakeOpenAi};
-use harness::Output;
+use harness::{Db, Output};
 use research::{done, three_todos, Research, T1};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -293,5 +295,55 @@ fn a_run_that_fails_says_what_it_spent_and_its_resume_counts_it_once() {
     assert_eq!(
         state["values"]["usage"]["nodes"]["generate_plan"]["calls"], 7,
         "six failed requests and the one that fitted: {state:#}"
+    );
+}
+
+#[test]
+fn a_decomposition_that_fails_is_counted_when_the_resumed_run_decomposes() {
+    // `graph decompose`: the task-tree agent's decomposition is not JSON until the test says
+    // otherwise, so the first run fails after three requests; the resume decomposes the task
+    // into two simple children and pauses for review.
+    let refuse = Arc::new(AtomicBool::new(true));
+    let refusing = refuse.clone();
+    let server = FakeOpenAi::answering(move |call| match call.kind.as_str() {
+        "TaskPlan" if refusing.load(Ordering::SeqCst) => "let me think about it".to_string(),
+        "TaskPlan" => task_plans::task_plan(
+            &call.key,
+            &[("fetch", "simple", &[]), ("parse", "simple", &["fetch.md"])],
+        )
+        .to_string(),
+        other => panic!("unexpected request {other}"),
+    });
+    let db = Db::new();
+    let dir = tempfile::tempdir().unwrap();
+    let task = dir.path().join("web_scraper.md");
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/tasks/web_scraper.md");
+    std::fs::copy(example, &task).unwrap();
+    let task = task.display().to_string();
+    let graph = |args: &[&str]| db.graph(args).with_model_at(&server.base_url());
+
+    let out = graph(&["decompose", &task]).expect(1);
+    assert_eq!(server.calls().len(), 3, "{:?}", kinds(&server.calls()));
+    assert!(
+        out.stderr
+            .contains("this task's failed attempts have used 3 model requests so far"),
+        "{out}"
+    );
+    let thread = out.thread();
+    refuse.store(false, Ordering::SeqCst);
+    graph(&["resume", &thread]).expect(3);
+    let state = graph(&["state", &thread, "--json"]).expect(0).json();
+    let calls: u64 = state["values"]["usage"]["nodes"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no usage ledger: {state:#}"))
+        .values()
+        .map(|n| n["calls"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        calls,
+        server.calls().len() as u64,
+        "the three failed requests and the one that fitted: {:?}",
+        kinds(&server.calls())
     );
 }

@@ -11,12 +11,16 @@
 //! - [`tree`]: the task-tree workflow: decompose a task file into a tree of task files, let a
 //!   person edit them, solve the tree leaves first.
 //!
+//! `spend` (crate-internal) keeps what a failed step's model requests cost in its task's
+//! journal, so the step's next successful run adds it to the usage ledger.
+//!
 //! Invariant: agents build graphs with the public API and know nothing of the command line.
 
 pub mod agent;
 pub mod memo;
 pub mod pipeline;
 pub mod research;
+pub(crate) mod spend;
 pub mod tree;
 
 use crate::registry::AnyFactory;

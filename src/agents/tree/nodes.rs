@@ -12,6 +12,7 @@ use super::solve::{inputs, progress_text, solve_request, SolvePlan};
 use super::state::{CurrentTask, Mode, SolvedTask, TreeState, TreeStateUpdate};
 use super::task_tree::{TaskTree, TreeView};
 use super::TreeAgent;
+use crate::agents::spend;
 use crate::llm::{
     structured_validated, ChatRequest, LlmError, Message, StructuredOptions, Usage, UsageLedger,
 };
@@ -46,8 +47,14 @@ fn model_error(what: &str, e: LlmError) -> NodeError {
 }
 
 /// A ledger holding one call of `node` (the state's reducer adds it to the run's); a call
-/// a resume got from the journal is counted as reused, not paid again.
-fn ledger(ctx: &Context, key: &str, usage: Usage, settings: &TreeSettings) -> UsageLedger {
+/// a resume got from the journal is counted as reused, not paid again, and what the call's
+/// failed attempts in earlier runs of the task paid for is added ([`spend`]).
+async fn ledger(
+    ctx: &Context,
+    key: &str,
+    usage: Usage,
+    settings: &TreeSettings,
+) -> Result<UsageLedger, NodeError> {
     let mut ledger = UsageLedger::default();
     let pricing = settings.pricing.as_ref();
     if ctx.was_replayed(key) {
@@ -55,7 +62,8 @@ fn ledger(ctx: &Context, key: &str, usage: Usage, settings: &TreeSettings) -> Us
     } else {
         ledger.record(ctx.node(), usage, pricing);
     }
-    ledger
+    spend::add_failed(ctx, key, ctx.node(), &mut ledger, pricing).await?;
+    Ok(ledger)
 }
 
 fn system(custom: &Option<String>, builtin: &str) -> Message {
@@ -132,7 +140,7 @@ pub(crate) async fn decompose(
         .decomposed(decomposed)
         .decompose_done(done)
         .not_decomposed(if done { left } else { Vec::new() })
-        .usage(ledger(&ctx, &key, usage, &settings))
+        .usage(ledger(&ctx, &key, usage, &settings).await?)
         .log(log))
 }
 
@@ -155,13 +163,20 @@ async fn ask_for_plan(
     opts.temperature = settings.temperature;
     let model = agent.model.clone();
     let key = format!("decompose {} {}", task.path, &task.hash[..16]);
+    let journal_key = key.as_str();
     let (plan, usage): (TaskPlan, Usage) = ctx
         .record(&key, || async move {
-            structured_validated(model.as_ref(), messages, opts, |p: &TaskPlan| {
+            let reply = structured_validated(model.as_ref(), messages, opts, |p: &TaskPlan| {
                 prepare(p, tree, target, max_children).map(|_| ())
             })
-            .await
-            .map_err(|e| model_error(&format!("decomposing {}", task.path), e))
+            .await;
+            match reply {
+                Ok(reply) => Ok(reply),
+                Err(e) => Err(spend::failed_call(ctx, journal_key, e, |e| {
+                    model_error(&format!("decomposing {}", task.path), e)
+                })
+                .await),
+            }
         })
         .await?;
     Ok((plan, key, usage))
@@ -255,7 +270,7 @@ pub(crate) async fn work(
         request.temperature = settings.temperature;
         request.stream = ctx.text_sink(crate::runtime::TOKEN_EVENT);
         let (reply, call_usage) = ask(agent, &ctx, &key, request, &current.path).await?;
-        usage.merge(&ledger(&ctx, &key, call_usage, &settings));
+        usage.merge(&ledger(&ctx, &key, call_usage, &settings).await?);
         if reply.tool_calls.is_empty() {
             current.result = Some(reply.content);
             break;

@@ -14,6 +14,7 @@ use super::outline::{stage_number, STAGES};
 use super::settings::MemoSettings;
 use super::state::{MemoState, MemoStateUpdate, Mode};
 use super::MemoAgent;
+use crate::agents::spend;
 use crate::llm::{
     structured_validated, usd, ChatRequest, LlmError, Message, StructuredOptions, Usage,
     UsageLedger,
@@ -83,12 +84,13 @@ impl Stage {
         };
         let (value, usage): (T, Usage) = ctx
             .record(key, || async move {
-                structured_validated(model.as_ref(), messages, opts, check)
-                    .await
-                    .map_err(model_error)
+                match structured_validated(model.as_ref(), messages, opts, check).await {
+                    Ok(reply) => Ok(reply),
+                    Err(e) => Err(spend::failed_call(ctx, key, e, model_error).await),
+                }
             })
             .await?;
-        self.account(ctx, key, usage);
+        self.account(ctx, key, usage).await?;
         Ok(value)
     }
 
@@ -109,17 +111,20 @@ impl Stage {
                 Ok::<_, NodeError>((reply.message.content, reply.usage))
             })
             .await?;
-        self.account(ctx, key, usage);
+        self.account(ctx, key, usage).await?;
         Ok(text.trim().to_string())
     }
 
-    fn account(&mut self, ctx: &Context, key: &str, usage: Usage) {
+    /// Adds the call under `key` to the stage's usage, with what its failed attempts in
+    /// earlier runs of the task paid for ([`spend`]).
+    async fn account(&mut self, ctx: &Context, key: &str, usage: Usage) -> Result<(), NodeError> {
         let pricing = self.settings.pricing.as_ref();
         if ctx.was_replayed(key) {
             self.usage.record_reused(self.name, usage, pricing);
         } else {
             self.usage.record(self.name, usage, pricing);
         }
+        spend::add_failed(ctx, key, self.name, &mut self.usage, pricing).await
     }
 
     /// Ends the stage: logs it, adds its time and usage, and prints

@@ -12,13 +12,13 @@ pub(crate) mod settle;
 pub(crate) mod tool_loop;
 
 use super::settings::ResearchSettings;
+use crate::agents::spend;
 use crate::llm::{
     ChatModel, ChatRequest, LlmError, Message, StructuredOptions, Usage, UsageLedger,
 };
 use crate::runtime::{Context, NodeError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::future::Future;
 
 /// The run's research settings, or a clear error.
@@ -31,18 +31,9 @@ pub(crate) fn system(custom: &Option<String>, builtin: &str) -> Message {
     Message::system(custom.clone().unwrap_or_else(|| builtin.to_string()))
 }
 
-/// The task's journal entry keeping what its model calls spent in attempts that failed, by
-/// call key: billed requests that no ledger holds, because a failed task writes no state. Kept
-/// across the task's attempts and runs (a resume runs the same task again), added to when a
-/// call fails again, read by [`ledger`] when the call succeeds.
-const FAILED_SPEND: &str = "usage/failed";
-
-/// What a task's failed attempts spent, by call key.
-type FailedSpend = BTreeMap<String, Usage>;
-
 /// A ledger holding one node's calls (the state's reducer adds it to the run's): the call under
 /// `key` that succeeded, and what that call's failed attempts in earlier attempts or runs of
-/// this task spent ([`failed_call`]).
+/// this task spent ([`spend::add_failed`]).
 ///
 /// Counted once: the ledger is part of the node's update, which the engine saves with the
 /// step's results (a finished task is never run again at that checkpoint), and an update lost
@@ -62,10 +53,7 @@ pub(crate) async fn ledger(
     } else {
         ledger.record(node, usage, pricing);
     }
-    let failed: FailedSpend = ctx.journaled(FAILED_SPEND).await?.unwrap_or_default();
-    if let Some(spent) = failed.get(key).filter(|u| !u.is_empty()) {
-        ledger.record(node, *spent, pricing);
-    }
+    spend::add_failed(ctx, key, node, &mut ledger, pricing).await?;
     Ok(ledger)
 }
 
@@ -91,49 +79,9 @@ where
 }
 
 /// A failed model call (journaled under `key`) as a node error ([`model_error`]), after keeping
-/// what its answered requests used in the task's journal, where the call's next success adds
-/// it to the ledger ([`ledger`]). The error says what the task's failed attempts have spent so
-/// far, so a failed run shows what it cost.
+/// what its answered requests used for the call's next success ([`spend::failed_call`]).
 pub(crate) async fn failed_call(ctx: &Context, key: &str, failure: &str, e: LlmError) -> NodeError {
-    let spent = e.usage().filter(|u| !u.is_empty());
-    let error = model_error(failure, e);
-    let Some(spent) = spent else {
-        return error;
-    };
-    let total = match keep_failed_spend(ctx, key, spent).await {
-        Ok(total) => total,
-        Err(why) => {
-            // The model's error is the one to report; the lost record only costs accuracy.
-            tracing::warn!(%why, key, "what a failed model call used could not be journaled");
-            spent
-        }
-    };
-    let message = format!("{} ({})", error.message(), failed_spend_note(total));
-    if error.is_transient() {
-        NodeError::transient(message)
-    } else {
-        NodeError::new(message)
-    }
-}
-
-/// Adds `spent` to the task's failed spend of `key`; returns the task's failed spend in all.
-async fn keep_failed_spend(ctx: &Context, key: &str, spent: Usage) -> Result<Usage, NodeError> {
-    let mut failed: FailedSpend = ctx.journaled(FAILED_SPEND).await?.unwrap_or_default();
-    *failed.entry(key.to_string()).or_default() += spent;
-    ctx.journal(FAILED_SPEND, &failed).await?;
-    Ok(failed.into_values().fold(Usage::default(), |a, b| a + b))
-}
-
-/// What a task's failed attempts spent, in words, for its error.
-fn failed_spend_note(spent: Usage) -> String {
-    let requests = spent.requests.max(1);
-    format!(
-        "this task's failed attempts have used {requests} model request{} so far, {} tokens in \
-         and {} out; they are added to the thread's usage ledger when the task succeeds",
-        if requests == 1 { "" } else { "s" },
-        spent.input_tokens,
-        spent.output_tokens
-    )
+    spend::failed_call(ctx, key, e, |e| model_error(failure, e)).await
 }
 
 /// Structured-output options with the settings' temperature.
