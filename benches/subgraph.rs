@@ -6,8 +6,14 @@
 //! the child's 10 steps plus one parent step, which starts a nested run (its namespace, its
 //! first checkpoint) and turns the child's final state into the parent's update; `nested -
 //! flat` is that overhead, quoted in BENCHMARKS.md against the cost of one flat step.
+//!
+//! Wall-clock time on a shared machine is noisy, so the same workloads also run without
+//! criterion for counting instructions: `SUBGRAPH_PROFILE=nested/memory_sync:N` runs N graph
+//! runs of one workload on a single-threaded runtime and exits, e.g.
+//! `SUBGRAPH_PROFILE=nested/memory_sync:200 valgrind --tool=callgrind target/release/deps/subgraph-*`.
+//! The difference between N and 0 runs, divided by N, is the count per run.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use criterion::{criterion_group, BenchmarkId, Criterion};
 use serde::{Deserialize, Serialize};
 use stategraph::checkpoint::MemoryCheckpointer;
 use stategraph::runtime::{Context, Durability, RunConfig};
@@ -53,6 +59,27 @@ fn config() -> RunConfig {
     RunConfig::new().durability(Durability::Sync)
 }
 
+/// One graph run of a workload: `memory_sync` with a fresh memory checkpointer, else none.
+async fn run_once(graph: &CompiledGraph<Count>, checkpointer: bool) {
+    if checkpointer {
+        // A fresh store per run, so no run reads a store the others grew.
+        let saved = graph
+            .clone()
+            .with_checkpointer(Arc::new(MemoryCheckpointer::new()));
+        let out = saved
+            .invoke(CountUpdate::default(), config())
+            .await
+            .expect("run");
+        assert_eq!(out.state.log.len(), STEPS);
+    } else {
+        let out = graph
+            .invoke(CountUpdate::default(), RunConfig::new())
+            .await
+            .expect("run");
+        assert_eq!(out.state.count, STEPS as u64);
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -67,31 +94,51 @@ fn bench(c: &mut Criterion) {
     let flat = chain().compile().expect("valid chain");
     let nested = nested();
     for (name, graph) in [("flat", &flat), ("nested", &nested)] {
-        group.bench_function(BenchmarkId::new("no_checkpointer", name), |b| {
-            b.to_async(&rt).iter(|| async {
-                let out = graph
-                    .invoke(CountUpdate::default(), RunConfig::new())
-                    .await
-                    .expect("run");
-                assert_eq!(out.state.count, STEPS as u64);
-            })
-        });
-        group.bench_function(BenchmarkId::new("memory_sync", name), |b| {
-            b.to_async(&rt).iter(|| async {
-                // A fresh store per run, so no run reads a store the others grew.
-                let saved = graph
-                    .clone()
-                    .with_checkpointer(Arc::new(MemoryCheckpointer::new()));
-                let out = saved
-                    .invoke(CountUpdate::default(), config())
-                    .await
-                    .expect("run");
-                assert_eq!(out.state.log.len(), STEPS);
-            })
-        });
+        for (mode, saved) in [("no_checkpointer", false), ("memory_sync", true)] {
+            group.bench_function(BenchmarkId::new(mode, name), |b| {
+                b.to_async(&rt).iter(|| run_once(graph, saved))
+            });
+        }
     }
     group.finish();
 }
 
+/// `SUBGRAPH_PROFILE=flat|nested/no_checkpointer|memory_sync:N`: N runs of one workload, for
+/// an instruction counter (one thread, no criterion, no timing).
+fn profile(spec: &str) {
+    let usage = "SUBGRAPH_PROFILE must be flat|nested/no_checkpointer|memory_sync:N";
+    let (workload, runs) = spec.rsplit_once(':').expect(usage);
+    let (shape, mode) = workload.split_once('/').expect(usage);
+    let runs: usize = runs.parse().expect(usage);
+    let graph = match shape {
+        "flat" => chain().compile().expect("valid chain"),
+        "nested" => nested(),
+        _ => panic!("{usage}"),
+    };
+    let saved = match mode {
+        "no_checkpointer" => false,
+        "memory_sync" => true,
+        _ => panic!("{usage}"),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        for _ in 0..runs {
+            run_once(&graph, saved).await;
+        }
+    });
+}
+
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn main() {
+    match std::env::var("SUBGRAPH_PROFILE") {
+        Ok(spec) => profile(&spec),
+        Err(_) => {
+            benches();
+            Criterion::default().configure_from_args().final_summary();
+        }
+    }
+}

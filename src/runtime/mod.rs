@@ -153,16 +153,16 @@ pub(crate) async fn execute<S: State>(
     config: RunConfig,
     events: EventSink,
 ) -> Result<RunOutcome<S>, RunError> {
-    execute_at(graph, start, config, events, false).await
+    execute_at(graph, start, config, events, None).await
 }
 
-/// Runs a graph; `nested` for a subgraph run inside a parent's task.
+/// Runs a graph; `nested` (the namespace it writes) for a subgraph run inside a parent's task.
 pub(crate) async fn execute_at<S: State>(
     graph: CompiledGraph<S>,
     start: Start<S>,
     config: RunConfig,
     events: EventSink,
-    nested: bool,
+    nested: Option<ThreadPath>,
 ) -> Result<RunOutcome<S>, RunError> {
     let span = tracing::info_span!(
         "run",

@@ -78,11 +78,17 @@ impl ThreadPath {
 
     /// The namespace below the root (`review:ab12/ask:cd34`); empty for a root thread.
     pub fn namespace(&self) -> String {
-        self.segments
-            .iter()
-            .map(|s| format!("{}:{}", s.node, s.task))
-            .collect::<Vec<_>>()
-            .join("/")
+        // Written piece by piece (no string per level, no join): each child run builds it.
+        let mut out = String::new();
+        for (i, s) in self.segments.iter().enumerate() {
+            if i > 0 {
+                out.push('/');
+            }
+            out.push_str(&s.node);
+            out.push(':');
+            out.push_str(&s.task);
+        }
+        out
     }
 
     /// The path one level down: the child run by `node`'s task `task`.

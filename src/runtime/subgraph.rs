@@ -51,9 +51,11 @@ use std::sync::Arc;
 #[async_trait]
 impl<S: State> Node<S> for CompiledGraph<S> {
     async fn run(&self, state: Arc<S>, ctx: Context) -> Result<Command<S>, NodeError> {
-        let input = whole_state(&*state)?;
+        // Encoded once: the child's input is made of it, and its changes are measured from it.
+        let before = fields_of(&*state)?;
+        let input = whole_state::<S>(&before)?;
         let after = ctx.run_subgraph(self, input).await?;
-        Ok(Command::from_update(changes(&*state, &after)?))
+        Ok(Command::from_update(changes(&*state, before, &after)?))
     }
 
     fn subgraphs(&self) -> Vec<Arc<dyn SubgraphView>> {
@@ -163,13 +165,12 @@ async fn run_child<C: State>(
 ) -> Result<C, NodeError> {
     let t = ctx.task();
     check_child_name(t).map_err(NodeError::new)?;
-    let thread = child_path(t, call).to_string();
     match child_run(ctx, graph, input, call, None).await {
         Ok(out) => match out.status {
             RunStatus::Done => Ok(out.state),
             RunStatus::Interrupted { interrupts, .. } => Err(paused(&t.node, interrupts)),
         },
-        Err(e) => Err(failed(e, &thread)),
+        Err(e) => Err(failed(e, &child_path(t, call).to_string())),
     }
 }
 
@@ -273,7 +274,7 @@ pub(crate) async fn child_run<C: State>(
         _ => Start::Input(input),
     };
     let events = t.events.nested(&path.namespace());
-    execute_at(graph, start, config, events, true).await
+    execute_at(graph, start, config, events, Some(path)).await
 }
 
 /// The parent task's pause for a child that paused on `interrupts`.
@@ -323,25 +324,37 @@ fn failed(error: RunError, thread: &str) -> NodeError {
     }
 }
 
-/// An update that sets every field of `state`: a same-type child's input.
-fn whole_state<S: State>(state: &S) -> Result<S::Update, NodeError> {
+/// The fields of a state given to a same-type child, as JSON.
+fn fields_of<S: State>(state: &S) -> Result<Map<String, Value>, NodeError> {
     let Value::Object(fields) = to_json(state)? else {
         return Err(NodeError::new(
             "a graph used as a node of the same state type needs a state that is a JSON object \
              (a struct with named fields)",
         ));
     };
-    let wrapped: Map<String, Value> = fields.into_iter().map(|(k, v)| (k, overwrite(v))).collect();
+    Ok(fields)
+}
+
+/// An update that sets every field of a state (`fields`): a same-type child's input.
+fn whole_state<S: State>(fields: &Map<String, Value>) -> Result<S::Update, NodeError> {
+    let wrapped: Map<String, Value> = fields
+        .iter()
+        .map(|(k, v)| (k.clone(), overwrite(v.clone())))
+        .collect();
     serde_json::from_value(Value::Object(wrapped))
         .map_err(|e| NodeError::new(format!("the state cannot be given to the subgraph: {e}")))
 }
 
 /// What a same-type child changed, as an update through the parent's reducers: for each
-/// changed field the write that the field's reducer turns `before` into `after` with (what a
-/// list gained, what a number grew by), checked by applying it; an explicit overwrite where no
-/// such write is found.
-fn changes<S: State>(before: &S, after: &S) -> Result<S::Update, NodeError> {
-    let (Value::Object(old), Value::Object(new)) = (to_json(before)?, to_json(after)?) else {
+/// changed field the write that the field's reducer turns `before` (whose fields are `old`)
+/// into `after` with (what a list gained, what a number grew by), checked by applying it; an
+/// explicit overwrite where no such write is found.
+fn changes<S: State>(
+    before: &S,
+    old: Map<String, Value>,
+    after: &S,
+) -> Result<S::Update, NodeError> {
+    let Value::Object(new) = to_json(after)? else {
         return Err(NodeError::new("a subgraph's state is not a JSON object"));
     };
     let mut reduce = Map::new();
@@ -360,13 +373,15 @@ fn changes<S: State>(before: &S, after: &S) -> Result<S::Update, NodeError> {
     // (a custom reducer that does not simply append or add).
     let mut all = reduce.clone();
     all.extend(forced.clone());
-    if reaches(before, &all, &new)? {
-        return decode_update::<S>(all);
+    let update = decode_update::<S>(all)?;
+    if matches!(applied(before, update.clone())?, Value::Object(m) if m == new) {
+        return Ok(update);
     }
     let mut checked = forced;
     for (field, delta) in reduce {
         let single: Map<String, Value> = [(field.clone(), delta.clone())].into_iter().collect();
-        let write = if field_reaches(before, &single, &field, &new)? {
+        let reached = applied(before, decode_update::<S>(single)?)?;
+        let write = if reached.get(&field) == new.get(&field) {
             delta
         } else {
             overwrite(new[&field].clone())
@@ -396,31 +411,14 @@ fn growth(old: &Value, new: &Value) -> Option<Value> {
     }
 }
 
-fn apply_json<S: State>(before: &S, update: &Map<String, Value>) -> Result<Value, NodeError> {
-    let update = decode_update::<S>(update.clone())?;
+/// `before` with `update` merged, as JSON.
+fn applied<S: State>(before: &S, update: S::Update) -> Result<Value, NodeError> {
     let mut state = before.clone();
     let mut batch = [TaggedUpdate::new("subgraph", update)];
     state
         .apply(&mut batch)
         .map_err(|e| NodeError::new(format!("a subgraph's changes do not merge: {e}")))?;
     to_json(&state)
-}
-
-fn reaches<S: State>(
-    before: &S,
-    update: &Map<String, Value>,
-    target: &Map<String, Value>,
-) -> Result<bool, NodeError> {
-    Ok(matches!(apply_json(before, update)?, Value::Object(m) if m == *target))
-}
-
-fn field_reaches<S: State>(
-    before: &S,
-    update: &Map<String, Value>,
-    field: &str,
-    target: &Map<String, Value>,
-) -> Result<bool, NodeError> {
-    Ok(apply_json(before, update)?.get(field) == target.get(field))
 }
 
 fn decode_update<S: State>(fields: Map<String, Value>) -> Result<S::Update, NodeError> {
@@ -435,4 +433,81 @@ fn overwrite(value: Value) -> Value {
 fn to_json<T: serde::Serialize>(value: &T) -> Result<Value, NodeError> {
     serde_json::to_value(value)
         .map_err(|e| NodeError::new(format!("a subgraph's state is not JSON: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::State;
+    use serde::{Deserialize, Serialize};
+
+    fn join_lines(current: &mut String, incoming: String) {
+        if !current.is_empty() {
+            current.push('\n');
+        }
+        current.push_str(&incoming);
+    }
+
+    #[derive(State, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    struct S {
+        topic: String,
+        #[state(append)]
+        log: Vec<u32>,
+        #[state(add)]
+        total: i64,
+        #[state(with = join_lines)]
+        notes: String,
+    }
+
+    fn merged(before: &S, update: SUpdate) -> S {
+        let mut state = before.clone();
+        state
+            .apply(&mut [TaggedUpdate::new("child", update)])
+            .unwrap();
+        state
+    }
+
+    #[test]
+    fn a_childs_changes_are_reducer_writes_where_the_reducer_makes_them_else_overwrites() {
+        let before = S {
+            topic: "x".into(),
+            log: vec![1, 2],
+            total: 5,
+            notes: "a".into(),
+        };
+        let after = S {
+            topic: "xy".into(),
+            log: vec![1, 2, 3],
+            total: 7,
+            notes: "a\nb".into(),
+        };
+        let update = changes(&before, fields_of(&before).unwrap(), &after).unwrap();
+        assert_eq!(merged(&before, update.clone()), after);
+        let json = serde_json::to_value(&update).unwrap();
+        // What a list gained and what a number grew by go through the parent's reducers
+        // (so parallel children combine); a field whose reducer does not simply extend
+        // (plain overwrite, a custom join) is overwritten.
+        assert_eq!(json["log"], serde_json::json!([3]));
+        assert_eq!(json["total"], serde_json::json!(2));
+        assert_eq!(json["topic"], serde_json::json!({ OVERWRITE_KEY: "xy" }));
+        assert_eq!(json["notes"], serde_json::json!({ OVERWRITE_KEY: "a\nb" }));
+    }
+
+    #[test]
+    fn a_child_that_changed_nothing_writes_nothing_and_its_input_is_the_whole_state() {
+        let state = S {
+            topic: "x".into(),
+            log: vec![1],
+            total: 1,
+            notes: String::new(),
+        };
+        let fields = fields_of(&state).unwrap();
+        let input = whole_state::<S>(&fields).unwrap();
+        assert_eq!(merged(&S::default(), input), state);
+        let update = changes(&state, fields, &state).unwrap();
+        assert_eq!(
+            serde_json::to_value(&update).unwrap(),
+            serde_json::json!({})
+        );
+    }
 }

@@ -110,14 +110,15 @@ fn merged_names(graph_set: &BTreeSet<String>, run_set: &BTreeSet<String>) -> BTr
 
 impl<S: State> Run<S> {
     /// Prepares a run: claims the thread, loads or creates its state, applies input or answers.
-    /// A nested run (a subgraph inside a parent's task) writes a namespace of the parent's
-    /// thread, which the parent's lease already covers.
+    /// A nested run (a subgraph inside a parent's task) writes `nested`, a namespace of the
+    /// parent's thread (its thread id is that path written out), which the parent's lease
+    /// already covers.
     pub(crate) async fn start(
         graph: CompiledGraph<S>,
         start: Start<S>,
         config: RunConfig,
         events: EventSink,
-        nested: bool,
+        nested: Option<ThreadPath>,
     ) -> Result<(Run<S>, Option<LeaseGuard>), RunError> {
         graph.check_names(config.interrupt_before.iter().cloned(), "interrupt_before")?;
         graph.check_names(config.interrupt_after.iter().cloned(), "interrupt_after")?;
@@ -128,13 +129,13 @@ impl<S: State> Run<S> {
                 .clone()
                 .unwrap_or_else(persist::new_unique_id),
         };
-        let path = if nested {
-            thread_id
-                .parse::<ThreadPath>()
-                .map_err(|e| RunError::InvalidInput(e.to_string()))?
-        } else {
-            validate_thread_id(&thread_id)?;
-            ThreadPath::root_of(thread_id.clone())
+        let is_nested = nested.is_some();
+        let path = match nested {
+            Some(path) => path,
+            None => {
+                validate_thread_id(&thread_id)?;
+                ThreadPath::root_of(thread_id.clone())
+            }
         };
         let store = graph.checkpointer.clone();
         if store.is_none() && matches!(start, Start::Resume { .. } | Start::Command { .. }) {
@@ -143,7 +144,7 @@ impl<S: State> Run<S> {
             });
         }
         let lease = match &store {
-            Some(s) if !nested => {
+            Some(s) if !is_nested => {
                 Some(LeaseGuard::acquire(s.clone(), &thread_id, config.lease_ttl).await?)
             }
             _ => None,

@@ -84,7 +84,9 @@ impl<S: State> Run<S> {
         Vec<Option<serde_json::Value>>,
         BTreeMap<String, serde_json::Value>,
     ) {
-        let own = self.path.namespace();
+        // Only needed when the task has answers; building it for every task of a child's
+        // every step was most of what a subgraph run cost beyond its steps.
+        let mut own: Option<String> = None;
         let mut answers: Vec<Option<serde_json::Value>> = Vec::new();
         let mut forwarded = BTreeMap::new();
         for w in &self.pending {
@@ -99,8 +101,9 @@ impl<S: State> Run<S> {
             if w.task != index {
                 continue;
             }
+            let own = own.get_or_insert_with(|| self.path.namespace());
             let below = self.pending.iter().any(|p| {
-                matches!(&p.kind, PendingKind::Interrupt(r) if r.id == *interrupt_id && r.namespace != own)
+                matches!(&p.kind, PendingKind::Interrupt(r) if r.id == *interrupt_id && r.namespace != *own)
             });
             if below {
                 forwarded.insert(interrupt_id.clone(), value.clone());
