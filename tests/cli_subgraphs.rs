@@ -203,7 +203,25 @@ fn state_nests_children_and_a_childs_namespace_is_read_edited_and_forked() {
     let edited = json_of(&expect(db, &["state", &child, "--json"], 0));
     assert_eq!(edited["values"]["draft"], "a, edited");
     let refused = expect(db, &["update", &child, "--set-json", r#"{"draft": 7}"#], 2);
-    assert!(refused.stderr.contains("draft"), "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .contains("field `draft` expects a text, not the integer 7"),
+        "{}",
+        refused.stderr
+    );
+    let refused = expect(
+        db,
+        &["update", &child, "--set-json", r#"{"drafts": "x"}"#],
+        2,
+    );
+    assert!(
+        refused
+            .stderr
+            .contains("has no field `drafts`; did you mean `draft`?"),
+        "{}",
+        refused.stderr
+    );
 
     // A fork from the child's checkpoint before the edit: the whole thread, that child back
     // at `ask` with its draft as it was.

@@ -134,65 +134,13 @@ pub trait ErasedGraph: Send + Sync {
     async fn prune(&self, thread: &str, keep: usize) -> Result<usize, RunError>;
 }
 
-/// Decodes JSON into `T` (a state's update), saying what does not fit in the words of JSON, not
-/// of Rust types: the field, what it takes and what was given; a field the state does not have,
-/// with the nearest one it has. `what` names where the JSON came from (`the input`,
-/// `--set-json`).
+/// Decodes JSON into `T` (a state's update); what does not fit is said in the words of JSON
+/// (see [`state::update_from_json`](crate::state::update_from_json)). `what` names where the
+/// JSON came from (`the input`, `--set-json`).
 #[allow(clippy::result_large_err)]
 pub(crate) fn decode<T: DeserializeOwned>(value: Value, what: &str) -> Result<T, RunError> {
-    let unfit =
-        |reason: String| RunError::InvalidInput(format!("{what} does not fit the state: {reason}"));
-    if !value.is_object() {
-        return Err(unfit(format!(
-            "give a JSON object of the state's fields ({}), not {}",
-            fields_of::<T>().join(", "),
-            super::settings::described(&value)
-        )));
-    }
-    // Input a person typed: a field that does not fit says where inside it.
-    crate::state::with_paths(|| serde_path_to_error::deserialize(value)).map_err(|e| {
-        let path = e.path().to_string();
-        let reason = e.inner().to_string();
-        if let Some(rest) = reason.strip_prefix("unknown field `") {
-            let field = rest.split('`').next().unwrap_or(rest);
-            return unfit(no_such_field(field, &fields_of::<T>()));
-        }
-        unfit(match path.as_str() {
-            "." | "" => reason,
-            // A field's write says what it takes (see `state::unfit`).
-            _ => format!("field `{path}` {reason}"),
-        })
-    })
-}
-
-/// The fields a state's update takes, as serde names them in its error for a field it lacks.
-fn fields_of<T: DeserializeOwned>() -> Vec<String> {
-    let probe = serde_json::json!({ "\u{1}": null });
-    let Err(e) = serde_json::from_value::<T>(probe) else {
-        return Vec::new();
-    };
-    let message = e.to_string();
-    let Some(list) = message.split_once(", expected ").map(|(_, list)| list) else {
-        return Vec::new();
-    };
-    let list = list.strip_prefix("one of ").unwrap_or(list);
-    list.replace(" or ", ", ")
-        .split(", ")
-        .map(|f| f.trim_matches('`').to_string())
-        .filter(|f| !f.is_empty())
-        .collect()
-}
-
-/// A field the state does not have, with the one it most likely meant and all it has.
-fn no_such_field(field: &str, fields: &[String]) -> String {
-    let mut message = format!("the state has no field `{field}`");
-    if let Some(near) = super::settings::nearest(field, fields) {
-        message.push_str(&format!("; did you mean `{near}`?"));
-    }
-    if !fields.is_empty() {
-        message.push_str(&format!(" (its fields: {})", fields.join(", ")));
-    }
-    message
+    crate::state::update_from_json(value)
+        .map_err(|why| RunError::InvalidInput(format!("{what} does not fit the state: {why}")))
 }
 
 #[allow(clippy::result_large_err)]

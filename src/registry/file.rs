@@ -248,7 +248,7 @@ pub(super) fn check_top_level(
     let mut known: Vec<String> = TOP_LEVEL.iter().map(|k| k.to_string()).collect();
     known.extend(known_settings.iter().map(|k| format!("settings.{k}")));
     let mut message = format!("there is no key `{key}` at the top of a graph file");
-    if let Some(near) = super::settings::nearest(key, &known) {
+    if let Some(near) = crate::state::nearest(key, &known) {
         message.push_str(&format!("; did you mean `{near}`?"));
     }
     message.push_str(&format!(

@@ -6,6 +6,7 @@
 //! whoever starts a run can make its relative paths absolute against the folder the run starts
 //! in, once for every graph, rather than each graph key by key.
 
+use crate::state::nearest;
 use schemars::gen::SchemaSettings;
 use schemars::JsonSchema;
 use serde_json::{Map, Value};
@@ -286,38 +287,6 @@ pub fn settings_decode_error(e: &serde_path_to_error::Error<serde_json::Error>) 
     format!("setting `{path}`: {what}")
 }
 
-/// The known key closest to `wanted`: a few edits away, or with the same last part.
-pub(super) fn nearest<'a>(wanted: &str, known: &'a [String]) -> Option<&'a str> {
-    let last = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
-    let (best, distance) = known
-        .iter()
-        .map(|k| {
-            (
-                k,
-                edit_distance(wanted, k).min(edit_distance(&last(wanted), &last(k))),
-            )
-        })
-        .min_by_key(|(_, d)| *d)?;
-    (distance <= (wanted.len() / 3).max(2)).then_some(best.as_str())
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != *cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
-}
-
 /// Checks `value` against `node`; `key` names it in the message.
 fn check_value(node: &Value, value: &Value, key: &str) -> Result<(), String> {
     if accepts(node, value) {
@@ -459,7 +428,7 @@ fn plural(one: &str) -> String {
 }
 
 /// A value, in words: `the text "abc"`, `the integer 5`.
-pub(super) fn described(value: &Value) -> String {
+fn described(value: &Value) -> String {
     match value {
         Value::Null => "nothing".into(),
         Value::Bool(b) => format!("{b}"),

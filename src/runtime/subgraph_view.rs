@@ -99,11 +99,9 @@ impl<C: State> SubgraphView for CompiledGraph<C> {
         update: Value,
         as_node: Option<&str>,
     ) -> Result<CheckpointId, RunError> {
-        let update: C::Update = serde_path_to_error::deserialize(update).map_err(|e| {
+        let update: C::Update = crate::state::update_from_json(update).map_err(|why| {
             RunError::InvalidInput(format!(
-                "the update does not fit the state of subgraph `{thread}`: field `{}`: {}",
-                e.path(),
-                e.inner()
+                "the update does not fit the state of subgraph `{thread}`: {why}"
             ))
         })?;
         let graph = self.clone().with_checkpointer(store.clone());

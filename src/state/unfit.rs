@@ -48,6 +48,127 @@ pub fn from_json<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, Str
     })
 }
 
+/// Decodes a state's update (`--input-json`, `--set-json`), or says in the words of JSON what
+/// does not fit: a field the state does not have (with the nearest one it has, and all of them),
+/// a field whose value does not fit (what it takes, and where inside it the value goes wrong), or
+/// a value that is not an object of fields at all.
+///
+/// ```
+/// use stategraph::State;
+/// #[derive(State, Clone, Default, serde::Serialize, serde::Deserialize)]
+/// struct Doc { topic: String, outline: Vec<String> }
+/// let e = stategraph::state::update_from_json::<DocUpdate>(serde_json::json!({"topics": "x"})).unwrap_err();
+/// assert_eq!(e, "the state has no field `topics`; did you mean `topic`? (its fields: topic, outline)");
+/// let e = stategraph::state::update_from_json::<DocUpdate>(serde_json::json!({"outline": "x"})).unwrap_err();
+/// assert_eq!(e, "field `outline` expects a list of texts, not the text \"x\"");
+/// ```
+pub fn update_from_json<U: DeserializeOwned>(value: serde_json::Value) -> Result<U, String> {
+    if !value.is_object() {
+        return Err(format!(
+            "give a JSON object of the state's fields ({}), not {}",
+            fields_of::<U>().join(", "),
+            described(&value)
+        ));
+    }
+    with_paths(|| serde_path_to_error::deserialize(value)).map_err(|e| {
+        let path = e.path().to_string();
+        let reason = e.inner().to_string();
+        if let Some(rest) = reason.strip_prefix("unknown field `") {
+            let field = rest.split('`').next().unwrap_or(rest);
+            return no_such_field(field, &fields_of::<U>());
+        }
+        match path.as_str() {
+            "." | "" => reason,
+            // A field's write says what it takes (see `decode`).
+            _ => format!("field `{path}` {reason}"),
+        }
+    })
+}
+
+/// The fields a state's update takes, as serde names them in its error for a field it lacks.
+fn fields_of<T: DeserializeOwned>() -> Vec<String> {
+    let probe = serde_json::json!({ "\u{1}": null });
+    let Err(e) = serde_json::from_value::<T>(probe) else {
+        return Vec::new();
+    };
+    let message = e.to_string();
+    let Some(list) = message.split_once(", expected ").map(|(_, list)| list) else {
+        return Vec::new();
+    };
+    let list = list.strip_prefix("one of ").unwrap_or(list);
+    list.replace(" or ", ", ")
+        .split(", ")
+        .map(|f| f.trim_matches('`').to_string())
+        .filter(|f| !f.is_empty())
+        .collect()
+}
+
+/// A field the state does not have, with the one it most likely meant and all it has.
+fn no_such_field(field: &str, fields: &[String]) -> String {
+    let mut message = format!("the state has no field `{field}`");
+    if let Some(near) = nearest(field, fields) {
+        message.push_str(&format!("; did you mean `{near}`?"));
+    }
+    if !fields.is_empty() {
+        message.push_str(&format!(" (its fields: {})", fields.join(", ")));
+    }
+    message
+}
+
+/// A JSON value, in words: `the text "abc"`, `the integer 5`, `a list`.
+fn described(value: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) if n.is_u64() || n.is_i64() => format!("the integer {n}"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::String(_) => format!("the text {value}"),
+        Value::Array(_) => "a list".into(),
+        Value::Object(_) => "an object".into(),
+    }
+}
+
+/// The known name closest to `wanted`, for a "did you mean": a few edits away, or with the same
+/// last dotted part (`max_todos` for `limits.max_todos`).
+///
+/// ```
+/// let known = ["step_ms".to_string(), "limits.max_todos".to_string()];
+/// assert_eq!(stategraph::state::nearest("step_mss", &known), Some("step_ms"));
+/// assert_eq!(stategraph::state::nearest("max_todos", &known), Some("limits.max_todos"));
+/// assert_eq!(stategraph::state::nearest("zzzzzz", &known), None);
+/// ```
+pub fn nearest<'a>(wanted: &str, known: &'a [String]) -> Option<&'a str> {
+    let last = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
+    let (best, distance) = known
+        .iter()
+        .map(|k| {
+            (
+                k,
+                edit_distance(wanted, k).min(edit_distance(&last(wanted), &last(k))),
+            )
+        })
+        .min_by_key(|(_, d)| *d)?;
+    (distance <= (wanted.len() / 3).max(2)).then_some(best.as_str())
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 /// Decodes one write's value, saying in words why it does not fit.
 pub(super) fn decode<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, String> {
     if !TRACE_PATHS.get() {
