@@ -1,5 +1,6 @@
 //! Faults, end to end with the real binary: damaged stores, killed commands, races, bad input.
-//! Each test says which promise of the store it checks; the full disk is in `faults_disk.rs`.
+//! Each test says which promise of the store it checks; the full disk is in `faults_disk.rs`,
+//! kills at an exact point of a run in `faults_kill.rs`.
 
 #[path = "support/cli.rs"]
 mod harness;
@@ -298,37 +299,6 @@ fn a_damaged_store_never_vanishes_or_rolls_back_in_silence_and_reads_never_repai
             resumed.code == Some(0) || resumed.code == Some(3),
             "{context}: {resumed}"
         );
-    }
-}
-
-#[test]
-fn a_kill_after_a_sibling_task_finished_never_runs_it_again_in_sync_mode() {
-    // The drafts of one step finish 100 ms apart (section i takes 1 + i/4 times step_ms).
-    for _ in 0..3 {
-        let db = Db::new();
-        let mut run = db
-            .graph(&[
-                "run",
-                "pipeline",
-                "--input",
-                "x",
-                "--yes",
-                "--set",
-                "step_ms=400",
-            ])
-            .spawn();
-        let thread = run.thread();
-        run.wait_for("draft #0 done");
-        // Before draft #1 finishes, and well within sled's own 500 ms flush interval.
-        std::thread::sleep(std::time::Duration::from_millis(40));
-        run.signal(libc::SIGKILL);
-        run.finish();
-        let resumed = db.graph(&["resume", &thread]).expect(0);
-        assert!(
-            !resumed.stderr.contains("draft #0 started"),
-            "draft #0 had finished before the kill and ran again\n{resumed}"
-        );
-        resumed.stderr_has(&["draft #1 started", "draft #2 started"]);
     }
 }
 

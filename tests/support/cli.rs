@@ -161,6 +161,21 @@ impl TestCommand {
         }
     }
 
+    /// `program <args>` in place of `graph`, with the clean environment of [`TestCommand::bare`]:
+    /// a test binary acting as a user's own `graph` binary, one that registers graphs of the
+    /// test's own (`App::new().register(..)`). `shown` is what a failure names it by.
+    pub fn program(program: &Path, args: &[&str], shown: &str) -> TestCommand {
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .env_remove("GRAPH_DB")
+            .env_remove("GRAPH_OUT")
+            .env_remove("RUST_LOG");
+        TestCommand {
+            cmd,
+            text: shown.to_string(),
+        }
+    }
+
     pub fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Self {
         self.cmd.env(key, value);
         self
