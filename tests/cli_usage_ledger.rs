@@ -271,6 +271,10 @@ fn a_run_that_fails_says_what_it_spent_and_its_resume_counts_it_once() {
         Value::Null,
         "{state:#}"
     );
+    assert_eq!(
+        state["failed_usage"]["requests"], 3,
+        "graph state --json counts what the failed task paid for: {state:#}"
+    );
 
     // A second failed run adds its requests to the first's.
     let out = r.graph(&["resume", &thread]).expect(1);
@@ -292,6 +296,11 @@ fn a_run_that_fails_says_what_it_spent_and_its_resume_counts_it_once() {
     );
     assert_eq!(summary_calls(&out), answered, "{out}");
     let state = r.graph(&["state", &thread, "--json"]).expect(0).json();
+    assert_eq!(
+        state["failed_usage"],
+        Value::Null,
+        "all of it is in the ledger: {state:#}"
+    );
     assert_eq!(
         state["values"]["usage"]["nodes"]["generate_plan"]["calls"], 7,
         "six failed requests and the one that fitted: {state:#}"

@@ -6,8 +6,9 @@
 //! never run again at its checkpoint); an update lost to a crash is made again, from the same
 //! journal, by the node's next run, so the requests are counted once.
 
+use crate::checkpoint::{CheckpointError, CheckpointId, Checkpointer};
 use crate::llm::{LlmError, Pricing, Usage, UsageLedger};
-use crate::runtime::{Context, NodeError};
+use crate::runtime::{task_journal_key, Context, NodeError};
 use std::collections::BTreeMap;
 
 /// The task's journal entry: what its model calls spent in attempts that failed, by call key.
@@ -61,6 +62,26 @@ pub(crate) async fn add_failed(
         ledger.record(node, *spent, pricing);
     }
     Ok(())
+}
+
+/// What the failed attempts of these tasks at `checkpoint` of `thread` have spent so far and
+/// no ledger holds yet: for showing a thread whose step failed (`graph state`).
+pub(crate) async fn failed_spend(
+    store: &dyn Checkpointer,
+    thread: &str,
+    checkpoint: CheckpointId,
+    tasks: impl IntoIterator<Item = usize>,
+) -> Result<Usage, CheckpointError> {
+    let mut total = Usage::default();
+    for task in tasks {
+        let key = task_journal_key(checkpoint, task, FAILED_SPEND);
+        if let Some(value) = store.get_journal(thread, &key).await? {
+            // An entry that does not read is left out: this is a readout, not the ledger.
+            let failed: FailedSpend = serde_json::from_value(value).unwrap_or_default();
+            total = failed.into_values().fold(total, |a, b| a + b);
+        }
+    }
+    Ok(total)
 }
 
 /// Adds `spent` to the task's failed spend of `key`; returns the task's failed spend in all.

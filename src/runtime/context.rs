@@ -378,7 +378,7 @@ impl Context {
     /// Where this task's journal entry `key` is kept: per checkpoint and task, so a task run
     /// again (a retry, a resume) finds its earlier attempts' entries and no other task does.
     fn journal_key(&self, key: &str) -> String {
-        format!("{}/{}/{key}", self.inner.checkpoint_id, self.inner.task)
+        task_journal_key(self.inner.checkpoint_id, self.inner.task, key)
     }
 
     /// This task's journal entry `key`, decoded: what an earlier attempt or run of this task
@@ -440,6 +440,13 @@ impl Context {
             .map(|keys| keys.iter().any(|k| k == key))
             .unwrap_or(false)
     }
+}
+
+/// The thread's journal key of entry `key` of task `task` at `checkpoint`, as
+/// [`Context::journal`] and [`Context::record`] keep it: for reading a task's entry from
+/// outside the run (what a failed task left, say).
+pub(crate) fn task_journal_key(checkpoint: CheckpointId, task: usize, key: &str) -> String {
+    format!("{checkpoint}/{task}/{key}")
 }
 
 /// A short, stable id for a task's n-th interrupt at a checkpoint.

@@ -1,5 +1,6 @@
 //! `threads`, `state` and `history`: reading threads, including running ones.
 
+use crate::agents::spend::failed_spend;
 use crate::checkpoint::{CheckpointId, ThreadListing, ThreadStatus};
 use crate::cli::args::{HistoryArgs, StateArgs};
 use crate::cli::error::{bad_input, EXIT_DONE};
@@ -195,11 +196,26 @@ pub(crate) async fn state(ctx: &Ctx, args: StateArgs) -> anyhow::Result<u8> {
     };
     if args.json {
         let mut doc = serde_json::to_value(&snapshot)?;
+        // What the step's failed tasks paid for that no ledger holds yet (their errors say it
+        // in words); only a thread's own tasks keep it.
+        let failed_usage = match (root == args.thread, snapshot.errors.is_empty()) {
+            (true, false) => {
+                let tasks = snapshot.errors.iter().map(|e| e.task);
+                failed_spend(ctx.store.as_ref(), &root, snapshot.checkpoint_id, tasks)
+                    .await
+                    .ok()
+                    .filter(|u| !u.is_empty())
+            }
+            _ => None,
+        };
         if let Value::Object(map) = &mut doc {
             map.insert("thread_id".into(), json!(args.thread));
             map.insert("graph".into(), json!(resolved.file.graph));
             map.insert("status".into(), json!(status));
             map.insert("failed".into(), json!(failed));
+            if let Some(usage) = failed_usage {
+                map.insert("failed_usage".into(), json!(usage));
+            }
         }
         out(&format!("{doc:#}"));
         return Ok(EXIT_DONE);
