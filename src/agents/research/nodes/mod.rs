@@ -106,7 +106,6 @@ pub(crate) fn model_error(what: &str, e: LlmError) -> NodeError {
     }
 }
 
-/// One plain-text model call, returning the reply's text and usage.
 /// Asks the model for text once per task: the call is journaled under `key` (a node re-run after
 /// a crash gets the recorded reply instead of paying again) and streamed as token events.
 /// Returns the reply and the ledger entry for `node`.
@@ -124,6 +123,7 @@ pub(crate) async fn journaled_text(
     Ok((text, ledger(ctx, key, node, usage, settings).await?))
 }
 
+/// One plain-text model call, returning the reply's text and usage.
 pub(crate) async fn chat_text(
     model: &dyn ChatModel,
     messages: Vec<Message>,
