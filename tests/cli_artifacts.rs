@@ -139,7 +139,12 @@ fn an_invalid_edit_is_refused_naming_file_and_line_and_nothing_runs() {
     let file = db.out().join("pipeline-v1/outline.json");
     std::fs::write(&file, "{\n  \"title\": \"x\",\n  \"sections\": [1]\n}\n").unwrap();
     let out = db.graph(&["resume", &thread, "--resume", "yes"]).expect(2);
-    out.stderr_has(&["outline.json:3", "nothing changed", "--ignore-edits"]);
+    out.stderr_has(&[
+        "outline.json:3",
+        "field `sections[0]`: the integer 1 is not a text",
+        "nothing changed",
+        "--ignore-edits",
+    ]);
     let section = db
         .out()
         .join("pipeline-v1/sections/01-the-case-for-sled.md");

@@ -217,6 +217,10 @@ impl<S: State> Artifact<S> {
                 let path = e.path().to_string();
                 let inner = e.into_inner();
                 let mut err = EditError::from_json(&inner);
+                // In the words of JSON: "the integer 5 is not a text", not "expected a string".
+                if inner.is_data() {
+                    err.message = crate::state::in_words(&err.message);
+                }
                 if path != "." && !path.is_empty() {
                     err.message = format!("field `{path}`: {}", err.message);
                 }

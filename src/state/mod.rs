@@ -32,7 +32,7 @@ mod write;
 
 pub use merge::{merge, merge_field, MergeError, TaggedUpdate};
 pub use reducer::{Add, Append, Keyed, MergeById, Overwrite, Reducer};
-pub use unfit::{from_json, nearest, unfit, update_from_json, with_paths};
+pub use unfit::{from_json, in_words, nearest, unfit, update_from_json, with_paths};
 pub use write::{Write, OVERWRITE_KEY};
 
 use serde::de::DeserializeOwned;

@@ -230,6 +230,26 @@ fn unfit_at<T: DeserializeOwned>(serde_message: &str, at: Option<&str>) -> Strin
     }
 }
 
+/// serde's message for a value that does not fit, in the words of JSON, without what the whole
+/// value takes (for when the place is named otherwise, such as a file's line and a field's path):
+/// "the integer 5 is not a text", "an object lacks its field `title`".
+///
+/// ```
+/// let e = serde_json::from_value::<Vec<String>>(serde_json::json!([5])).unwrap_err();
+/// assert_eq!(stategraph::state::in_words(&e.to_string()), "the integer 5 is not a text");
+/// ```
+pub fn in_words(serde_message: &str) -> String {
+    let message = serde_message
+        .split(" at line ")
+        .next()
+        .unwrap_or(serde_message);
+    match detail(message) {
+        Some(Detail::Kind { found, expected }) => format!("{found} is not {expected}"),
+        Some(Detail::Said(said)) => said,
+        None => message.to_string(),
+    }
+}
+
 /// What serde's message says, in words.
 enum Detail {
     /// A value of one kind where another was expected.
