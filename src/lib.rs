@@ -5,7 +5,8 @@
 //! killed or cut off resumes from its last step without redoing finished work.
 //!
 //! # Layout
-//! - [`state`]: the state trait, per-field reducers, and how a superstep's updates merge.
+//! - [`state`]: the state trait, per-field reducers, how a superstep's updates merge, and why a
+//!   value a person wrote does not fit, in JSON's words.
 //! - [`graph`]: building a graph (nodes, edges, joins, routers, Send), validating and drawing it.
 //! - [`runtime`]: the superstep loop, node contexts, events, errors, thread operations
 //!   (inspect, edit, fork, replay), and subgraphs (graphs as nodes, checkpointed under a

@@ -1,6 +1,7 @@
-//! Why a value does not fit a state's field, in the words of JSON ("a list of texts", "the
-//! integer 5") rather than of Rust types ("a sequence", `u32`): what `--input-json` and
-//! `--set-json` errors say, since the person reading them wrote JSON.
+//! Why a value does not fit, in the words of JSON ("a list of texts", "the integer 5") rather
+//! than of Rust types ("a sequence", `u32`): what errors about JSON a person wrote say (an input
+//! or an edit of a state, an answer to a question, an edited plan or artifact file), since that
+//! person knows JSON, not the program's types. Also the "did you mean" of every key check.
 
 use serde::de::DeserializeOwned;
 use std::cell::Cell;
