@@ -152,7 +152,7 @@ fn run_state_and_history_number_steps_alike() {
     let paused_at = step_after(&run, "paused at step ");
     assert_eq!(paused_at, last_saved, "{run}");
     assert_eq!(started, last_saved + 1, "{run}");
-    paused.stderr_has(&[&format!("step {started} (review) waits")]);
+    paused.stderr_has(&[&format!("step {started} waits: review\n")]);
 
     let state = db.graph(&["state", &thread]).expect(0);
     let step_line = state
@@ -165,6 +165,40 @@ fn run_state_and_history_number_steps_alike() {
     assert_eq!(state_json["step"], paused_at);
     let history = db.graph(&["history", &thread, "--json"]).expect(0).json();
     assert_eq!(history[0]["step"], paused_at, "{history}");
+}
+
+#[test]
+fn a_node_with_parallel_tasks_is_named_once_with_their_count() {
+    let db = Db::new();
+    let paused = db
+        .run_pipeline(0, &["--interrupt-before", "draft"])
+        .expect(3);
+    let thread = paused.thread();
+    paused.stderr_has(&["step 2 waits: draft (3 tasks)\n"]);
+    assert!(!paused.stderr.contains("draft, draft"), "{paused}");
+    let state = db.graph(&["state", &thread]).expect(0);
+    assert!(
+        state.stdout.contains("next        draft (3 tasks)\n"),
+        "{state}"
+    );
+    // `--json` keeps one name per task.
+    let json = db.graph(&["state", &thread, "--json"]).expect(0).json();
+    assert_eq!(json["next"], json!(["draft", "draft", "draft"]), "{json:#}");
+
+    db.graph(&["resume", &thread]).expect(3);
+    let history = db.graph(&["history", &thread]).expect(0);
+    let drafted = history
+        .stdout
+        .lines()
+        .find(|l| l.contains(" loop ") && l.contains("review"))
+        .unwrap_or_else(|| panic!("no checkpoint of the drafts\n{history}"));
+    assert!(drafted.contains("draft (3 tasks)"), "{history}");
+    let outlined = history
+        .stdout
+        .lines()
+        .find(|l| l.contains(" outline "))
+        .unwrap_or_else(|| panic!("no checkpoint of the outline\n{history}"));
+    assert!(outlined.contains("draft (3 tasks)"), "{history}");
 }
 
 #[test]

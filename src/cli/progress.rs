@@ -367,9 +367,11 @@ impl Drop for LogLine {
     }
 }
 
-/// The next step's tasks as a person reads them: each node once, in order, with how many
-/// tasks it runs when more than one (`draft (3 tasks), review`), not `draft, draft, draft`.
-fn tasks_text(next: &[String]) -> String {
+/// A step's tasks as a person reads them: each node once, in order, with how many tasks it
+/// runs when more than one (`draft (3 tasks), review`), not `draft, draft, draft`. Every text
+/// that names the tasks a step runs next or ran says them this way (progress lines, the pause
+/// message, `graph state`'s next and writers, `graph history`); `--json` keeps one name per task.
+pub(crate) fn tasks_text(next: &[String]) -> String {
     let mut counts: Vec<(&str, usize)> = Vec::new();
     for node in next {
         match counts.iter_mut().find(|(n, _)| n == node) {

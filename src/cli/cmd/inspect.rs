@@ -5,6 +5,7 @@ use crate::checkpoint::{CheckpointId, ThreadListing, ThreadStatus};
 use crate::cli::args::{HistoryArgs, StateArgs};
 use crate::cli::error::{bad_input, EXIT_DONE};
 use crate::cli::pause;
+use crate::cli::progress::tasks_text;
 use crate::cli::{format_ago, format_time, out, root_of_thread_arg, status_of, Ctx};
 use crate::runtime::{HistoryQuery, SubgraphState};
 use serde_json::{json, Value};
@@ -241,7 +242,7 @@ pub(crate) async fn state(ctx: &Ctx, args: StateArgs) -> anyhow::Result<u8> {
             if snapshot.next.is_empty() {
                 "nothing (done)".to_string()
             } else {
-                snapshot.next.join(", ")
+                tasks_text(&snapshot.next)
             }
         ),
     ];
@@ -292,7 +293,7 @@ fn describe_child(child: &SubgraphState, level: usize, lines: &mut Vec<String>) 
     let next = if s.next.is_empty() {
         "nothing (done)".to_string()
     } else {
-        s.next.join(", ")
+        tasks_text(&s.next)
     };
     lines.push(format!("{pad}  next      {next}"));
     for i in &s.interrupts {
@@ -335,7 +336,7 @@ fn writers(w: &[String]) -> String {
     if w.is_empty() {
         "-".to_string()
     } else {
-        w.join(",")
+        tasks_text(w)
     }
 }
 
@@ -362,7 +363,7 @@ pub(crate) async fn history(ctx: &Ctx, args: HistoryArgs) -> anyhow::Result<u8> 
         let next = if e.next.is_empty() {
             "-".to_string()
         } else {
-            e.next.join(",")
+            tasks_text(&e.next)
         };
         out(&format!(
             "{:<36}  {:>4}  {:<6}  {:<24}  {:<24}  {}",

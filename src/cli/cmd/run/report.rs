@@ -5,8 +5,8 @@
 use crate::checkpoint::{CheckpointError, InterruptRecord, ThreadStatus};
 use crate::cli::args::RunSettings;
 use crate::cli::error::{run_error_code, EXIT_DONE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PAUSED};
-use crate::cli::pause;
 use crate::cli::{out, Ctx};
+use crate::cli::{pause, progress};
 use crate::llm::UsageLedger;
 use crate::registry::Resolved;
 use crate::runtime::{RunError, RunOutcome, RunStatus};
@@ -121,10 +121,10 @@ fn say_paused(
     // stands at its last saved step, and the waiting nodes are the next step's, which the
     // progress lines called started.
     eprintln!(
-        "paused at step {} of thread {thread}; step {} ({}) waits:",
+        "paused at step {} of thread {thread}; step {} waits: {}",
         outcome.step,
         outcome.step + 1,
-        next.join(", ")
+        progress::tasks_text(next)
     );
     for line in pause::describe(resolved, interrupts, &outcome.state) {
         eprintln!("{line}");
