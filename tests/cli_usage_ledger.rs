@@ -241,7 +241,14 @@ fn a_run_that_fails_says_what_it_spent_and_its_resume_counts_it_once() {
         },
     );
     let r = Research::with_server(server);
-    let out = r.run(&["--yes"]).expect(1);
+    let priced = [
+        "--yes",
+        "--set",
+        "pricing.input_per_million=1000",
+        "--set",
+        "pricing.output_per_million=1000",
+    ];
+    let out = r.run(&priced).expect(1);
     let thread = out.thread();
     assert_eq!(
         r.server.count("Plan", ""),
@@ -253,6 +260,10 @@ fn a_run_that_fails_says_what_it_spent_and_its_resume_counts_it_once() {
     assert!(
         out.stderr.contains(spent),
         "the failure names what it spent: {out}"
+    );
+    assert!(
+        out.stderr.contains(" out (USD 0."),
+        "and what it cost: {out}"
     );
 
     // Where the thread stands: the failed task says what it spent; no ledger holds it yet.

@@ -7,7 +7,7 @@
 //! journal, by the node's next run, so the requests are counted once.
 
 use crate::checkpoint::{CheckpointError, CheckpointId, Checkpointer};
-use crate::llm::{LlmError, Pricing, Usage, UsageLedger};
+use crate::llm::{usd, LlmError, Pricing, Usage, UsageLedger};
 use crate::runtime::{task_journal_key, Context, NodeError};
 use std::collections::BTreeMap;
 
@@ -19,12 +19,13 @@ type FailedSpend = BTreeMap<String, Usage>;
 
 /// The node error for a failed model call (journaled under `key`), as `to_error` makes it,
 /// after keeping what its answered requests used ([`LlmError::usage`]) in the task's journal.
-/// The error then says what the task's failed attempts have spent so far, so a failed run
-/// shows what it cost.
+/// The error then says what the task's failed attempts have spent so far (priced when
+/// `pricing` is given), so a failed run shows what it cost.
 pub(crate) async fn failed_call(
     ctx: &Context,
     key: &str,
     e: LlmError,
+    pricing: Option<&Pricing>,
     to_error: impl FnOnce(LlmError) -> NodeError,
 ) -> NodeError {
     let spent = e.usage().filter(|u| !u.is_empty());
@@ -40,7 +41,7 @@ pub(crate) async fn failed_call(
             spent
         }
     };
-    let message = format!("{} ({})", error.message(), note(total));
+    let message = format!("{} ({})", error.message(), note(total, pricing));
     if error.is_transient() {
         NodeError::transient(message)
     } else {
@@ -93,11 +94,14 @@ async fn keep(ctx: &Context, key: &str, spent: Usage) -> Result<Usage, NodeError
 }
 
 /// What a task's failed attempts spent, in words, for its error.
-fn note(spent: Usage) -> String {
+fn note(spent: Usage, pricing: Option<&Pricing>) -> String {
     let requests = spent.requests.max(1);
+    let cost = pricing
+        .map(|p| format!(" ({})", usd(p.cost(spent))))
+        .unwrap_or_default();
     format!(
         "this task's failed attempts have used {requests} model request{} so far, {} tokens in \
-         and {} out; they are added to the thread's usage ledger when the task succeeds",
+         and {} out{cost}; they are added to the thread's usage ledger when the task succeeds",
         if requests == 1 { "" } else { "s" },
         spent.input_tokens,
         spent.output_tokens

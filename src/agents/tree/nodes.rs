@@ -164,6 +164,7 @@ async fn ask_for_plan(
     let model = agent.model.clone();
     let key = format!("decompose {} {}", task.path, &task.hash[..16]);
     let journal_key = key.as_str();
+    let pricing = settings.pricing.as_ref();
     let (plan, usage): (TaskPlan, Usage) = ctx
         .record(&key, || async move {
             let reply = structured_validated(model.as_ref(), messages, opts, |p: &TaskPlan| {
@@ -172,7 +173,7 @@ async fn ask_for_plan(
             .await;
             match reply {
                 Ok(reply) => Ok(reply),
-                Err(e) => Err(spend::failed_call(ctx, journal_key, e, |e| {
+                Err(e) => Err(spend::failed_call(ctx, journal_key, e, pricing, |e| {
                     model_error(&format!("decomposing {}", task.path), e)
                 })
                 .await),

@@ -82,11 +82,13 @@ impl Stage {
             temperature: self.settings.temperature,
             ..StructuredOptions::default()
         };
+        let pricing = self.settings.pricing;
+        let pricing = pricing.as_ref();
         let (value, usage): (T, Usage) = ctx
             .record(key, || async move {
                 match structured_validated(model.as_ref(), messages, opts, check).await {
                     Ok(reply) => Ok(reply),
-                    Err(e) => Err(spend::failed_call(ctx, key, e, model_error).await),
+                    Err(e) => Err(spend::failed_call(ctx, key, e, pricing, model_error).await),
                 }
             })
             .await?;

@@ -98,7 +98,7 @@ pub(crate) async fn run(
             ];
             let model = agent.model().clone();
             let opts = options("Split", &settings);
-            let task = &ctx;
+            let (task, call_settings) = (&ctx, &settings);
             let result: Result<(Split, Usage), SplitFailed> = ctx
                 .record("split", || async move {
                     let reply =
@@ -119,9 +119,13 @@ pub(crate) async fn run(
                         .await;
                     match reply {
                         Ok(ok) => Ok(Ok(ok)),
-                        Err(e) if e.is_transient() => {
-                            Err(failed_call(task, "split", "splitting the todo failed", e).await)
-                        }
+                        Err(e) if e.is_transient() => Err(failed_call(
+                            task,
+                            ("split", "splitting the todo failed"),
+                            call_settings,
+                            e,
+                        )
+                        .await),
                         // Splitting is the escalation; its failure leads to zooming out, not to
                         // a failed run. Its attempts were answered and billed all the same.
                         Err(e) => Ok(Err(SplitFailed {

@@ -190,7 +190,8 @@ pub(crate) async fn run(
         },
     );
     let unusable = "the model's escalation choice was unusable";
-    let (choice, usage): (Escalation, Usage) = ask(&ctx, "escalation", unusable, call).await?;
+    let (choice, usage): (Escalation, Usage) =
+        ask(&ctx, ("escalation", unusable), &settings, call).await?;
     let reason = one_line(&choice.reason);
     let usage = ledger(&ctx, "escalation", "escalate_tool", usage, &settings).await?;
     let mut update = PlanStateUpdate::default().escalations(1).usage(usage);

@@ -93,8 +93,8 @@ pub(crate) async fn run(
     let call = structured_validated(agent.model().as_ref(), messages, opts, move |p: &Plan| {
         check(p, max)
     });
-    let (plan, usage): (Plan, Usage) =
-        ask(&ctx, "plan", "the model did not write a usable plan", call).await?;
+    let unusable = "the model did not write a usable plan";
+    let (plan, usage): (Plan, Usage) = ask(&ctx, ("plan", unusable), &settings, call).await?;
     let usage = ledger(&ctx, "plan", "generate_plan", usage, &settings).await?;
     let todos = plan.into_todos();
     ctx.emit("plan", serde_json::json!({ "markdown": render(&todos) }));

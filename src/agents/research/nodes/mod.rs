@@ -62,8 +62,8 @@ pub(crate) async fn ledger(
 /// its answered requests used is kept for the ledger first ([`failed_call`]).
 pub(crate) async fn ask<T>(
     ctx: &Context,
-    key: &str,
-    failure: &str,
+    (key, failure): (&str, &str),
+    settings: &ResearchSettings,
     call: impl Future<Output = Result<(T, Usage), LlmError>>,
 ) -> Result<(T, Usage), NodeError>
 where
@@ -72,16 +72,23 @@ where
     ctx.record(key, || async move {
         match call.await {
             Ok(reply) => Ok(reply),
-            Err(e) => Err(failed_call(ctx, key, failure, e).await),
+            Err(e) => Err(failed_call(ctx, (key, failure), settings, e).await),
         }
     })
     .await
 }
 
-/// A failed model call (journaled under `key`) as a node error ([`model_error`]), after keeping
-/// what its answered requests used for the call's next success ([`spend::failed_call`]).
-pub(crate) async fn failed_call(ctx: &Context, key: &str, failure: &str, e: LlmError) -> NodeError {
-    spend::failed_call(ctx, key, e, |e| model_error(failure, e)).await
+/// A failed model call (journaled under `key`) as a node error ([`model_error`] with
+/// `failure`), after keeping what its answered requests used for the call's next success
+/// ([`spend::failed_call`]).
+pub(crate) async fn failed_call(
+    ctx: &Context,
+    (key, failure): (&str, &str),
+    settings: &ResearchSettings,
+    e: LlmError,
+) -> NodeError {
+    let pricing = settings.pricing.as_ref();
+    spend::failed_call(ctx, key, e, pricing, |e| model_error(failure, e)).await
 }
 
 /// Structured-output options with the settings' temperature.
@@ -119,7 +126,7 @@ pub(crate) async fn journaled_text(
 ) -> Result<(String, UsageLedger), NodeError> {
     let tokens = ctx.text_sink(crate::runtime::TOKEN_EVENT);
     let call = chat_text(agent.model().as_ref(), messages, settings, tokens);
-    let (text, usage): (String, Usage) = ask(ctx, key, failure, call).await?;
+    let (text, usage): (String, Usage) = ask(ctx, (key, failure), settings, call).await?;
     Ok((text, ledger(ctx, key, node, usage, settings).await?))
 }
 

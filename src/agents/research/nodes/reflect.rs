@@ -133,7 +133,8 @@ pub(crate) async fn run(
                 },
             );
             let unusable = "the model's review of the result was unusable";
-            let (reply, usage): (PlanUpdate, Usage) = ask(&ctx, "review", unusable, call).await?;
+            let (reply, usage): (PlanUpdate, Usage) =
+                ask(&ctx, ("review", unusable), &settings, call).await?;
             update = update.usage(ledger(&ctx, "review", "reflect", usage, &settings).await?);
             (reply.status, one_line(&reply.task_outcome), reply.new_tasks)
         }
