@@ -653,6 +653,7 @@ fn a_damaged_journal_blob_lists_its_thread_as_damaged_naming_the_file() {
     let repaired = db.graph(&["repair", &thread, "--json"]).expect(0).json();
     let backup = Path::new(repaired["backup"].as_str().unwrap());
     assert!(backup.join("store/blobs").exists(), "{repaired}");
+    assert_eq!(repaired["damaged_blob"], file, "{repaired}");
     let listed = db.graph(&["threads", "--json"]).expect(0).json();
     assert_eq!(listed[0]["status"], "done", "{listed}");
     let read = with_store(&db, async |store| store.get_journal(&thread, key).await);

@@ -108,7 +108,7 @@ pub(super) fn open_copy(
 /// there, and removes the blob: the store would roll back in silence. Only blobs that were there
 /// when the store was closed are checked: one a kill cut short while it was written was never
 /// part of the store, and is rightly dropped.
-fn damaged_blob(copy: &Path, store_dir: &Path, blobs: &[String]) -> Option<Damage> {
+pub(super) fn damaged_blob(copy: &Path, store_dir: &Path, blobs: &[String]) -> Option<Damage> {
     blobs.iter().find_map(|name| {
         let bytes = std::fs::read(copy.join("blobs").join(name)).ok()?;
         let whole = bytes.len() >= 5

@@ -12,6 +12,7 @@ use super::super::status::{summarize, ThreadSummary};
 use super::super::{Checkpointer, SledCheckpointer};
 use super::index::IndexEntry;
 use super::layout::{copy_tree, io_error, root_thread};
+use super::read_copy::damaged_blob;
 use super::{FolderCheckpointer, Take};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -31,6 +32,9 @@ pub struct RepairReport {
     pub removed: Vec<CheckpointId>,
     /// The step the thread's index had seen before the damage, when the store no longer holds it.
     pub lost_from_step: Option<u64>,
+    /// A blob file that failed its checksum: sled dropped it, and everything written after it,
+    /// when the store was opened to repair it (the backup keeps them).
+    pub damaged_blob: Option<String>,
     /// The thread now, at its newest checkpoint; `None` when nothing of it could be kept.
     pub now: Option<ThreadSummary>,
 }
@@ -47,10 +51,16 @@ impl FolderCheckpointer {
         self.release(&root)?;
         self.take_slot(&root);
         let lock = self.lock_thread(&root, Take::Existing).await?;
-        let witness =
-            IndexEntry::read(&self.layout.index_path(&root)).and_then(|e| e.listing.summary);
+        let index = IndexEntry::read(&self.layout.index_path(&root));
         let backup = self.back_up(&root)?;
         let store_dir = self.layout.store_dir(&root);
+        // Named before sled's recovery drops it (see `read_copy.rs`).
+        let blobs = index
+            .as_ref()
+            .map(|e| e.blobs.as_slice())
+            .unwrap_or_default();
+        let damaged_blob = damaged_blob(&store_dir, &store_dir, blobs).map(|d| d.file);
+        let witness = index.and_then(|e| e.listing.summary);
         let (store, set_aside) = open_setting_aside(&store_dir, &root, self.options)
             .await
             .map_err(|e| {
@@ -76,6 +86,7 @@ impl FolderCheckpointer {
             set_aside,
             removed,
             lost_from_step,
+            damaged_blob,
             now,
         })
     }

@@ -161,6 +161,12 @@ pub(crate) async fn repair(ctx: &Ctx, args: RepairArgs) -> anyhow::Result<u8> {
     if let Some(note) = &origin {
         eprintln!("  {note}");
     }
+    if let Some(blob) = &report.damaged_blob {
+        eprintln!(
+            "  dropped the damaged file {blob} and what was written after it (the backup keeps \
+             them)"
+        );
+    }
     if !report.removed.is_empty() {
         eprintln!(
             "  removed {} checkpoint(s) that could not be read",
