@@ -1,4 +1,4 @@
-//! Real processes: Ctrl+C and kill -9 in the middle of a run, then resume; a second terminal
+//! Real processes: Ctrl+C, SIGTERM, SIGHUP and kill -9 in the middle of a run, then resume; a second terminal
 //! reading and running while a run goes; two runs of one thread.
 
 #[path = "support/cli.rs"]
@@ -52,6 +52,110 @@ fn ctrl_c_stops_with_130_and_resume_finishes_without_rerunning_finished_nodes() 
         "outline had finished and must not run again\n{resumed}"
     );
     assert!(started(&resumed, "draft"), "{resumed}");
+    assert_each_node_once(&db, &thread);
+}
+
+/// Each step of the pipeline takes this long: a signal sent during the drafts comes long before
+/// they could finish, so a run that did not stop at once would have saved them.
+const VERY_SLOW: &str = "step_ms=5000";
+
+/// Sends `signal` during the drafts (step 2) of a run, which must stop with `code` saying how
+/// to continue, keep the outline's checkpoint (the drafts abandoned, not saved), be listed as
+/// stopped, and resume to the end without running the outline again. Returns what it printed.
+fn stopped_by_signal_then_resumed(signal: i32, code: i32, extra: &[&str]) -> Output {
+    let db = Db::new();
+    let mut args = vec![
+        "run", "pipeline", "--input", "sled", "--yes", "--set", VERY_SLOW,
+    ];
+    args.extend_from_slice(extra);
+    let mut run = db.graph(&args).spawn();
+    let thread = run.thread();
+    run.wait_for("step 2: draft #0 started");
+    run.signal(signal);
+    let stopped = run.finish();
+    assert_eq!(
+        stopped.code,
+        Some(code),
+        "handled, not killed by the signal\n{stopped}"
+    );
+    stopped.stderr_has(&[
+        "the step in flight is abandoned, the last checkpoint is kept",
+        &format!("stopped at step 1 of thread {thread}"),
+        &format!("graph resume {thread}"),
+    ]);
+
+    let listed = db.graph(&["threads", "--json"]).expect(0).json();
+    assert_eq!(listed[0]["status"], "stopped");
+    let state = db.graph(&["state", &thread, "--json"]).expect(0).json();
+    assert_eq!(state["next"], json!(["draft", "draft", "draft"]));
+
+    let resumed = db
+        .graph(&["resume", &thread, "--set", "step_ms=1"])
+        .expect(0);
+    assert!(
+        !started(&resumed, "outline"),
+        "outline had finished and must not run again\n{resumed}"
+    );
+    assert!(started(&resumed, "draft"), "{resumed}");
+    assert_each_node_once(&db, &thread);
+    stopped
+}
+
+#[test]
+fn sigterm_stops_with_143_and_resume_finishes_without_rerunning_saved_steps() {
+    let stopped = stopped_by_signal_then_resumed(libc::SIGTERM, 143, &[]);
+    stopped.stderr_has(&["stopping on SIGTERM", "(SIGTERM)"]);
+}
+
+#[test]
+fn sighup_stops_with_129_and_says_so_in_json() {
+    let stopped = stopped_by_signal_then_resumed(libc::SIGHUP, 129, &["--json"]);
+    let doc = stopped.json();
+    assert_eq!(doc["stopped_by"], "SIGHUP", "{stopped}");
+    assert_eq!(doc["status"], "stopped", "{stopped}");
+}
+
+#[test]
+fn sigterm_in_async_durability_keeps_what_was_queued() {
+    let db = Db::new();
+    let mut run = db
+        .graph(&[
+            "run",
+            "pipeline",
+            "--input",
+            "sled",
+            "--yes",
+            "--set",
+            VERY_SLOW,
+            "--durability",
+            "async",
+        ])
+        .spawn();
+    let thread = run.thread();
+    run.wait_for("step 2: draft #0 started");
+    run.signal(libc::SIGTERM);
+    let stopped = run.finish();
+    assert_eq!(stopped.code, Some(143), "{stopped}");
+    let state = db.graph(&["state", &thread, "--json"]).expect(0).json();
+    assert_eq!(
+        state["next"],
+        json!(["draft", "draft", "draft"]),
+        "{stopped}"
+    );
+}
+
+#[test]
+fn a_run_started_ignoring_sighup_outlives_it_as_under_nohup() {
+    let db = Db::new();
+    let mut run = db
+        .run_pipeline(1000, &["--yes"])
+        .ignoring(libc::SIGHUP)
+        .spawn();
+    let thread = run.thread();
+    run.wait_for("step 2: draft #0 started");
+    run.signal(libc::SIGHUP);
+    let out = run.finish();
+    assert_eq!(out.code, Some(0), "{out}");
     assert_each_node_once(&db, &thread);
 }
 

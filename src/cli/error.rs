@@ -12,8 +12,12 @@ pub const EXIT_FAILURE: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 /// The run paused, waiting for a person; the message says how to continue.
 pub const EXIT_PAUSED: u8 = 3;
-/// The run was stopped by Ctrl+C; its last checkpoint is kept.
+/// The run was stopped by Ctrl+C (SIGINT); its last checkpoint is kept.
 pub const EXIT_INTERRUPTED: u8 = 130;
+/// The run was stopped by SIGTERM (`kill`, `docker stop`, systemd); its last checkpoint is kept.
+pub const EXIT_TERMINATED: u8 = 143;
+/// The run was stopped by SIGHUP (its terminal closed); its last checkpoint is kept.
+pub const EXIT_HANGUP: u8 = 129;
 
 /// An error the CLI itself raises, with its exit code.
 #[derive(Debug, thiserror::Error)]

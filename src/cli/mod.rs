@@ -17,8 +17,10 @@
 //!
 //! Exit codes: [`EXIT_DONE`] 0, [`EXIT_FAILURE`] 1 (also: the thread is busy with another run),
 //! [`EXIT_USAGE`] 2 (bad command line or input; nothing changed), [`EXIT_PAUSED`] 3 (waiting for a
-//! person), [`EXIT_INTERRUPTED`] 130 (stopped by Ctrl+C). With `--json`, stdout holds exactly one
-//! JSON document, also when the command fails.
+//! person), [`EXIT_INTERRUPTED`] 130 (stopped by Ctrl+C), [`EXIT_TERMINATED`] 143 (stopped by
+//! SIGTERM), [`EXIT_HANGUP`] 129 (stopped by SIGHUP: its terminal closed); a stopped run keeps its
+//! last checkpoint. With `--json`, stdout holds exactly one JSON document, also when the command
+//! fails.
 //!
 //! Invariant: the CLI reaches graphs only through the [`registry`](crate::registry); agents never
 //! depend on it.
@@ -30,7 +32,10 @@ mod origin;
 mod pause;
 mod progress;
 
-pub use error::{EXIT_DONE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PAUSED, EXIT_USAGE};
+pub use error::{
+    EXIT_DONE, EXIT_FAILURE, EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_PAUSED, EXIT_TERMINATED,
+    EXIT_USAGE,
+};
 
 use crate::checkpoint::{validate_thread_id, Checkpointer, FolderCheckpointer, ThreadStatus};
 use crate::registry::{GraphFactory, Override, Registry, Resolved};

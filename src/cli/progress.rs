@@ -10,7 +10,7 @@
 use crate::runtime::{Event, PROGRESS_EVENT, TOKEN_EVENT};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::HashMap;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -60,7 +60,7 @@ impl Progress {
         }
     }
 
-    /// A handle for the Ctrl+C watcher to print with while this shows a run.
+    /// A handle for the signal watcher to print with while this shows a run.
     pub(crate) fn notices(&self) -> Notices {
         match &self.mode {
             Mode::Live(multi) => Notices(Some((multi.clone(), self.live.clone()))),
@@ -389,48 +389,59 @@ pub(crate) fn tasks_text(next: &[String]) -> String {
         .join(", ")
 }
 
-/// What the Ctrl+C watcher prints with while a run is shown. Written to stderr directly, its
-/// text would be where the live lines are, and their next redraw would erase it and leave
-/// stale lines.
+/// What the signal watcher (Ctrl+C, SIGTERM, SIGHUP) prints with while a run is shown. Written
+/// to stderr directly, its text would be where the live lines are, and their next redraw would
+/// erase it and leave stale lines.
 #[derive(Clone)]
 pub(crate) struct Notices(Option<(MultiProgress, Arc<AtomicBool>)>);
 
 impl Notices {
-    /// Shows `text` after a Ctrl+C, above the live lines (plainly without them, also when
-    /// quiet).
-    pub(crate) fn after_ctrl_c(&self, text: &str) {
+    /// Shows `text` after a signal, above the live lines (plainly without them, also when
+    /// quiet); `typed` when it was a Ctrl+C, whose `^C` the terminal echoed. Its caller first
+    /// moves stderr off a terminal that hung up: indicatif's `suspend` panics when it cannot
+    /// clear the lines.
+    pub(crate) fn after_signal(&self, text: &str, typed: bool) {
         match &self.0 {
             Some((multi, live)) => multi.suspend(|| {
-                undo_ctrl_c_echo(live.load(Ordering::Relaxed));
-                eprintln!("{text}");
+                if typed {
+                    undo_ctrl_c_echo(live.load(Ordering::Relaxed));
+                }
+                say(text)
             }),
-            None => plain(text),
+            None => plain(text, typed),
         }
     }
 
-    /// Like [`Notices::after_ctrl_c`], then ends the process with `code`; the live lines are
+    /// Like [`Notices::after_signal`], then ends the process with `code`; the live lines are
     /// cleared for good.
-    pub(crate) fn quit_after_ctrl_c(&self, text: &str, code: i32) -> ! {
+    pub(crate) fn quit_after_signal(&self, text: &str, typed: bool, code: i32) -> ! {
         if let Some((multi, live)) = &self.0 {
             // Inside `suspend`, which holds the live lines' lock: no tick draws them again
             // before the process is gone.
             multi.suspend(|| {
-                undo_ctrl_c_echo(live.load(Ordering::Relaxed));
-                eprintln!("{text}");
+                if typed {
+                    undo_ctrl_c_echo(live.load(Ordering::Relaxed));
+                }
+                say(text);
                 std::process::exit(code)
             });
         }
-        plain(text);
+        plain(text, typed);
         std::process::exit(code)
     }
 }
 
-/// Without live lines: on a terminal (`--quiet`) the text starts on a line of its own, below
-/// the `^C` the terminal echoed.
-fn plain(text: &str) {
-    match std::io::stderr().is_terminal() {
-        true => eprintln!("\n{text}"),
-        false => eprintln!("{text}"),
+/// Writes a line to stderr; `eprintln!` would panic when it cannot (a terminal that closed).
+fn say(text: &str) {
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
+/// Without live lines: on a terminal (`--quiet`) the text of a typed Ctrl+C starts on a line of
+/// its own, below the `^C` the terminal echoed.
+fn plain(text: &str, typed: bool) {
+    match typed && std::io::stderr().is_terminal() {
+        true => say(&format!("\n{text}")),
+        false => say(text),
     }
 }
 
@@ -446,12 +457,10 @@ fn undo_ctrl_c_echo(live: bool) {
     if !echoes_ctrl_c() {
         return;
     }
-    if live {
-        // Cursor up one line.
-        eprint!("\x1b[1A");
-    }
-    // To the line's start, and clear it.
-    eprint!("\r\x1b[2K");
+    // Cursor up one line (with live lines), then to the line's start, and clear it. Nothing to
+    // do when it cannot be written: the terminal is gone.
+    let up = if live { "\x1b[1A" } else { "" };
+    let _ = write!(std::io::stderr(), "{up}\r\x1b[2K");
 }
 
 /// Whether the terminal on stderr echoes a typed Ctrl+C as `^C`.

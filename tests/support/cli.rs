@@ -217,6 +217,20 @@ impl TestCommand {
             .env("GRAPH_MODEL", "fake-model")
     }
 
+    /// Started ignoring `signal` (`libc::SIGHUP`), as `nohup` starts a command.
+    pub fn ignoring(mut self, signal: i32) -> Self {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: runs in the child between fork and exec, calling only signal(2), which is
+        // async-signal-safe.
+        unsafe {
+            self.cmd.pre_exec(move || {
+                libc::signal(signal, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+        self
+    }
+
     /// Runs it to the end.
     pub fn output(mut self) -> Output {
         let out = self.cmd.output().expect("run the graph binary");

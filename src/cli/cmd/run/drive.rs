@@ -1,17 +1,17 @@
-//! The run itself: a graph run on a thread, with Ctrl+C, progress lines or `--stream`, the
-//! artifacts of each saved checkpoint, the graph's verdict on a finished run, and the thread let
-//! go (or not kept, when nothing of it was saved).
+//! The run itself: a graph run on a thread, which Ctrl+C, SIGTERM or SIGHUP stop (`stop.rs`),
+//! progress lines or `--stream`, the artifacts of each saved checkpoint, the graph's verdict on a
+//! finished run, and the thread let go (or not kept, when nothing of it was saved).
 
 use super::report::{report_as, Ended, Output};
+use super::stop::Watcher;
 use super::Action;
 use crate::checkpoint::{
     record_verdict, summarize, CheckpointError, Checkpointer, ThreadStatus, ThreadSummary, Verdict,
 };
 use crate::cli::args::RunSettings;
 use crate::cli::cmd::artifacts;
-use crate::cli::error::EXIT_INTERRUPTED;
 use crate::cli::origin::Origin;
-use crate::cli::progress::{Notices, Progress};
+use crate::cli::progress::Progress;
 use crate::cli::{out, Ctx};
 use crate::llm::UsageLedger;
 use crate::registry::{ErasedGraph, Resolved};
@@ -94,7 +94,7 @@ async fn drive(
     progress.expect(first_step);
     let token = CancellationToken::new();
     let hint = ctx.command_line(&["resume", thread]);
-    let watcher = watch_ctrl_c(token.clone(), hint, progress.notices());
+    let watcher = Watcher::start(token.clone(), hint, progress.notices());
     let config = run_config(resolved, thread, token, settings);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
     let run = async {
@@ -112,13 +112,14 @@ async fn drive(
         saved_step: started_at,
     };
     let (result, saved_step) = follower.follow(run, rx, progress).await;
-    watcher.abort();
+    let stopped_by = watcher.finish();
     let failure = judge(ctx, resolved, thread, &result).await;
     let streaming = !settings.stream.is_empty();
     let (mut ended, no_checkpoint) = settle(
         ctx, resolved, thread, &result, saved_step, streaming, failure,
     )
     .await;
+    ended.stopped_by = stopped_by;
     let nothing_saved = fresh && ended.saved_step.is_none() && result.is_err();
     if nothing_saved || no_checkpoint {
         // Nothing was saved: the thread is not kept half-made (an id without a checkpoint).
@@ -286,6 +287,7 @@ async fn settle(
         saved_step,
         failure,
         usage: None,
+        stopped_by: None,
     };
     (ended, matches!(newest, Ok(None)))
 }
@@ -297,26 +299,4 @@ async fn saved_usage(graph: &dyn ErasedGraph, thread: &str) -> Option<UsageLedge
     let snapshot = graph.get_state(thread, None).await.ok()?;
     let usage = snapshot.values.get("usage")?;
     serde_json::from_value(usage.clone()).ok()
-}
-
-/// Stops the run on the first Ctrl+C (its last checkpoint is kept); quits on the second. It
-/// prints through `notices`, not to stderr directly, so the live progress lines stay right.
-fn watch_ctrl_c(
-    token: CancellationToken,
-    hint: String,
-    notices: Notices,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_err() {
-            return;
-        }
-        notices.after_ctrl_c("stopping: the step in flight is abandoned, the last checkpoint is kept (Ctrl+C again quits at once)");
-        token.cancel();
-        if tokio::signal::ctrl_c().await.is_ok() {
-            notices.quit_after_ctrl_c(
-                &format!("quit; continue with: {hint}"),
-                i32::from(EXIT_INTERRUPTED),
-            );
-        }
-    })
 }

@@ -2,14 +2,15 @@
 //!
 //! By job: this file is the three commands, each resolving what it runs and taking its thread;
 //! `setup.rs` is what they resolve and check before anything changes (overrides kept with the
-//! thread, the graph, the input or the answer); `drive.rs` runs the graph on the thread (Ctrl+C,
-//! progress or `--stream`, artifacts, the graph's verdict, letting the thread go); `report.rs`
-//! says how the run ended and picks the exit code. `tree.rs` runs its graph through
+//! thread, the graph, the input or the answer); `drive.rs` runs the graph on the thread (progress
+//! or `--stream`, artifacts, the graph's verdict, letting the thread go); `stop.rs` stops it on
+//! Ctrl+C, SIGTERM or SIGHUP; `report.rs` says how the run ended and picks the exit code. `tree.rs` runs its graph through
 //! [`run_on_thread`] and [`report`] too.
 
 mod drive;
 mod report;
 mod setup;
+mod stop;
 
 pub(super) use drive::run_on_thread;
 pub(super) use report::{report, Ended};

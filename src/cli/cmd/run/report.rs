@@ -2,6 +2,7 @@
 //! or the error and how to go on; and the exit code. With `--json`, one document on stdout; with
 //! `--stream`, one last `outcome` line.
 
+use super::stop::Stop;
 use crate::checkpoint::{CheckpointError, InterruptRecord, ThreadStatus};
 use crate::cli::args::RunSettings;
 use crate::cli::error::{run_error_code, EXIT_DONE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PAUSED};
@@ -28,6 +29,8 @@ pub(in crate::cli::cmd) struct Ended {
     /// What the thread's model calls cost as its newest checkpoint keeps it (its `usage`
     /// ledger), read when the run failed or was stopped: a run that ends badly has paid too.
     pub(super) usage: Option<UsageLedger>,
+    /// The signal that stopped the run (Ctrl+C, SIGTERM, SIGHUP), if one did.
+    pub(super) stopped_by: Option<Stop>,
 }
 
 /// How a command's outcome is printed on stdout.
@@ -151,12 +154,20 @@ fn report_error(
     doc: &mut Value,
 ) -> u8 {
     let thread = &meta.thread;
-    let code = run_error_code(e);
+    let mut code = run_error_code(e);
     doc["error"] = json!(e.to_string());
     if code == EXIT_INTERRUPTED {
-        // Asked for, so not reported as an error.
+        // Asked for, so not reported as an error; the exit code says by which signal.
+        let by = match meta.stopped_by {
+            Some(stop) => {
+                code = stop.exit_code();
+                doc["stopped_by"] = json!(stop.name());
+                format!(" ({})", stop.name())
+            }
+            None => String::new(),
+        };
         eprintln!(
-            "stopped at step {} of thread {thread}; the last checkpoint is kept. Continue with:\n  {resume_hint}",
+            "stopped at step {} of thread {thread}{by}; the last checkpoint is kept. Continue with:\n  {resume_hint}",
             meta.step
         );
         doc["continue_with"] = json!(resume_hint);
