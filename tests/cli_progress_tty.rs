@@ -711,7 +711,7 @@ fn a_retried_task_leaves_no_live_lines() {
     has(
         &screen,
         &[
-            "✗ step 1 work attempt 1 failed: job 1 hit a busy server; retrying",
+            "✗ step 1 work #1 attempt 1 failed: job 1 hit a busy server; retrying",
             "finished after 1 step\n",
         ],
     );
@@ -724,5 +724,11 @@ fn a_task_that_fails_for_good_leaves_no_live_lines() {
         jobs_in_terminal(&db, &["run", "jobs", "--input-json", r#"{"fail": true}"#]);
     assert_eq!(code, 1, "a failed job fails the run\n--- screen\n{screen}");
     no_live_lines_remain(&screen);
-    has(&screen, &["✗ step 1 work attempt 1 failed: job 2 broke"]);
+    has(
+        &screen,
+        &[
+            "✗ step 1 work #2 attempt 1 failed: job 2 broke",
+            "after 1 attempt: job 2 broke",
+        ],
+    );
 }

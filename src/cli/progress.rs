@@ -200,23 +200,25 @@ impl Progress {
             Event::NodeFailed {
                 step,
                 node,
+                task,
                 attempt,
                 error,
                 will_retry,
                 ..
             } => {
                 let then = if *will_retry { "; retrying" } else { "" };
+                let label = self.label(node, *task);
                 let text = match &self.mode {
                     Mode::Live(_) => {
-                        format!("✗ step {step} {node} attempt {attempt} failed: {error}{then}")
+                        format!("✗ step {step} {label} attempt {attempt} failed: {error}{then}")
                     }
                     _ => format!(
-                        "{} step {step}: {node} attempt {attempt} failed: {error}{then}",
+                        "{} step {step}: {label} attempt {attempt} failed: {error}{then}",
                         self.stamp()
                     ),
                 };
                 if !will_retry {
-                    self.clear_step(*step, node);
+                    self.clear_task(*step, *task);
                 }
                 self.line(&text);
             }
@@ -277,15 +279,9 @@ impl Progress {
         }
     }
 
-    /// Removes the line of a task that failed for good. The event does not say which of the
-    /// node's parallel tasks it was, so this takes the first of them still shown.
-    fn clear_step(&mut self, step: u64, node: &str) {
-        let key = self
-            .bars
-            .iter()
-            .find(|((s, _), (n, _))| *s == step && n == node)
-            .map(|(k, _)| *k);
-        if let Some((_, bar)) = key.and_then(|k| self.bars.remove(&k)) {
+    /// Removes the line of a task that failed for good.
+    fn clear_task(&mut self, step: u64, task: usize) {
+        if let Some((_, bar)) = self.bars.remove(&(step, task)) {
             bar.finish_and_clear();
             self.note_live();
         }

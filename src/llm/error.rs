@@ -45,7 +45,8 @@ pub enum LlmError {
     },
     /// The model did not produce a reply matching the schema, even after retries.
     #[error(
-        "the model's reply did not match `{name}` after {attempts} attempt(s): {error}. Last reply: {last_reply}"
+        "the model's reply did not match `{name}` after {}: {error}. Last reply: {last_reply}",
+        attempts_text(*attempts)
     )]
     Structured {
         /// The schema's name.
@@ -180,5 +181,13 @@ impl LlmError {
             self.cause(),
             LlmError::Structured { .. } | LlmError::MalformedResponse { .. }
         )
+    }
+}
+
+/// `1 attempt`, `4 attempts`.
+pub(super) fn attempts_text(attempts: u32) -> String {
+    match attempts {
+        1 => "1 attempt".to_string(),
+        n => format!("{n} attempts"),
     }
 }

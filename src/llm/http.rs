@@ -9,6 +9,7 @@
 //! bodies quoted back from a server are passed through [`Secret::redact`] before they are
 //! stored in an error.
 
+use super::error::attempts_text;
 use std::fmt;
 use std::time::Duration;
 
@@ -274,7 +275,7 @@ pub enum HttpError {
         body: String,
     },
     /// 429 on every attempt, or a `Retry-After` longer than the policy allows.
-    #[error("{endpoint} is rate limiting (HTTP 429) after {attempts} attempt(s){}. Server said: {body}",
+    #[error("{endpoint} is rate limiting (HTTP 429) after {}{}. Server said: {body}", attempts_text(*attempts),
         retry_after.map(|d| format!("; it asked to wait {}s", d.as_secs())).unwrap_or_default())]
     RateLimited {
         /// Who answered.
@@ -288,7 +289,7 @@ pub enum HttpError {
     },
     /// 5xx on every attempt.
     #[error(
-        "{endpoint} failed with HTTP {status} after {attempts} attempt(s). Server said: {body}"
+        "{endpoint} failed with HTTP {status} after {}. Server said: {body}", attempts_text(*attempts)
     )]
     Server {
         /// Who answered.
@@ -311,7 +312,7 @@ pub enum HttpError {
         body: String,
     },
     /// No answer in time on every attempt.
-    #[error("{endpoint} did not answer in time after {attempts} attempt(s) ({detail})")]
+    #[error("{endpoint} did not answer in time after {} ({detail})", attempts_text(*attempts))]
     Timeout {
         /// Who was asked.
         endpoint: Box<Endpoint>,
@@ -331,7 +332,7 @@ pub enum HttpError {
         detail: String,
     },
     /// Could not connect, or the connection broke, on every attempt.
-    #[error("cannot reach {} after {attempts} attempt(s): {detail}. Check the base URL and that the server is running", endpoint.target())]
+    #[error("cannot reach {} after {}: {detail}. Check the base URL and that the server is running", endpoint.target(), attempts_text(*attempts))]
     Connect {
         /// Who was asked.
         endpoint: Box<Endpoint>,

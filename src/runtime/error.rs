@@ -199,7 +199,7 @@ pub enum ResumeError {
 pub enum RunError {
     /// A node failed after its retries. The thread keeps its last checkpoint and its siblings'
     /// results: resuming runs only the failed task again.
-    #[error("node `{node}` failed at step {step} of thread `{thread_id}` after {attempts} attempt(s): {message}")]
+    #[error("node `{node}` failed at step {step} of thread `{thread_id}` after {}: {message}", attempts_text(*attempts))]
     NodeFailed {
         /// The node.
         node: String,
@@ -338,5 +338,13 @@ impl RunError {
             | RunError::Cancelled { thread_id } => Some(thread_id),
             _ => None,
         }
+    }
+}
+
+/// `1 attempt`, `3 attempts`.
+fn attempts_text(attempts: u32) -> String {
+    match attempts {
+        1 => "1 attempt".to_string(),
+        n => format!("{n} attempts"),
     }
 }

@@ -66,6 +66,9 @@ pub enum Event {
         step: u64,
         /// The node.
         node: String,
+        /// The task's position in the step (which of a node's parallel tasks failed).
+        #[serde(default)]
+        task: usize,
         /// The attempt that failed.
         attempt: u32,
         /// What went wrong.

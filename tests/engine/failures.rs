@@ -183,10 +183,7 @@ async fn a_custom_retry_predicate_chooses_which_errors_retry_and_attempts_are_ca
         matches!(err, RunError::NodeFailed { attempts: 3, .. }),
         "{err:?}"
     );
-    assert!(
-        err.to_string().contains("after 3 attempt(s): quota"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("after 3 attempts: quota"), "{err}");
 }
 
 #[test]

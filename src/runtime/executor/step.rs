@@ -47,6 +47,7 @@ impl<S: State> Run<S> {
                     namespace: String::new(),
                     step,
                     node: spec.node.clone(),
+                    task: index,
                     attempt: *attempts,
                     error: error.message().to_string(),
                     will_retry: false,

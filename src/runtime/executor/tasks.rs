@@ -310,6 +310,7 @@ async fn run_task<S: State>(
                 namespace: String::new(),
                 step,
                 node: task.name.to_string(),
+                task: task.index,
                 attempt,
                 error: error.message().to_string(),
                 will_retry: retry.is_some(),
