@@ -139,7 +139,9 @@ fn a_cited_passage_gone_from_its_source_is_reported() {
     let db = Db::new();
     let rooms = room_copy(db.path(), "none", |t| t);
     let room = format!("dataroom={}", rooms.display());
-    let mut run = db
+    // The run stops just before citations are checked (a pause, not a timed kill: it stops
+    // there and nowhere else).
+    let paused = db
         .graph(&[
             "run",
             "memo",
@@ -148,16 +150,13 @@ fn a_cited_passage_gone_from_its_source_is_reported() {
             "--yes",
             "--set",
             &room,
-            "--set",
-            "stage_ms=300",
+            "--interrupt-before",
+            "validate_citations",
         ])
         .without_model()
-        .spawn();
-    let thread = run.thread();
-    run.wait_for("checkpoint saved; next: validate_citations\n");
-    run.signal(libc::SIGKILL);
-    run.finish();
-    // While the run is down, someone rewrites a line the memo cites.
+        .expect(3);
+    let thread = paused.thread();
+    // While the run is stopped, someone rewrites a line the memo cites.
     let financials = rooms.join("fernstone/financials.md");
     let text = std::fs::read_to_string(&financials).unwrap();
     let line = "Runway at current burn: 13 months.";
