@@ -600,6 +600,50 @@ fn an_unreadable_record_of_how_a_thread_started_is_damage_never_read_as_missing(
 }
 
 #[test]
+fn graph_threads_lists_a_thread_whose_record_of_how_it_started_does_not_read_as_damaged() {
+    use stategraph::checkpoint::Checkpointer;
+    let db = Db::new();
+    let thread = db.finished_thread();
+    with_store(&db, async |store| {
+        let junk = serde_json::json!({"graph": 7, "overrides": "lost"});
+        store
+            .put_journal(&thread, "graph/origin", &junk)
+            .await
+            .unwrap();
+    });
+    let store = db.store_dir(&thread).display().to_string();
+    let index = db.store_dir(&thread).with_file_name("index.json");
+    // Listed from the index written when the store was let go, then (index gone) from the store.
+    for from_index in [true, false] {
+        if !from_index {
+            std::fs::remove_file(&index).unwrap();
+        }
+        let damaged = files_of(db.path());
+        let listed = db.graph(&["threads", "--json"]).expect(0).json();
+        assert_eq!(listed[0]["thread_id"], thread.as_str(), "{listed}");
+        assert_eq!(listed[0]["status"], "damaged", "{listed}");
+        assert_eq!(listed[0]["damage"]["file"], store.as_str(), "{listed}");
+        let reason = listed[0]["damage"]["reason"].as_str().unwrap();
+        for said in ["how it was started", "journal entry `graph/origin`", &store] {
+            assert!(reason.contains(said), "{reason} lacks {said}");
+        }
+        let table = db.graph(&["threads"]).expect(0);
+        assert!(
+            table
+                .stdout
+                .contains("damaged: its record of how it was started"),
+            "{table}"
+        );
+        table.stderr_has(&["graph repair"]);
+        assert_unchanged(&damaged, &files_of(db.path()));
+    }
+    // Repaired, it is listed as it stands again.
+    db.graph(&["repair", &thread]).expect(0);
+    let listed = db.graph(&["threads", "--json"]).expect(0).json();
+    assert_eq!(listed[0]["status"], "done", "{listed}");
+}
+
+#[test]
 fn a_damaged_journal_blob_lists_its_thread_as_damaged_naming_the_file() {
     use stategraph::checkpoint::Checkpointer;
     let db = Db::new();

@@ -27,6 +27,7 @@ pub(crate) mod status;
 
 pub use error::{validate_thread_id, CheckpointError};
 pub use folders::{Damage, FolderCheckpointer, RepairReport, ThreadListing};
+pub(crate) use folders::{Origin, ORIGIN_KEY};
 pub use memory::MemoryCheckpointer;
 pub use record::*;
 pub use sled_store::{SledCheckpointer, SledOptions};

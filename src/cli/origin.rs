@@ -7,28 +7,12 @@
 //! A record that is there but cannot be read is damage, never "no record": read as missing, a
 //! resume would run without the thread's `--set` overrides and then store a record without
 //! them. Commands that change the thread refuse it; `state` and `history` warn and read what
-//! is intact; `graph repair` writes a new one, saying what it lost.
+//! is intact; `graph threads` lists the thread as damaged; `graph repair` writes a new one,
+//! saying what it lost. The record's type and how it is read are the store's
+//! (`checkpoint/folders/origin.rs`), so the listing, cached in the stores' index, can check it.
 
-use crate::checkpoint::{now_ms, CheckpointError, Checkpointer, FolderCheckpointer};
-use serde::{Deserialize, Serialize};
-
-/// The journal key the origin is kept under. Journal keys written by nodes start with a
-/// checkpoint id, so this one cannot collide with them, and pruning keeps it.
-const ORIGIN_KEY: &str = "graph/origin";
-
-/// How a thread was started.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub(crate) struct Origin {
-    /// The registered graph.
-    pub graph: String,
-    /// The graph as given to `run`: a registered name or an absolute file path.
-    pub graph_file: String,
-    /// `--set` overrides given to `run` (and later commands), applied again on resume.
-    #[serde(default)]
-    pub overrides: Vec<String>,
-    /// When the thread was started (ms since the epoch).
-    pub created_at_ms: u64,
-}
+pub(crate) use crate::checkpoint::Origin;
+use crate::checkpoint::{now_ms, CheckpointError, Checkpointer, FolderCheckpointer, ORIGIN_KEY};
 
 /// A thread's origin record that is there but cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -63,55 +47,14 @@ impl Origin {
         store: &FolderCheckpointer,
         thread: &str,
     ) -> anyhow::Result<Option<Origin>> {
-        let damaged = |record: String, reason: String| OriginDamaged {
-            thread: thread.to_string(),
-            record,
-            reason,
-        };
-        let stored = match store.get_journal(thread, ORIGIN_KEY).await {
-            Ok(stored) => stored,
-            // A record whose bytes fail their check: the same damage, said the same way.
-            Err(e @ CheckpointError::Corrupt { .. }) => {
-                let record = Self::journal_entry(store, thread);
-                return Err(damaged(record, e.to_string()).into());
+        store.origin(thread).await?.map_err(|unreadable| {
+            OriginDamaged {
+                thread: thread.to_string(),
+                record: unreadable.record,
+                reason: unreadable.reason,
             }
-            Err(e) => return Err(e.into()),
-        };
-        if let Some(value) = stored {
-            return serde_json::from_value(value).map(Some).map_err(|e| {
-                let record = Self::journal_entry(store, thread);
-                damaged(
-                    record,
-                    format!("it is not a record of how a thread started ({e})"),
-                )
-                .into()
-            });
-        }
-        let meta = match store.legacy_meta(thread) {
-            Ok(meta) => meta,
-            Err(CheckpointError::Damaged { file, reason, .. }) => {
-                return Err(damaged(file, reason).into())
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let Some(meta) = meta else {
-            return Ok(None);
-        };
-        serde_json::from_value(meta).map(Some).map_err(|e| {
-            let file = store.legacy_meta_path(thread).display().to_string();
-            damaged(
-                file,
-                format!("it does not say how the thread started ({e})"),
-            )
             .into()
         })
-    }
-
-    fn journal_entry(store: &FolderCheckpointer, thread: &str) -> String {
-        format!(
-            "journal entry `{ORIGIN_KEY}` of the store {}",
-            store.store_path(thread).display()
-        )
     }
 
     /// Stores it with the thread (flushed).

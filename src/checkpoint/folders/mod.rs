@@ -14,18 +14,21 @@
 mod checkpointer;
 mod index;
 mod layout;
+mod origin;
 mod owner;
 mod read_copy;
 mod repair;
 mod take;
 
 pub use index::{Damage, ThreadListing};
+pub(crate) use origin::{Origin, OriginUnreadable, ORIGIN_KEY};
 pub use repair::RepairReport;
 
 use super::error::CheckpointError;
 use super::{SledCheckpointer, SledOptions};
 use index::IndexEntry;
 use layout::{fingerprint, io_error, root_thread, FileLock, Layout};
+use origin::with_origin_checked;
 use owner::{OwnerServer, Request, Response};
 use read_copy::{open_copy, Copied, ReadCopy};
 use std::collections::HashMap;
@@ -224,20 +227,18 @@ impl FolderCheckpointer {
     /// graph a thread was run with there (as `graph`, `graph_file` and `overrides`): `None`
     /// when there is none, [`CheckpointError::Damaged`] (naming it) when it cannot be read.
     pub fn legacy_meta(&self, thread: &str) -> Result<Option<serde_json::Value>, CheckpointError> {
-        let path = self.layout.legacy_meta_path(thread);
-        let damaged = |reason: String| CheckpointError::Damaged {
-            thread: thread.to_string(),
-            file: path.display().to_string(),
-            reason,
-        };
-        let bytes = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(damaged(format!("its meta.json cannot be read: {e}"))),
-        };
-        serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| damaged(format!("its meta.json is not JSON: {e}")))
+        origin::read_legacy_meta(&self.layout.legacy_meta_path(thread), thread)
+    }
+
+    /// The thread's record of how it was started (see `origin.rs`): `Ok(None)` when it has
+    /// none, `Ok(Err(_))` naming the record when it is there but does not read.
+    pub(crate) async fn origin(
+        &self,
+        thread: &str,
+    ) -> Result<Result<Option<Origin>, OriginUnreadable>, CheckpointError> {
+        let store_dir = self.layout.store_dir(thread);
+        let legacy = self.layout.legacy_meta_path(thread);
+        origin::read_origin(self, thread, &store_dir, &legacy).await
     }
 
     /// Where [`legacy_meta`](Self::legacy_meta) reads a thread's `meta.json`.
@@ -310,7 +311,8 @@ impl FolderCheckpointer {
                 if let (Some(l), Some(d)) = (&mut listing, copy.damage.clone()) {
                     l.damage.get_or_insert(d);
                 }
-                Ok(listing)
+                let legacy = self.layout.legacy_meta_path(thread);
+                Ok(with_origin_checked(listing, &copy.store, &store_dir, &legacy).await)
             }
             Ok(Copied::Missing) => Ok(None),
             Ok(Copied::Busy) => Ok(Some(self.busy_listing(thread, witness).await)),
@@ -330,8 +332,10 @@ impl FolderCheckpointer {
         let mut out = Vec::new();
         for thread in super::Checkpointer::list_threads(&copy.store).await? {
             let store_dir = self.layout.store_dir(&thread);
+            let listing = ThreadListing::of_store(&copy.store, &thread, None, &store_dir).await?;
+            let legacy = self.layout.legacy_meta_path(&thread);
             if let Some(listing) =
-                ThreadListing::of_store(&copy.store, &thread, None, &store_dir).await?
+                with_origin_checked(listing, &copy.store, &store_dir, &legacy).await
             {
                 out.push(listing);
             }

@@ -3,6 +3,7 @@
 
 use super::index::{IndexEntry, ThreadListing};
 use super::layout::{blob_names, fingerprint, io_error, root_thread, FileLock};
+use super::origin::with_origin_checked;
 use super::owner::{self, OwnerServer, Request, Response};
 use super::read_copy::{open_copy, Copied, ReadCopy};
 use super::{
@@ -272,19 +273,22 @@ impl FolderCheckpointer {
         };
         drop(server);
         let flushed = store.flush_now();
+        let store_dir = self.layout.store_dir(root);
+        let legacy = self.layout.legacy_meta_path(root);
         let listing = futures::executor::block_on(async {
             let summary = summarize(store.as_ref(), root).await.ok().flatten();
-            ThreadListing {
+            let listing = ThreadListing {
                 thread_id: root.to_string(),
                 summary,
                 created_at_ms: store.first_checkpoint_time(root).ok().flatten(),
                 damage: None,
-            }
+            };
+            // The index is what `threads` trusts while the store is unchanged: it says so too.
+            with_origin_checked(Some(listing), store.as_ref(), &store_dir, &legacy).await
         });
         let closed = Arc::try_unwrap(wait_for_sole(store)).is_ok();
-        let store_dir = self.layout.store_dir(root);
         if flushed.is_ok() && closed && lock.still_at(&self.layout.lock_path(root)) {
-            if let Some(print) = fingerprint(&store_dir) {
+            if let (Some(print), Some(listing)) = (fingerprint(&store_dir), listing) {
                 IndexEntry {
                     fingerprint: print,
                     listing,
