@@ -527,27 +527,16 @@ fn until_its_terminal_is_gone(db: &Db) {
     }
 }
 
-#[test]
-fn a_run_whose_terminal_closes_stops_on_sighup_and_keeps_its_checkpoint() {
-    let db = Db::new();
+/// Starts `graph --db <db> <args>` in a fresh terminal under `exit_status_of`; returns the
+/// terminal and the file that says how the command ended.
+fn watched_in_terminal(db: &Db, args: &[&str]) -> (Tmux, std::path::PathBuf) {
     let status_file = db.path().join("status");
     let mut graph = vec![
         env!("CARGO_BIN_EXE_graph").to_string(),
         "--db".into(),
         db.path().display().to_string(),
     ];
-    graph.extend(
-        [
-            "run",
-            "pipeline",
-            "--input",
-            "sled",
-            "--yes",
-            "--set",
-            "step_ms=5000",
-        ]
-        .map(String::from),
-    );
+    graph.extend(args.iter().map(|a| a.to_string()));
     let command: Vec<String> = [
         std::env::current_exe().unwrap().display().to_string(),
         "exit_status_of".into(),
@@ -559,29 +548,47 @@ fn a_run_whose_terminal_closes_stops_on_sighup_and_keeps_its_checkpoint() {
     .into();
     let vars = [
         (WRAP_ARGS_ENV, graph.join("\u{1f}")),
-        (WRAP_PID_ENV, pid_file(&db).display().to_string()),
+        (WRAP_PID_ENV, pid_file(db).display().to_string()),
         (WRAP_STATUS_ENV, status_file.display().to_string()),
     ];
-    let tmux = start_command(&db, &command, &vars);
+    (start_command(db, &command, &vars), status_file)
+}
+
+/// How the command `status_file` is about ended, once it has.
+fn ended(status_file: &Path) -> String {
+    let start = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(status_file) {
+            return text;
+        }
+        assert!(start.elapsed() < PATIENCE, "the command did not end");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_run_whose_terminal_closes_stops_on_sighup_and_keeps_its_checkpoint() {
+    let db = Db::new();
+    let (tmux, status_file) = watched_in_terminal(
+        &db,
+        &[
+            "run",
+            "pipeline",
+            "--input",
+            "sled",
+            "--yes",
+            "--set",
+            "step_ms=5000",
+        ],
+    );
     tmux.wait_for("step 2 draft #2 ·");
     // The terminal closes (its server is gone)...
     drop(tmux);
     until_its_terminal_is_gone(&db);
     // ...and the shell that ran the command sends its jobs SIGHUP, as an interactive shell does.
     signal_command(&db, libc::SIGHUP);
-    let start = Instant::now();
-    let ended = loop {
-        if let Ok(text) = std::fs::read_to_string(&status_file) {
-            break text;
-        }
-        assert!(
-            start.elapsed() < PATIENCE,
-            "the run did not end after SIGHUP"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
     // Not "signal 1" (killed, the default) nor a panic writing to the closed terminal (101).
-    assert_eq!(ended, "exit 129");
+    assert_eq!(ended(&status_file), "exit 129");
     let listed = db.listed();
     assert_eq!(listed[0]["status"], "stopped", "{listed:#?}");
     let thread = listed[0]["thread_id"].as_str().unwrap().to_string();
@@ -593,6 +600,37 @@ fn a_run_whose_terminal_closes_stops_on_sighup_and_keeps_its_checkpoint() {
     );
     db.graph(&["resume", &thread, "--set", "step_ms=1"])
         .expect(0);
+}
+
+#[test]
+fn a_run_that_outlives_its_terminal_finishes_and_its_artifact_warnings_go_nowhere() {
+    let db = Db::new();
+    let (tmux, status_file) = watched_in_terminal(
+        &db,
+        &[
+            "run",
+            "pipeline",
+            "--input",
+            "sled",
+            "--yes",
+            "--set",
+            "artifacts=true",
+            "--set",
+            "step_ms=2000",
+        ],
+    );
+    tmux.wait_for("step 1 outline ·");
+    // The terminal closes, and no SIGHUP reaches the run (its shell did not pass one on).
+    drop(tmux);
+    until_its_terminal_is_gone(&db);
+    // The version folder becomes a file: the next checkpoint's artifacts cannot be written, and
+    // the writer warns (on the closed terminal, where an `eprintln!` panics).
+    let folder = db.out().join("pipeline-v1");
+    std::fs::remove_dir_all(&folder).unwrap();
+    std::fs::write(&folder, "not a folder").unwrap();
+    assert_eq!(ended(&status_file), "exit 0");
+    let listed = db.listed();
+    assert_eq!(listed[0]["status"], "done", "{listed:#?}");
 }
 
 #[test]

@@ -60,7 +60,8 @@ impl Progress {
         }
     }
 
-    /// A handle for the signal watcher to print with while this shows a run.
+    /// A handle to print with while this shows a run, for what does not own the `Progress`
+    /// (the signal watcher, another task; the artifacts writer).
     pub(crate) fn notices(&self) -> Notices {
         match &self.mode {
             Mode::Live(multi) => Notices(Some((multi.clone(), self.live.clone()))),
@@ -385,7 +386,8 @@ pub(crate) fn tasks_text(next: &[String]) -> String {
         .join(", ")
 }
 
-/// What the signal watcher (Ctrl+C, SIGTERM, SIGHUP) prints with while a run is shown. Written
+/// What the signal watcher (Ctrl+C, SIGTERM, SIGHUP) and the artifacts writer print with while a
+/// run is shown. Written
 /// to stderr directly, its text would be where the live lines are, and their next redraw would
 /// erase it and leave stale lines.
 #[derive(Clone)]
@@ -405,6 +407,18 @@ impl Notices {
                 say(text)
             }),
             None => plain(text, typed),
+        }
+    }
+
+    /// Shows `text` above the live lines (plainly without them, also when quiet: the caller
+    /// decides what a quiet run still says, such as a warning).
+    pub(crate) fn line(&self, text: &str) {
+        match &self.0 {
+            // Fails only when the terminal went away; nothing useful to do then.
+            Some((multi, _)) => {
+                let _ = multi.println(text);
+            }
+            None => say(text),
         }
     }
 

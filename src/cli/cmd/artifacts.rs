@@ -5,6 +5,7 @@ use crate::artifacts::{ArtifactError, FileState, PickedUp, RunFolder, Status, Th
 use crate::checkpoint::CheckpointId;
 use crate::cli::args::ArtifactsArgs;
 use crate::cli::error::bad_input;
+use crate::cli::progress::Notices;
 use crate::cli::{check_thread_id, out, Ctx};
 use crate::registry::{ErasedGraph, Resolved};
 use crate::runtime::HistoryQuery;
@@ -198,20 +199,28 @@ pub(super) async fn before_rerun(
 }
 
 /// Writes a running thread's artifacts after each checkpoint; a failure is a warning (the
-/// checkpoint is the truth; `graph artifacts ID --restore` writes the files again).
+/// checkpoint is the truth; `graph artifacts ID --restore` writes the files again). It prints
+/// through the run's [`Notices`]: the live progress lines are on the screen meanwhile.
 pub(super) struct Writer<'a> {
     arts: &'a dyn ThreadArtifacts,
     thread: &'a str,
     quiet: bool,
+    notices: Notices,
     warned: BTreeSet<String>,
 }
 
 impl<'a> Writer<'a> {
-    pub(super) fn new(arts: &'a dyn ThreadArtifacts, thread: &'a str, quiet: bool) -> Self {
+    pub(super) fn new(
+        arts: &'a dyn ThreadArtifacts,
+        thread: &'a str,
+        quiet: bool,
+        notices: Notices,
+    ) -> Self {
         Writer {
             arts,
             thread,
             quiet,
+            notices,
             warned: BTreeSet::new(),
         }
     }
@@ -221,17 +230,18 @@ impl<'a> Writer<'a> {
         match self.arts.sync(self.thread, id).await {
             Ok(report) => {
                 if report.opened && !self.quiet {
-                    eprintln!(
+                    self.notices.line(&format!(
                         "artifacts: {} (version {})",
                         shown(&report.folder.dir),
                         report.folder.label
-                    );
+                    ));
                 }
             }
             Err(e) => {
                 let message = e.to_string();
                 if self.warned.insert(message.clone()) {
-                    eprintln!("warning: artifacts not written: {message}");
+                    self.notices
+                        .line(&format!("warning: artifacts not written: {message}"));
                 }
             }
         }

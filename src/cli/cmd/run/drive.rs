@@ -174,13 +174,14 @@ impl Follower<'_> {
         mut rx: UnboundedReceiver<Event>,
         mut progress: Progress,
     ) -> (Outcome, Option<u64>) {
+        let notices = progress.notices();
         let arts = artifacts::of(self.ctx, self.resolved).unwrap_or_else(|e| {
-            eprintln!("warning: artifacts not written: {e:#}");
+            notices.line(&format!("warning: artifacts not written: {e:#}"));
             None
         });
         let mut writer = arts
             .as_deref()
-            .map(|a| artifacts::Writer::new(a, self.thread, self.ctx.quiet));
+            .map(|a| artifacts::Writer::new(a, self.thread, self.ctx.quiet, notices));
         tokio::pin!(run);
         let result = loop {
             tokio::select! {
