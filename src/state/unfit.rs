@@ -34,7 +34,7 @@ pub fn with_paths<R>(decode: impl FnOnce() -> R) -> R {
 }
 
 /// Decodes `value` into `T`, or says in JSON's words what does not fit and where ("expects a
-/// list of objects: at [0].id, the integer 1 is not a text"): for values a person wrote, such
+/// list of objects: at `[0].id`, the integer 1 is not a text"): for values a person wrote, such
 /// as an answer to a question or an edited plan. Slower than `serde_json::from_value`.
 ///
 /// ```
