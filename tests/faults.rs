@@ -644,6 +644,30 @@ fn graph_threads_lists_a_thread_whose_record_of_how_it_started_does_not_read_as_
 }
 
 #[test]
+fn a_legacy_meta_json_that_does_not_read_lists_its_thread_as_damaged_though_indexed_before() {
+    // A thread with no record in its journal, as an earlier layout left it: its meta.json says
+    // how it started. The file is outside the store: its index must not hide that it broke.
+    let db = Db::new();
+    let store =
+        std::sync::Arc::new(stategraph::checkpoint::FolderCheckpointer::open(db.path()).unwrap());
+    run_pipeline_in_process(store.clone(), "legacy");
+    store.close();
+    drop(store);
+    let listed = db.graph(&["threads", "--json"]).expect(0).json();
+    assert_eq!(listed[0]["status"], "done", "{listed}");
+    let meta = db.store_dir("legacy").with_file_name("meta.json");
+    std::fs::write(&meta, "{\"graph\": \"pipel").unwrap();
+    let damaged = files_of(db.path());
+    let listed = db.graph(&["threads", "--json"]).expect(0).json();
+    assert_eq!(listed[0]["status"], "damaged", "{listed}");
+    let file = meta.display().to_string();
+    assert_eq!(listed[0]["damage"]["file"], file.as_str(), "{listed}");
+    let reason = listed[0]["damage"]["reason"].as_str().unwrap();
+    assert!(reason.contains("is not JSON"), "{reason}");
+    assert_unchanged(&damaged, &files_of(db.path()));
+}
+
+#[test]
 fn a_damaged_journal_blob_lists_its_thread_as_damaged_naming_the_file() {
     use stategraph::checkpoint::Checkpointer;
     let db = Db::new();

@@ -159,6 +159,11 @@ pub(super) struct IndexEntry {
     /// closed, so one that fails its checksum later is damage, not a write a kill cut short.
     #[serde(default)]
     pub blobs: Vec<String>,
+    /// The stamp ([`file_stamp`](super::layout::file_stamp)) of the thread's legacy `meta.json`
+    /// then, when it had one: the listing says whether that record reads, and the file is not
+    /// in the store, so the store's fingerprint does not see it change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub legacy_meta: Option<String>,
 }
 
 impl IndexEntry {

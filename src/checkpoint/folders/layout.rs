@@ -196,6 +196,18 @@ pub(super) fn fingerprint(store: &Path) -> Option<String> {
     Some(hasher.finalize().to_hex()[..32].to_string())
 }
 
+/// A file's size and modification time, `None` when it is not there: enough to tell it was
+/// written since, like [`fingerprint`] for a store.
+pub(super) fn file_stamp(path: &Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some(format!(
+        "{} {}.{}",
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec()
+    ))
+}
+
 fn collect_files(
     dir: &Path,
     prefix: &Path,

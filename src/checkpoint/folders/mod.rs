@@ -27,7 +27,7 @@ pub use repair::RepairReport;
 use super::error::CheckpointError;
 use super::{SledCheckpointer, SledOptions};
 use index::IndexEntry;
-use layout::{fingerprint, io_error, root_thread, FileLock, Layout};
+use layout::{file_stamp, fingerprint, io_error, root_thread, FileLock, Layout};
 use origin::with_origin_checked;
 use owner::{OwnerServer, Request, Response};
 use read_copy::{open_copy, Copied, ReadCopy};
@@ -284,8 +284,9 @@ impl FolderCheckpointer {
             return Ok(None);
         };
         let index = IndexEntry::read(&self.layout.index_path(thread));
+        let legacy = self.layout.legacy_meta_path(thread);
         if let Some(entry) = &index {
-            if entry.fingerprint == print {
+            if entry.fingerprint == print && entry.legacy_meta == file_stamp(&legacy) {
                 return Ok(Some(entry.listing.clone()).filter(|l| l.summary.is_some()));
             }
         }
@@ -311,7 +312,6 @@ impl FolderCheckpointer {
                 if let (Some(l), Some(d)) = (&mut listing, copy.damage.clone()) {
                     l.damage.get_or_insert(d);
                 }
-                let legacy = self.layout.legacy_meta_path(thread);
                 Ok(with_origin_checked(listing, &copy.store, &store_dir, &legacy).await)
             }
             Ok(Copied::Missing) => Ok(None),

@@ -2,7 +2,7 @@
 //! of a thread go.
 
 use super::index::{IndexEntry, ThreadListing};
-use super::layout::{blob_names, fingerprint, io_error, root_thread, FileLock};
+use super::layout::{blob_names, file_stamp, fingerprint, io_error, root_thread, FileLock};
 use super::origin::with_origin_checked;
 use super::owner::{self, OwnerServer, Request, Response};
 use super::read_copy::{open_copy, Copied, ReadCopy};
@@ -293,6 +293,7 @@ impl FolderCheckpointer {
                     fingerprint: print,
                     listing,
                     blobs: blob_names(&store_dir),
+                    legacy_meta: file_stamp(&legacy),
                 }
                 .write(&self.layout.index_path(root));
             }
