@@ -7,6 +7,11 @@
 //! first checkpoint) and turns the child's final state into the parent's update; `nested -
 //! flat` is that overhead, quoted in BENCHMARKS.md against the cost of one flat step.
 //!
+//! `mapped` is the same child as a [`Subgraph`] of its own input and output mappings (here
+//! trivial), which skips what a same-type child adds: encoding the parent's state as the
+//! child's input and measuring what the child changed as JSON; `mapped - flat` is the engine's
+//! part of the overhead alone.
+//!
 //! Wall-clock time on a shared machine is noisy, so the same workloads also run without
 //! criterion for counting instructions: `SUBGRAPH_PROFILE=nested/memory_sync:N` runs N graph
 //! runs of one workload on a single-threaded runtime and exits, e.g.
@@ -16,7 +21,7 @@
 use criterion::{criterion_group, BenchmarkId, Criterion};
 use serde::{Deserialize, Serialize};
 use stategraph::checkpoint::MemoryCheckpointer;
-use stategraph::runtime::{Context, Durability, RunConfig};
+use stategraph::runtime::{Context, Durability, RunConfig, Subgraph};
 use stategraph::{CompiledGraph, State, StateGraph, END, START};
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +56,19 @@ fn chain() -> StateGraph<Count> {
 fn nested() -> CompiledGraph<Count> {
     let mut g = StateGraph::<Count>::named("parent");
     g.add_node("child", chain().compile().expect("valid chain"));
+    g.add_edge(START, "child").add_edge("child", END);
+    g.compile().expect("valid parent")
+}
+
+/// `START -> child -> END`, `child` the chain behind input and output mappings.
+fn mapped() -> CompiledGraph<Count> {
+    let child = Subgraph::new(
+        chain().compile().expect("valid chain"),
+        |_parent: &Count, _ctx: &Context| Ok(CountUpdate::default()),
+        |_parent: &Count, child: Count| CountUpdate::default().count(child.count).log(child.log),
+    );
+    let mut g = StateGraph::<Count>::named("parent");
+    g.add_node("child", child);
     g.add_edge(START, "child").add_edge("child", END);
     g.compile().expect("valid parent")
 }
@@ -93,7 +111,8 @@ fn bench(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(4));
     let flat = chain().compile().expect("valid chain");
     let nested = nested();
-    for (name, graph) in [("flat", &flat), ("nested", &nested)] {
+    let mapped = mapped();
+    for (name, graph) in [("flat", &flat), ("nested", &nested), ("mapped", &mapped)] {
         for (mode, saved) in [("no_checkpointer", false), ("memory_sync", true)] {
             group.bench_function(BenchmarkId::new(mode, name), |b| {
                 b.to_async(&rt).iter(|| run_once(graph, saved))
@@ -103,16 +122,17 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-/// `SUBGRAPH_PROFILE=flat|nested/no_checkpointer|memory_sync:N`: N runs of one workload, for
-/// an instruction counter (one thread, no criterion, no timing).
+/// `SUBGRAPH_PROFILE=flat|nested|mapped/no_checkpointer|memory_sync:N`: N runs of one
+/// workload, for an instruction counter (one thread, no criterion, no timing).
 fn profile(spec: &str) {
-    let usage = "SUBGRAPH_PROFILE must be flat|nested/no_checkpointer|memory_sync:N";
+    let usage = "SUBGRAPH_PROFILE must be flat|nested|mapped/no_checkpointer|memory_sync:N";
     let (workload, runs) = spec.rsplit_once(':').expect(usage);
     let (shape, mode) = workload.split_once('/').expect(usage);
     let runs: usize = runs.parse().expect(usage);
     let graph = match shape {
         "flat" => chain().compile().expect("valid chain"),
         "nested" => nested(),
+        "mapped" => mapped(),
         _ => panic!("{usage}"),
     };
     let saved = match mode {

@@ -274,7 +274,10 @@ pub(crate) async fn child_run<C: State>(
         _ => Start::Input(input),
     };
     let events = t.events.nested(&path.namespace());
-    execute_at(graph, start, config, events, Some(path)).await
+    // The child's run lives on the heap: inline, its whole state machine was part of the
+    // node's future and copied each time that future moved or was boxed, and each level of
+    // nesting grew the parent's future by a whole run.
+    Box::pin(execute_at(graph, start, config, events, Some(path))).await
 }
 
 /// The parent task's pause for a child that paused on `interrupts`.
