@@ -292,3 +292,59 @@ fn a_running_thread_is_busy_for_other_writers() {
     assert_eq!(done.code, Some(0), "{done}");
     assert_each_node_once(&db, &thread);
 }
+
+/// `COMMAND 2>&1 | head -2`: what was read holds no panic, and the command did not die of one
+/// (exit 101), whether or not it had more to say when the pipe closed.
+fn piped_into_head_2(db: &Db, args: &[&str]) -> Option<i32> {
+    let (lines, code) = db.graph(args).piped_into_head(2);
+    assert_eq!(lines.len(), 2, "graph {}: {lines:?}", args.join(" "));
+    assert!(
+        !lines.iter().any(|l| l.contains("panicked")),
+        "graph {}: {lines:?}",
+        args.join(" ")
+    );
+    assert_ne!(code, Some(101), "graph {} panicked", args.join(" "));
+    code
+}
+
+#[test]
+fn a_run_piped_into_head_finishes_and_so_do_threads_and_history() {
+    let db = Db::new();
+    // Plain progress lines on a closed pipe: the run goes on to the end, its thread complete.
+    let run = [
+        "run",
+        "pipeline",
+        "--input",
+        "sled",
+        "--yes",
+        "--set",
+        "step_ms=20",
+    ];
+    assert_eq!(piped_into_head_2(&db, &run), Some(0));
+    let threads = db.thread_ids();
+    assert_eq!(threads.len(), 1, "{threads:?}");
+    assert_each_node_once(&db, &threads[0]);
+    let listed = db.graph(&["threads", "--json"]).expect(0).json();
+    assert_eq!(listed[0]["status"], "done");
+
+    // The result on stdout and a stream of events, both into a closed pipe.
+    let streamed = [
+        "run",
+        "pipeline",
+        "--input",
+        "sled",
+        "--yes",
+        "--set",
+        "step_ms=20",
+        "--stream",
+        "updates",
+    ];
+    assert_eq!(piped_into_head_2(&db, &streamed), Some(0));
+    for thread in db.thread_ids() {
+        assert_each_node_once(&db, &thread);
+    }
+
+    // Listings longer than two lines.
+    assert_eq!(piped_into_head_2(&db, &["threads"]), Some(0));
+    assert_eq!(piped_into_head_2(&db, &["history", &threads[0]]), Some(0));
+}

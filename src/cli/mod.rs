@@ -12,7 +12,7 @@
 //!
 //! Layout: `args.rs` is the command line; `cmd/` holds one file per group of commands;
 //! `origin.rs` is how a thread was started (kept in its store); `progress.rs` draws a run's
-//! events; `error.rs` maps the library's typed errors to exit codes. Threads are stored by
+//! events; `output.rs` is every write to stdout and stderr (never a panic on a closed pipe); `error.rs` maps the library's typed errors to exit codes. Threads are stored by
 //! [`FolderCheckpointer`](crate::checkpoint::FolderCheckpointer), which owns the on-disk layout.
 //!
 //! Exit codes: [`EXIT_DONE`] 0, [`EXIT_FAILURE`] 1 (also: the thread is busy with another run),
@@ -24,6 +24,10 @@
 //!
 //! Invariant: the CLI reaches graphs only through the [`registry`](crate::registry); agents never
 //! depend on it.
+
+// First: its macros (`say!`) are used by the modules after it.
+#[macro_use]
+mod output;
 
 mod args;
 mod cmd;
@@ -46,8 +50,8 @@ use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 use error::bad_input;
 use origin::Origin;
+pub(crate) use output::out;
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -160,7 +164,7 @@ impl App {
         {
             Ok(rt) => rt,
             Err(e) => {
-                eprintln!("error: cannot start the async runtime: {e}");
+                say!("error: cannot start the async runtime: {e}");
                 return error::EXIT_FAILURE;
             }
         };
@@ -181,9 +185,9 @@ impl App {
             Ok(code) => code,
             Err(err) => {
                 let code = error::exit_code(&err);
-                eprintln!("error: {err:#}");
+                say!("error: {err:#}");
                 if let Some(hint) = hint {
-                    eprintln!("{hint}");
+                    say!("{hint}");
                 }
                 if json {
                     let doc = serde_json::json!({"error": {"message": format!("{err:#}"), "exit_code": code}});
@@ -212,13 +216,6 @@ fn init_tracing(quiet: bool, verbose: u8) {
         .with_writer(progress::LogWriter)
         .with_target(false)
         .try_init();
-}
-
-/// Writes to stdout; a closed pipe (`graph history | head`) is not an error.
-pub(crate) fn out(text: &str) {
-    let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(stdout, "{text}");
-    let _ = stdout.flush();
 }
 
 /// What every command needs: the graphs, the store, how to phrase follow-up commands.
@@ -305,7 +302,7 @@ impl Ctx {
             Ok(origin) => origin,
             Err(e) => {
                 let damaged = e.downcast::<origin::OriginDamaged>()?;
-                eprintln!(
+                say!(
                     "warning: {damaged}\n  (read with the graph its checkpoints name, without its \
                      --set overrides)"
                 );

@@ -102,7 +102,7 @@ impl Progress {
     pub(crate) fn line(&self, text: &str) {
         match &self.mode {
             Mode::Quiet => {}
-            Mode::Plain => eprintln!("{text}"),
+            Mode::Plain => say!("{text}"),
             Mode::Live(multi) => {
                 // Fails only when the terminal went away; nothing useful to do then.
                 let _ = multi.println(text);
@@ -151,7 +151,7 @@ impl Progress {
                 match &self.mode {
                     Mode::Quiet => {}
                     Mode::Plain => {
-                        eprintln!("{} step {step}: {label} started{retry}", self.stamp())
+                        say!("{} step {step}: {label} started{retry}", self.stamp())
                     }
                     Mode::Live(multi) => {
                         let style = ProgressStyle::with_template(
@@ -358,7 +358,7 @@ impl Drop for LogLine {
                 let _ = multi.println(text.trim_end_matches('\n'));
             }
             None => {
-                let _ = std::io::Write::write_all(&mut std::io::stderr(), &self.0);
+                say_text!("{}", String::from_utf8_lossy(&self.0));
             }
         }
     }
@@ -441,9 +441,9 @@ impl Notices {
     }
 }
 
-/// Writes a line to stderr; `eprintln!` would panic when it cannot (a terminal that closed).
+/// Writes a line to stderr (nothing when it cannot: a terminal that closed).
 fn say(text: &str) {
-    let _ = writeln!(std::io::stderr(), "{text}");
+    say!("{text}");
 }
 
 /// Without live lines: on a terminal (`--quiet`) the text of a typed Ctrl+C starts on a line of

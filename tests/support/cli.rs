@@ -249,6 +249,44 @@ impl TestCommand {
         out
     }
 
+    /// Runs it as `COMMAND 2>&1 | head -LINES`: stdout and stderr into one pipe whose reader
+    /// closes after `lines` lines. Returns the lines read and the exit code.
+    pub fn piped_into_head(mut self, lines: usize) -> (Vec<String>, Option<i32>) {
+        use std::os::fd::{FromRawFd, OwnedFd};
+        let mut fds = [0; 2];
+        // Close-on-exec: the child must not hold the read end too, or closing ours would not
+        // close the pipe. SAFETY: pipe2(2) writes two new descriptors into the array it is given.
+        assert_eq!(
+            unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) },
+            0,
+            "pipe"
+        );
+        // SAFETY: both were just opened by pipe(2) and are owned by nothing else.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let second = write.try_clone().expect("dup the pipe's write end");
+        let mut child = self
+            .cmd
+            .stdout(Stdio::from(write))
+            .stderr(Stdio::from(second))
+            .spawn()
+            .expect("spawn the graph binary");
+        // The parent's copies of the write end went into `Command` and are closed after spawn
+        // (dropped with it below), so the reader sees the end once the child closes its own.
+        drop(self.cmd);
+        let mut reader = BufReader::new(std::fs::File::from(read));
+        let mut read_lines = Vec::new();
+        while read_lines.len() < lines {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                break;
+            }
+            read_lines.push(line.trim_end().to_string());
+        }
+        drop(reader);
+        let status = child.wait().expect("wait for the graph binary");
+        (read_lines, status.code())
+    }
+
     /// Starts it in the background, collecting stderr line by line.
     pub fn spawn(mut self) -> Running {
         let mut child = self

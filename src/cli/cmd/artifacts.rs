@@ -43,25 +43,23 @@ fn report_picked(ctx: &Ctx, folder: Option<&RunFolder>, picked: &PickedUp) {
     }
     let place = folder.map(|f| shown(&f.dir)).unwrap_or_default();
     for f in &picked.files {
-        eprintln!("picked up edited {place}{} (as node `{}`)", f.path, f.node);
+        say!("picked up edited {place}{} (as node `{}`)", f.path, f.node);
     }
     for path in &picked.deleted {
-        eprintln!(
-            "{place}{path} was deleted: not read as empty; written again from the checkpoint"
-        );
+        say!("{place}{path} was deleted: not read as empty; written again from the checkpoint");
     }
     for path in &picked.same {
-        eprintln!("{place}{path} was rewritten but says what the checkpoint holds: not an edit, nothing runs again for it");
+        say!("{place}{path} was rewritten but says what the checkpoint holds: not an edit, nothing runs again for it");
     }
     for note in &picked.notes {
-        eprintln!("note: {note}");
+        say!("note: {note}");
     }
     if !picked.files.is_empty() {
         let mut next = picked.next.clone();
         next.dedup();
         match next.is_empty() {
-            true => eprintln!("nothing runs again after the edit"),
-            false => eprintln!("runs again from: {} (and what follows)", next.join(", ")),
+            true => say!("nothing runs again after the edit"),
+            false => say!("runs again from: {} (and what follows)", next.join(", ")),
         }
     }
 }
@@ -127,7 +125,7 @@ pub(super) async fn resume_into(
     arts.start_version(thread, Some(out_dir), &reason).await?;
     let report = arts.sync(thread, None).await?;
     if !ctx.quiet {
-        eprintln!(
+        say!(
             "artifacts: {} (version {}: the files of {} (version {}) as of the newest checkpoint; that folder is kept)",
             shown(&report.folder.dir),
             report.folder.label,
@@ -315,13 +313,13 @@ fn print_status(ctx: &Ctx, thread: &str, status: &Status) {
         )
     });
     if edited {
-        eprintln!(
+        say!(
             "edits are picked up by:\n  {}",
             ctx.command_line(&["resume", thread])
         );
     }
     if damaged {
-        eprintln!(
+        say!(
             "write the files again from the checkpoint with:\n  {}",
             ctx.command_line_with(&["artifacts", thread], "--restore")
         );
@@ -344,7 +342,7 @@ pub(crate) async fn artifacts(ctx: &Ctx, args: ArtifactsArgs) -> anyhow::Result<
         ctx.store.release(&args.thread)?;
         let report = report?;
         if !ctx.quiet {
-            eprintln!(
+            say!(
                 "wrote {} file(s) again into {} from checkpoint {}",
                 report.written.len() + report.restored.len(),
                 shown(&report.folder.dir),

@@ -32,7 +32,7 @@ pub(crate) async fn update(ctx: &Ctx, args: UpdateArgs) -> anyhow::Result<u8> {
             json!({"thread_id": args.thread, "checkpoint_id": id})
         ));
     } else {
-        eprintln!(
+        say!(
             "updated thread {}; continue with: {}",
             args.thread,
             ctx.command_line(&["resume", &root])
@@ -99,7 +99,7 @@ pub(crate) async fn fork(ctx: &Ctx, args: ForkArgs) -> anyhow::Result<u8> {
             json!({"thread_id": new, "forked_from": args.thread, "checkpoint_id": checkpoint})
         ));
     } else {
-        eprintln!(
+        say!(
             "forked {} at {checkpoint}; continue with: {}",
             args.thread,
             crate::cli::pause::continue_command(ctx, &new, &interrupts)
@@ -126,7 +126,7 @@ pub(crate) async fn delete(ctx: &Ctx, args: DeleteArgs) -> anyhow::Result<u8> {
     if args.json {
         out(&format!("{:#}", json!({"deleted": args.thread})));
     } else {
-        eprintln!("deleted thread {}", args.thread);
+        say!("deleted thread {}", args.thread);
     }
     Ok(EXIT_DONE)
 }
@@ -150,25 +150,25 @@ pub(crate) async fn repair(ctx: &Ctx, args: RepairArgs) -> anyhow::Result<u8> {
         out(&format!("{json:#}"));
         return Ok(EXIT_DONE);
     }
-    eprintln!(
+    say!(
         "repaired thread {}; its folder as it was is kept in {}",
         report.thread_id,
         report.backup.display()
     );
     for file in &report.set_aside {
-        eprintln!("  set aside the unreadable file {file} (as damaged-{file})");
+        say!("  set aside the unreadable file {file} (as damaged-{file})");
     }
     if let Some(note) = &origin {
-        eprintln!("  {note}");
+        say!("  {note}");
     }
     if let Some(blob) = &report.damaged_blob {
-        eprintln!(
+        say!(
             "  dropped the damaged file {blob} and what was written after it (the backup keeps \
              them)"
         );
     }
     if !report.removed.is_empty() {
-        eprintln!(
+        say!(
             "  removed {} checkpoint(s) that could not be read",
             report.removed.len()
         );
@@ -176,17 +176,17 @@ pub(crate) async fn repair(ctx: &Ctx, args: RepairArgs) -> anyhow::Result<u8> {
     match (&report.now, report.lost_from_step) {
         (Some(now), lost) => {
             if let Some(step) = lost {
-                eprintln!(
+                say!(
                     "  the thread had reached step {step}; it continues from step {}",
                     now.step
                 );
             }
-            eprintln!(
+            say!(
                 "continue with: {}",
                 ctx.command_line(&["resume", &report.thread_id])
             );
         }
-        (None, _) => eprintln!(
+        (None, _) => say!(
             "  no checkpoint of it could be read; delete it with: {}",
             ctx.command_line(&["delete", &report.thread_id])
         ),
@@ -256,7 +256,7 @@ pub(crate) async fn prune(ctx: &Ctx, args: PruneArgs) -> anyhow::Result<u8> {
             Ok(removed) => {
                 total += removed;
                 if !args.json && removed > 0 {
-                    eprintln!("{thread}: removed {removed} checkpoint(s)");
+                    say!("{thread}: removed {removed} checkpoint(s)");
                 }
                 report.push(json!({"thread_id": thread, "removed": removed}));
             }
@@ -278,7 +278,7 @@ pub(crate) async fn prune(ctx: &Ctx, args: PruneArgs) -> anyhow::Result<u8> {
                     format!("{e:#}")
                 };
                 if !args.json {
-                    eprintln!("{thread}: skipped ({why})");
+                    say!("{thread}: skipped ({why})");
                 }
                 report.push(json!({"thread_id": thread, "skipped": why}));
             }
@@ -290,7 +290,7 @@ pub(crate) async fn prune(ctx: &Ctx, args: PruneArgs) -> anyhow::Result<u8> {
             json!({"keep": keep, "removed": total, "threads": report})
         ));
     } else {
-        eprintln!("removed {total} checkpoint(s), keeping the newest {keep} of each thread");
+        say!("removed {total} checkpoint(s), keeping the newest {keep} of each thread");
     }
     Ok(EXIT_DONE)
 }

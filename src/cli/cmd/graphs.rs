@@ -27,7 +27,7 @@ pub(crate) fn graphs(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
         return Ok(EXIT_DONE);
     }
     if list.is_empty() {
-        eprintln!("no graphs are registered in this binary");
+        say!("no graphs are registered in this binary");
         return Ok(EXIT_DONE);
     }
     let width = list

@@ -57,7 +57,7 @@ pub(crate) async fn threads(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
         return Ok(EXIT_DONE);
     }
     if rows.is_empty() {
-        eprintln!(
+        say!(
             "no threads in {}; start one with: {}",
             ctx.store.root().display(),
             ctx.command_line_with(&["run"], "<GRAPH>")
@@ -127,7 +127,7 @@ pub(crate) async fn threads(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
         }
     }
     if rows.iter().any(|l| l.damage.is_some()) {
-        eprintln!(
+        say!(
             "damaged threads can still be read where their checkpoints are intact; `{}` keeps a backup and makes the thread writable again",
             ctx.command_line_with(&["repair"], "<THREAD>")
         );
@@ -177,7 +177,7 @@ pub(crate) async fn state(ctx: &Ctx, args: StateArgs) -> anyhow::Result<u8> {
         Ok(snapshot) => snapshot,
         Err(nested) => {
             let snapshot = graph.get_state(&args.thread, checkpoint).await?;
-            eprintln!(
+            say!(
                 "warning: the subgraphs started by thread {}'s tasks could not be read: {nested}",
                 args.thread
             );
@@ -321,7 +321,7 @@ fn describe_child(child: &SubgraphState, level: usize, lines: &mut Vec<String>) 
 /// Says so when what was read comes from a damaged store: it is what could still be read.
 pub(crate) async fn warn_if_damaged(ctx: &Ctx, thread: &str) -> anyhow::Result<()> {
     if let Some(d) = ctx.store.damage(thread).await? {
-        eprintln!(
+        say!(
             "warning: the store of thread {thread} is damaged: {} (file {}); this is what could \
              still be read. `{}` keeps a backup and makes it usable again",
             d.reason,

@@ -50,7 +50,7 @@ pub(crate) async fn plan(ctx: &Ctx, args: PlanArgs) -> anyhow::Result<u8> {
         {
             Some(update) => Some(update),
             None => {
-                eprintln!("the plan was not changed");
+                say!("the plan was not changed");
                 None
             }
         }
@@ -67,7 +67,7 @@ pub(crate) async fn plan(ctx: &Ctx, args: PlanArgs) -> anyhow::Result<u8> {
             let state = graph.get_state(thread, None).await?.values;
             ctx.store.release(thread)?;
             if !args.json {
-                eprintln!(
+                say!(
                     "plan of thread {thread} updated; continue with: {}",
                     ctx.command_line(&["resume", thread])
                 );

@@ -115,7 +115,7 @@ impl Prepared {
         action: Action,
         first_step: &[String],
     ) -> anyhow::Result<(Ended, Result<RunOutcome<Value>, RunError>)> {
-        eprintln!("thread {}", task.thread);
+        say!("thread {}", task.thread);
         let settings = RunSettings {
             sets: self.sets.clone(),
             json: self.json,
@@ -178,7 +178,7 @@ pub(crate) async fn decompose(ctx: &Ctx, args: DecomposeArgs) -> anyhow::Result<
         .as_ref()
         .is_some_and(|s| s.interrupts.is_empty() && s.next.iter().any(|n| n == "decompose"));
     let action = if stopped {
-        eprintln!("continuing the decomposition that was stopped");
+        say!("continuing the decomposition that was stopped");
         Action::Resume(Resume::Continue)
     } else {
         Action::Run(serde_json::to_value(decompose_input(
@@ -223,12 +223,12 @@ fn paused(ctx: &Ctx, task: &TaskFileArg, state: &TreeState, json: bool) -> anyho
     }
     out(tree.render(&TreeView::default()).trim_end());
     match state.decomposed.len() {
-        0 if !tree.task(0).is_complex() => eprintln!(
+        0 if !tree.task(0).is_complex() => say!(
             "nothing to decompose: {} is marked simple (make its `## Type` complex to decompose it)",
             tree.task(0).path
         ),
-        0 => eprintln!("nothing to decompose: every complex task has children"),
-        n => eprintln!(
+        0 => say!("nothing to decompose: every complex task has children"),
+        n => say!(
             "decomposed {n} task{}: {}",
             if n == 1 { "" } else { "s" },
             state.decomposed.join(", ")
@@ -239,7 +239,7 @@ fn paused(ctx: &Ctx, task: &TaskFileArg, state: &TreeState, json: bool) -> anyho
             .max_nodes
             .map(|n| n.to_string())
             .unwrap_or_else(|| "the `max_nodes` setting".into());
-        eprintln!(
+        say!(
             "not decomposed, the limit of {limit} decompositions was reached: {}\n  \
              run `{}` again to decompose them (with --max-nodes N for more), or make them simple",
             state.not_decomposed.join(", "),
@@ -247,9 +247,9 @@ fn paused(ctx: &Ctx, task: &TaskFileArg, state: &TreeState, json: bool) -> anyho
         );
     }
     if !tree.problems().is_empty() {
-        eprintln!("warnings:\n{}", problems_text(tree.problems()));
+        say!("warnings:\n{}", problems_text(tree.problems()));
     }
-    eprintln!(
+    say!(
         "paused for review: edit the task files (their text, simple or complex, children, \
          dependency links); see the tree with:\n  {tree_cmd}\ncontinue with:\n  {solve_cmd}"
     );
@@ -338,7 +338,7 @@ pub(crate) async fn solve(ctx: &Ctx, args: SolveArgs) -> anyhow::Result<u8> {
     let plan = SolvePlan::new(&tree, &state.solved);
     announce(&tree, &plan, args.json);
     for warning in tree.problems() {
-        eprintln!("warning: {warning}");
+        say!("warning: {warning}");
     }
     let action = solve_action(&tree, &plan, &state, snapshot, &task)?;
     let (meta, result) = prepared.run(ctx, &task, action, &[]).await?;
@@ -347,7 +347,7 @@ pub(crate) async fn solve(ctx: &Ctx, args: SolveArgs) -> anyhow::Result<u8> {
         Ok(outcome) if outcome.status == RunStatus::Done && !args.json => {
             let root = crate::agents::tree::plan_path(&tree.task(0).path);
             if !ctx.quiet {
-                eprintln!(
+                say!(
                     "done: the tree is solved ({} task{} solved by this run); each task's result \
                      is in its _plan.md file, the whole in {}",
                     plan.pending().len(),
@@ -374,17 +374,17 @@ fn announce(tree: &TaskTree, plan: &SolvePlan, json: bool) {
         .map(|(i, r)| format!("  {}: {r}", tree.task(*i).path))
         .collect();
     if !again.is_empty() {
-        eprintln!(
+        say!(
             "solving again, since the files changed:\n{}",
             again.join("\n")
         );
     }
     for removed in plan.removed() {
-        eprintln!("no longer in the tree, so not solved: {removed}");
+        say!("no longer in the tree, so not solved: {removed}");
     }
     match plan.pending().len() {
-        0 => eprintln!("every task is solved as the files stand"),
-        n => eprintln!(
+        0 => say!("every task is solved as the files stand"),
+        n => say!(
             "{n} task{} to solve, in this order: {}",
             if n == 1 { "" } else { "s" },
             plan.pending()
@@ -429,7 +429,7 @@ fn solve_action(
         }),
     };
     if still_next {
-        eprintln!("continuing the solve that was stopped");
+        say!("continuing the solve that was stopped");
         Ok(Action::Resume(Resume::Continue))
     } else {
         fresh()

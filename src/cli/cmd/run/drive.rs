@@ -130,7 +130,7 @@ async fn drive(
     if let Err(e) = ctx.store.release(thread) {
         // A failed run already says what failed its store.
         if result.is_ok() {
-            eprintln!("warning: could not flush the thread's store: {e}");
+            say!("warning: could not flush the thread's store: {e}");
         }
     }
     (ended, result)

@@ -58,11 +58,11 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
     create_thread(ctx, &thread).await?;
     if !ctx.quiet {
         match &resolved.path {
-            Some(path) => eprintln!("graph {} from {}", resolved.file.graph, path.display()),
-            None => eprintln!("graph {} (built-in graph file)", resolved.file.graph),
+            Some(path) => say!("graph {} from {}", resolved.file.graph, path.display()),
+            None => say!("graph {} (built-in graph file)", resolved.file.graph),
         }
     }
-    eprintln!("thread {thread}");
+    say!("thread {thread}");
     let origin = Origin::new(
         &resolved.file.graph,
         &graph_file(&resolved, &args.graph),
@@ -101,7 +101,7 @@ pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
     let answer = read_answer(args.resume.as_ref(), args.resume_json.as_ref())?;
     pause::refuse_empty_answer(ctx, graph.as_ref(), &args.thread, answer.as_ref()).await?;
     ctx.store.hold(&args.thread).await?;
-    eprintln!("thread {}", args.thread);
+    say!("thread {}", args.thread);
     remember_overrides(ctx, &resolved, origin, &args.thread, extra).await?;
     if let Some(arts) = artifacts::of(ctx, &resolved)? {
         let version = args.version.as_deref();
@@ -142,7 +142,7 @@ pub(crate) async fn rerun(ctx: &Ctx, args: RerunArgs) -> anyhow::Result<u8> {
     check_nodes(graph.as_ref(), std::slice::from_ref(&args.from), "--from")?;
     check_breakpoints(graph.as_ref(), &args.settings)?;
     ctx.store.hold(&args.thread).await?;
-    eprintln!("thread {}", args.thread);
+    say!("thread {}", args.thread);
     remember_overrides(ctx, &resolved, origin, &args.thread, extra).await?;
     if let Some(arts) = artifacts::of(ctx, &resolved)? {
         let (out, ignore) = (args.out.as_deref(), args.ignore_edits);

@@ -123,17 +123,17 @@ fn say_paused(
     // Steps are checkpoint steps everywhere (`state`, `history`, progress lines): the thread
     // stands at its last saved step, and the waiting nodes are the next step's, which the
     // progress lines called started.
-    eprintln!(
+    say!(
         "paused at step {} of thread {thread}; step {} waits: {}",
         outcome.step,
         outcome.step + 1,
         progress::tasks_text(next)
     );
     for line in pause::describe(resolved, interrupts, &outcome.state) {
-        eprintln!("{line}");
+        say!("{line}");
     }
     if resolved.factory.plan_editor().is_some() {
-        eprintln!(
+        say!(
             "see or change the plan first with:\n  {}",
             ctx.command_line_with(
                 &["plan", thread],
@@ -141,7 +141,7 @@ fn say_paused(
             )
         );
     }
-    eprintln!("continue with:\n  {command}");
+    say!("continue with:\n  {command}");
 }
 
 /// A run that failed or was stopped: what happened, what the thread's saved steps used (when
@@ -166,35 +166,35 @@ fn report_error(
             }
             None => String::new(),
         };
-        eprintln!(
+        say!(
             "stopped at step {} of thread {thread}{by}; the last checkpoint is kept. Continue with:\n  {resume_hint}",
             meta.step
         );
         doc["continue_with"] = json!(resume_hint);
     } else if let Some(path) = disk_full(e) {
-        eprintln!("error: the disk holding {path} is full (no space left on device)");
+        say!("error: the disk holding {path} is full (no space left on device)");
         match meta.saved_step {
             Some(step) => {
-                eprintln!("thread {thread} could not save its next step; the last saved step is {step}. Free some space, then continue with:\n  {resume_hint}");
+                say!("thread {thread} could not save its next step; the last saved step is {step}. Free some space, then continue with:\n  {resume_hint}");
                 doc["continue_with"] = json!(resume_hint);
             }
             None => {
-                eprintln!("nothing of thread {thread} was saved; free some space and run it again")
+                say!("nothing of thread {thread} was saved; free some space and run it again")
             }
         }
         return code;
     } else {
-        eprintln!("error: {e}");
+        say!("error: {e}");
     }
     if let Some(ledger) = meta.usage.as_ref().filter(|l| !l.is_empty()) {
         doc["usage"] = serde_json::to_value(ledger).unwrap_or(Value::Null);
         if show_usage {
             // The failed step's own spend is in its error: no saved step holds it yet.
-            eprint!("model usage of this thread's saved steps:\n{ledger}");
+            say_text!("model usage of this thread's saved steps:\n{ledger}");
         }
     }
     if code == EXIT_FAILURE && meta.status != ThreadStatus::Done {
-        eprintln!("the thread keeps its last checkpoint; after fixing the cause, continue with:\n  {resume_hint}");
+        say!("the thread keeps its last checkpoint; after fixing the cause, continue with:\n  {resume_hint}");
         doc["continue_with"] = json!(resume_hint);
     }
     code
@@ -220,7 +220,7 @@ fn report_done(
                 1 => "1 step".to_string(),
                 n => format!("{n} steps"),
             };
-            eprintln!("done: thread {thread} finished after {steps}");
+            say!("done: thread {thread} finished after {steps}");
             print_usage(&outcome.state);
         }
         let shown = resolved
@@ -236,7 +236,7 @@ fn report_done(
     match &meta.failure {
         Some(why) => {
             // Said even with --json, where stdout holds the document: a script sees the code.
-            eprintln!("error: thread {thread} finished but failed: {why}");
+            say!("error: thread {thread} finished but failed: {why}");
             EXIT_FAILURE
         }
         None => EXIT_DONE,
@@ -273,6 +273,6 @@ fn print_usage(state: &Value) {
         return;
     };
     if !ledger.is_empty() {
-        eprint!("model usage of this thread:\n{ledger}");
+        say_text!("model usage of this thread:\n{ledger}");
     }
 }

@@ -161,7 +161,7 @@ fn ignored(signal: libc::c_int) -> bool {
 
 /// Points stdout and stderr, where they are a terminal that hung up (it closed: SIGHUP, or a
 /// signal after that), at `/dev/null`. Every write to such a terminal fails: indicatif's
-/// `suspend` (in [`Notices`]) panics on it, and so would the report (`eprintln!`), instead of
+/// `suspend` (in [`Notices`]) panics on it, instead of
 /// ending with the signal's exit code.
 fn leave_a_hung_up_terminal() {
     for fd in [libc::STDOUT_FILENO, libc::STDERR_FILENO] {

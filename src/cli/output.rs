@@ -1,0 +1,56 @@
+//! Every line the CLI writes to stdout and stderr goes through here, because `println!` and
+//! `eprintln!` panic when the write fails: `graph run pipeline 2>&1 | head -2` closed the pipe
+//! after two lines and the run died at its next progress line (exit 101).
+//!
+//! - stderr (progress, notes, errors) says things to a person; when it cannot be written (the
+//!   reader went away, the terminal closed) there is nobody to say them to, so the failure is
+//!   ignored and the command goes on.
+//! - stdout is the command's result. Once a write to it fails (EPIPE: `graph history | head`),
+//!   nothing more is written to it, as a Unix tool stops writing when its reader is gone.
+//!   Rust ignores SIGPIPE, so the process is not killed by it; the command itself goes on and
+//!   ends with its own exit code. A run in progress finishes (quietly, as far as that pipe is
+//!   concerned) rather than being stopped: its job is the thread in the store, which every step
+//!   already paid for and saved, and what the closed pipe did not take is there to read
+//!   (`graph state`, `graph history`). Stopping it would leave a half-done thread to resume
+//!   because someone read only the first lines of its log.
+//!
+//! While a run's live progress lines are shown, stderr is written through
+//! [`Progress`](super::progress::Progress) instead (ARCHITECTURE.md: nothing writes to stderr
+//! behind the live lines); this is what it uses when there are none.
+
+use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set once a write to stdout failed: its reader is gone.
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Writes `text` and a newline to stdout, unless an earlier write found it closed.
+pub(crate) fn out(text: &str) {
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut stdout = std::io::stdout().lock();
+    let written = writeln!(stdout, "{text}").and_then(|()| stdout.flush());
+    if written.is_err() {
+        STDOUT_CLOSED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Writes to stderr; a failure is ignored (see the module doc). Use [`say!`] and [`say_text!`].
+pub(crate) fn to_stderr(args: std::fmt::Arguments<'_>) {
+    let _ = std::io::stderr().lock().write_fmt(args);
+}
+
+/// `eprintln!` that does not panic when stderr cannot be written.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::cli::output::to_stderr(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `eprint!` (no newline added) that does not panic when stderr cannot be written.
+macro_rules! say_text {
+    ($($arg:tt)*) => {
+        $crate::cli::output::to_stderr(format_args!($($arg)*))
+    };
+}
