@@ -25,6 +25,10 @@
 //! Invariant: the CLI reaches graphs only through the [`registry`](crate::registry); agents never
 //! depend on it.
 
+// println!/eprintln! panic when the write fails (a pipe whose reader closed): the CLI writes
+// through `out` and `say!` (output.rs) instead, and this keeps it so.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 // First: its macros (`say!`) are used by the modules after it.
 #[macro_use]
 mod output;
