@@ -444,8 +444,8 @@ impl Context {
 
 /// The thread's journal key of entry `key` of task `task` at `checkpoint`, as
 /// [`Context::journal`] and [`Context::record`] keep it: for reading a task's entry from
-/// outside the run (what a failed task left, say).
-pub(crate) fn task_journal_key(checkpoint: CheckpointId, task: usize, key: &str) -> String {
+/// outside the run (what a failed task left, say), with [`Checkpointer::get_journal`].
+pub fn task_journal_key(checkpoint: CheckpointId, task: usize, key: &str) -> String {
     format!("{checkpoint}/{task}/{key}")
 }
 

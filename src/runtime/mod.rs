@@ -26,8 +26,7 @@ mod threads;
 mod triggers;
 
 pub use config::{Durability, RunConfig, SnapshotPolicy};
-pub(crate) use context::task_journal_key;
-pub use context::{Context, TextSink};
+pub use context::{task_journal_key, Context, TextSink};
 pub use edit::StateEdit;
 pub use error::{NodeError, NodeErrorKind, ResumeError, RunError};
 pub use events::{Event, StreamMode, PROGRESS_EVENT, TOKEN_EVENT};
