@@ -13,7 +13,6 @@ use fake_openai::{tool_calls, Call, FakeOpenAi};
 use harness::{Db, TestCommand};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 /// The tool results in a loop request so far (which round it is).
 fn tool_results(call: &Call) -> usize {
@@ -161,19 +160,12 @@ fn a_kill_while_parallel_tool_calls_run_repeats_neither_the_finished_call_nor_th
             _ => text("both ran"),
         },
     ));
-    let mut running = s.run("run two commands", &[]).spawn();
+    // `-v` logs each tool call once its result is recorded, which is what the kill must follow.
+    let mut running = s.run("run two commands", &["-v"]).spawn();
     let thread = running.thread();
-    // The fast command finished (and was journaled); the slow one waits for `go`.
-    let start = Instant::now();
-    while lines(&s.ws().join("fast.log")) == 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "{}",
-            running.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    // The fast command finished and its result is on record; the slow one waits for `go`.
+    running.wait_for("tool call finished and recorded");
+    assert_eq!(lines(&s.ws().join("slow.log")), 0, "{}", running.stderr());
     running.signal(libc::SIGKILL);
     let _ = running.finish();
     std::fs::write(s.ws().join("go"), "").unwrap();

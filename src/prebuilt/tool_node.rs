@@ -102,10 +102,18 @@ impl ToolNode {
                 Decision::Run(call) => {
                     let tools = self.tools.clone();
                     let key = format!("tool:{}", call.id);
-                    ctx.record(&key, || async move {
-                        Ok::<_, NodeError>(tools.run(&call).await)
-                    })
-                    .await
+                    let (id, name) = (call.id.clone(), call.name.clone());
+                    let result = ctx
+                        .record(&key, || async move {
+                            Ok::<_, NodeError>(tools.run(&call).await)
+                        })
+                        .await?;
+                    // Said once the result is on record (flushed), never before: from then
+                    // on a kill cannot make this call run again (`graph -v` shows it).
+                    if !ctx.was_replayed(&key) {
+                        tracing::info!(call = %id, tool = %name, "tool call finished and recorded");
+                    }
+                    Ok(result)
                 }
             }
         });
