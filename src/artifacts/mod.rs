@@ -46,7 +46,7 @@
 //! # }
 //! ```
 //!
-//! Invariant: knows the graph API and the [`Checkpointer`](crate::checkpoint::Checkpointer)
+//! Invariant: knows the graph API and the [`Checkpointer`]
 //! trait (its records live in the thread's journal), never a backend or the CLI. The checkpoint
 //! is the source of truth: files are derived from it and can always be written again.
 

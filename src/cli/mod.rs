@@ -13,7 +13,7 @@
 //! Layout: `args.rs` is the command line; `cmd/` holds one file per group of commands;
 //! `origin.rs` is how a thread was started (kept in its store); `progress.rs` draws a run's
 //! events; `output.rs` is every write to stdout and stderr (never a panic on a closed pipe); `error.rs` maps the library's typed errors to exit codes. Threads are stored by
-//! [`FolderCheckpointer`](crate::checkpoint::FolderCheckpointer), which owns the on-disk layout.
+//! [`FolderCheckpointer`], which owns the on-disk layout.
 //!
 //! Exit codes: [`EXIT_DONE`] 0, [`EXIT_FAILURE`] 1 (also: the thread is busy with another run),
 //! [`EXIT_USAGE`] 2 (bad command line or input; nothing changed), [`EXIT_PAUSED`] 3 (waiting for a

@@ -20,7 +20,7 @@
 //! | `validate_citations`, `fact_check`, `validate` | `validation` | `3-validation.json` |
 //!
 //! **Two modes.** With a model configured (OpenAI-compatible, Anthropic, Ollama...; see
-//! [`provider`](crate::llm::provider)) the judgement stages ask it: the deck is read into a
+//! [`provider`]) the judgement stages ask it: the deck is read into a
 //! structured [`DeckAnalysis`], research topics are summarised, sections are written from
 //! their evidence, and a reviewer's score joins the computed one. Without one the pipeline
 //! runs **offline** and says so: fields are extracted from the deck's `- Key: value` lines,

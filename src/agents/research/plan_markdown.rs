@@ -119,7 +119,7 @@ fn render_lines(plan: &[Todo]) -> (Vec<String>, Vec<usize>) {
     (lines, at)
 }
 
-/// The plan as a Markdown checklist (see the [module docs](self)).
+/// The plan as a Markdown checklist: one todo per line, in the format [`parse`] reads back.
 ///
 /// ```
 /// use stategraph::agents::research::{parse, render, Kind, Todo};

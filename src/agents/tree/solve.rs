@@ -123,7 +123,8 @@ impl SolvePlan {
         self.pending.first()
     }
 
-    /// Task `i`'s fingerprint (see the [module docs](self)).
+    /// Task `i`'s fingerprint: a hash over its file and its children's and dependencies'
+    /// fingerprints, so an edit anywhere below it changes it.
     pub fn fingerprint(&self, i: usize) -> &str {
         &self.fingerprints[i]
     }
