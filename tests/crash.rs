@@ -14,12 +14,13 @@
 //! Children are this test binary run again (`current_exe`) with the hidden `crash_child` test
 //! selected and the scenario in an environment variable, the way sled's crash tests do it.
 
+#[path = "support/faulty_store.rs"]
+mod faulty_store;
+
+use faulty_store::{FaultyStore, Op};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use stategraph::checkpoint::{
-    CheckpointError, CheckpointId, CheckpointRecord, Checkpointer, Lease, PendingWrite,
-    SledCheckpointer,
-};
+use stategraph::checkpoint::{CheckpointError, SledCheckpointer};
 use stategraph::runtime::{Context, Event, NodeError, Resume, RunConfig, RunError, RunStatus};
 use stategraph::{State, StateGraph, END, START};
 use std::collections::BTreeMap;
@@ -248,107 +249,6 @@ fn namespace_of_inner(text: &str) -> String {
         .unwrap_or_else(|| " inner:?".to_string())
 }
 
-/// A store that logs `saved STEP PID NS` once a subgraph's checkpoint was written and flushed
-/// (the root's saves are logged from the run's events): the evidence that a child's step was
-/// durable before the kill.
-struct LoggingStore {
-    inner: Arc<dyn Checkpointer>,
-    log: Arc<ExecLog>,
-}
-
-#[async_trait::async_trait]
-impl Checkpointer for LoggingStore {
-    async fn put_checkpoint(
-        &self,
-        r: &CheckpointRecord,
-        flush: bool,
-    ) -> Result<(), CheckpointError> {
-        self.inner.put_checkpoint(r, flush).await?;
-        let ns = namespace_of(&r.thread_id);
-        if flush && !ns.is_empty() {
-            self.log
-                .line(format!("saved {} {}{ns}", r.step, std::process::id()));
-        }
-        Ok(())
-    }
-    async fn get_checkpoint(
-        &self,
-        t: &str,
-        id: Option<CheckpointId>,
-    ) -> Result<Option<CheckpointRecord>, CheckpointError> {
-        self.inner.get_checkpoint(t, id).await
-    }
-    async fn list_checkpoints(
-        &self,
-        t: &str,
-        before: Option<CheckpointId>,
-        limit: usize,
-    ) -> Result<Vec<CheckpointRecord>, CheckpointError> {
-        self.inner.list_checkpoints(t, before, limit).await
-    }
-    async fn put_writes(
-        &self,
-        t: &str,
-        c: CheckpointId,
-        w: &[PendingWrite],
-        flush: bool,
-    ) -> Result<(), CheckpointError> {
-        self.inner.put_writes(t, c, w, flush).await
-    }
-    async fn get_writes(
-        &self,
-        t: &str,
-        c: CheckpointId,
-    ) -> Result<Vec<PendingWrite>, CheckpointError> {
-        self.inner.get_writes(t, c).await
-    }
-    async fn get_journal(
-        &self,
-        t: &str,
-        k: &str,
-    ) -> Result<Option<serde_json::Value>, CheckpointError> {
-        self.inner.get_journal(t, k).await
-    }
-    async fn put_journal(
-        &self,
-        t: &str,
-        k: &str,
-        v: &serde_json::Value,
-    ) -> Result<(), CheckpointError> {
-        self.inner.put_journal(t, k, v).await
-    }
-    async fn list_threads(&self) -> Result<Vec<String>, CheckpointError> {
-        self.inner.list_threads().await
-    }
-    async fn delete_thread(&self, t: &str) -> Result<(), CheckpointError> {
-        self.inner.delete_thread(t).await
-    }
-    async fn delete_checkpoints(
-        &self,
-        t: &str,
-        ids: &[CheckpointId],
-    ) -> Result<(), CheckpointError> {
-        self.inner.delete_checkpoints(t, ids).await
-    }
-    async fn get_lease(&self, t: &str) -> Result<Option<Lease>, CheckpointError> {
-        self.inner.get_lease(t).await
-    }
-    async fn swap_lease(
-        &self,
-        t: &str,
-        expected: Option<&Lease>,
-        new: Option<&Lease>,
-    ) -> Result<Result<(), Option<Lease>>, CheckpointError> {
-        self.inner.swap_lease(t, expected, new).await
-    }
-    async fn flush(&self) -> Result<(), CheckpointError> {
-        self.inner.flush().await
-    }
-    fn snapshot_cost(&self, state_bytes: usize) -> usize {
-        self.inner.snapshot_cost(state_bytes)
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // The child.
 
@@ -391,10 +291,23 @@ async fn child(scenario: Scenario, store: &Path, log: &Path, thread: &str) {
             Err(e) => panic!("cannot open the store: {e}"),
         }
     };
-    let saver = Arc::new(LoggingStore {
-        inner: Arc::new(saver),
-        log: log.clone(),
-    });
+    // The root's saves are logged from the run's events; a subgraph's once its checkpoint was
+    // written and flushed: the evidence that a child's step was durable before the kill.
+    let saves = log.clone();
+    let saver = Arc::new(FaultyStore::over(Arc::new(saver)).watching(move |op| {
+        if let Op::PutCheckpoint {
+            thread,
+            step,
+            flush: true,
+            ..
+        } = op
+        {
+            let ns = namespace_of(thread);
+            if !ns.is_empty() {
+                saves.line(format!("saved {step} {pid}{ns}"));
+            }
+        }
+    }));
     let graph = graph(scenario, Some(log.clone()))
         .compile()
         .unwrap()

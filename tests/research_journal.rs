@@ -1,135 +1,37 @@
 //! The execute node's model call is journaled: when the step fails right after the model
 //! answered (here the store refuses to save the step, as a dying disk or a kill
-//! would), resuming the thread does not call the model again for that step.
+//! would), resuming the thread does not call the model again for that step; requests a failed
+//! attempt paid for are counted once even when the step that adds them is lost.
 
 #[path = "research_support.rs"]
 mod support;
 
-use async_trait::async_trait;
-use stategraph::agents::research::{graph, PlanStateUpdate, ResearchAgent};
-use stategraph::checkpoint::*;
-use stategraph::llm::ChatModel;
-use stategraph::runtime::Resume;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+#[path = "support/faulty_store.rs"]
+mod faulty_store;
+
+use faulty_store::{Fault, FaultyStore};
+use stategraph::agents::research::{build, graph, PlanStateUpdate, ResearchAgent};
+use stategraph::checkpoint::MemoryCheckpointer;
+use stategraph::llm::{ChatModel, FakeChatModel};
+use stategraph::runtime::{Resume, RunConfig};
 use std::sync::Arc;
 use support::*;
 
-/// A memory store that fails the first save after a `summary` journal entry.
-#[derive(Default)]
-struct FailAfterSummary {
-    inner: MemoryCheckpointer,
-    armed: AtomicBool,
-    failures: AtomicUsize,
-}
-
-impl FailAfterSummary {
-    /// Fails the first save of the step once the model's summary was journaled.
-    fn fail_if_armed(&self) -> Result<(), CheckpointError> {
-        if self.armed.swap(false, Ordering::SeqCst) {
-            self.failures.fetch_add(1, Ordering::SeqCst);
-            return Err(CheckpointError::Storage(
-                "disk gone right after the model answered".into(),
-            ));
-        }
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl Checkpointer for FailAfterSummary {
-    async fn put_checkpoint(
-        &self,
-        r: &CheckpointRecord,
-        flush: bool,
-    ) -> Result<(), CheckpointError> {
-        self.fail_if_armed()?;
-        self.inner.put_checkpoint(r, flush).await
-    }
-    async fn get_checkpoint(
-        &self,
-        t: &str,
-        id: Option<CheckpointId>,
-    ) -> Result<Option<CheckpointRecord>, CheckpointError> {
-        self.inner.get_checkpoint(t, id).await
-    }
-    async fn list_checkpoints(
-        &self,
-        t: &str,
-        before: Option<CheckpointId>,
-        limit: usize,
-    ) -> Result<Vec<CheckpointRecord>, CheckpointError> {
-        self.inner.list_checkpoints(t, before, limit).await
-    }
-    async fn put_writes(
-        &self,
-        t: &str,
-        c: CheckpointId,
-        w: &[PendingWrite],
-        flush: bool,
-    ) -> Result<(), CheckpointError> {
-        self.fail_if_armed()?;
-        self.inner.put_writes(t, c, w, flush).await
-    }
-    async fn get_writes(
-        &self,
-        t: &str,
-        c: CheckpointId,
-    ) -> Result<Vec<PendingWrite>, CheckpointError> {
-        self.inner.get_writes(t, c).await
-    }
-    async fn get_journal(
-        &self,
-        t: &str,
-        k: &str,
-    ) -> Result<Option<serde_json::Value>, CheckpointError> {
-        self.inner.get_journal(t, k).await
-    }
-    async fn put_journal(
-        &self,
-        t: &str,
-        k: &str,
-        v: &serde_json::Value,
-    ) -> Result<(), CheckpointError> {
-        self.inner.put_journal(t, k, v).await?;
-        if k.ends_with("/summary") && self.failures.load(Ordering::SeqCst) == 0 {
-            self.armed.store(true, Ordering::SeqCst);
-        }
-        Ok(())
-    }
-    async fn list_threads(&self) -> Result<Vec<String>, CheckpointError> {
-        self.inner.list_threads().await
-    }
-    async fn delete_thread(&self, t: &str) -> Result<(), CheckpointError> {
-        self.inner.delete_thread(t).await
-    }
-    async fn delete_checkpoints(
-        &self,
-        t: &str,
-        ids: &[CheckpointId],
-    ) -> Result<(), CheckpointError> {
-        self.inner.delete_checkpoints(t, ids).await
-    }
-    async fn get_lease(&self, t: &str) -> Result<Option<Lease>, CheckpointError> {
-        self.inner.get_lease(t).await
-    }
-    async fn swap_lease(
-        &self,
-        t: &str,
-        e: Option<&Lease>,
-        n: Option<&Lease>,
-    ) -> Result<Result<(), Option<Lease>>, CheckpointError> {
-        self.inner.swap_lease(t, e, n).await
-    }
-    async fn flush(&self) -> Result<(), CheckpointError> {
-        self.inner.flush().await
-    }
+/// A memory store whose writes can be made to fail.
+fn faulty_memory() -> Arc<FaultyStore> {
+    Arc::new(FaultyStore::over(Arc::new(MemoryCheckpointer::new())))
 }
 
 #[tokio::test]
 async fn resuming_after_a_failure_right_after_the_model_call_does_not_call_it_again() {
     let docs = corpus();
     let fake = model(three_todos(), Arc::new(|_| done()));
-    let store = Arc::new(FailAfterSummary::default());
+    let store = faulty_memory();
+    // The first save after the model's summary was journaled fails.
+    store.inject(
+        Fault::next_save("disk gone right after the model answered")
+            .after(|op| op.is_journal_key("/summary")),
+    );
     let model: Arc<dyn ChatModel> = fake.clone();
     let g = graph(Arc::new(ResearchAgent::new(model)))
         .compile()
@@ -147,7 +49,7 @@ async fn resuming_after_a_failure_right_after_the_model_call_does_not_call_it_ag
         failed.is_err(),
         "the step with the first summary could not be saved"
     );
-    assert_eq!(store.failures.load(Ordering::SeqCst), 1);
+    assert_eq!(store.failures(), 1);
     assert_eq!(
         summarised_tasks(&fake),
         ["How does sled make writes durable"]
@@ -180,4 +82,41 @@ async fn resuming_after_a_failure_right_after_the_model_call_does_not_call_it_ag
         "t1's summary came back from the journal"
     );
     assert!(done.state.usage.to_string().contains("reused by resume"));
+}
+
+#[tokio::test]
+async fn failed_requests_are_counted_once_when_the_step_that_adds_them_is_lost() {
+    // Run 1: the plan never fits (three requests), the run fails. Run 2: the plan fits and
+    // the step adds the three, but its checkpoint is never saved. Run 3: the step runs
+    // again from the journal (no request) and adds them again, to the update that counts.
+    let bad = r#"{"todos": []}"#;
+    let plan =
+        r#"{"todos": [{"id": "t1", "task": "find it", "kind": "research", "dependencies": []}]}"#;
+    let model = Arc::new(FakeChatModel::with_replies([bad, bad, bad, plan]));
+    let store = faulty_memory();
+    let graph = build(model.clone())
+        .unwrap()
+        .with_checkpointer(store.clone());
+    let config = RunConfig::new()
+        .thread("lost")
+        .interrupt_after(["generate_plan"]);
+    let question = PlanStateUpdate::default().question("why?");
+    assert!(graph.invoke(question, config.clone()).await.is_err());
+    // As a kill before the save would leave it.
+    store.inject(Fault::next_checkpoint(
+        "disk gone before the step was saved",
+    ));
+    let lost = graph.resume("lost", Resume::Continue, config.clone()).await;
+    assert!(lost.is_err(), "the step's checkpoint was not saved");
+    let outcome = graph
+        .resume("lost", Resume::Continue, config)
+        .await
+        .unwrap();
+    assert_eq!(model.call_count(), 4);
+    let planned = outcome.state.usage.node("generate_plan").copied().unwrap();
+    assert_eq!(
+        (planned.calls, planned.replayed_calls),
+        (4, 1),
+        "three failed requests and the plan, once each: {planned:?}"
+    );
 }

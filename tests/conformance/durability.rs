@@ -7,8 +7,9 @@
 //! - async: the checkpoints not yet flushed (flushed at the end, on an interrupt, on an error).
 //! - exit: everything since the run began (one checkpoint is written when the run stops).
 
-use crate::backends::{Backend, Op, Recorder};
+use crate::backends::Backend;
 use crate::common::{checkpoint_ids, entries, linear, strings, Log, Probe};
+use crate::faulty_store::{FaultyStore, Op};
 use stategraph::checkpoint::Source;
 use stategraph::graph::CompiledGraph;
 use stategraph::runtime::{Durability, Resume, RunConfig, RunError};
@@ -45,13 +46,13 @@ fn writes(ops: &[Op]) -> Vec<(Vec<&'static str>, bool)> {
 
 struct Scenario {
     probe: Probe,
-    recorder: Arc<Recorder>,
+    recorder: Arc<FaultyStore>,
     graph: CompiledGraph<Log>,
 }
 
 fn scenario(backend: &dyn Backend) -> Scenario {
     let probe = Probe::default();
-    let recorder = Recorder::over(backend);
+    let recorder = Arc::new(FaultyStore::over(backend.saver()));
     let graph = linear(&probe, &["a", "b", "c"])
         .compile()
         .unwrap()

@@ -13,6 +13,8 @@
 
 mod backends;
 mod common;
+#[path = "../support/faulty_store.rs"]
+mod faulty_store;
 
 mod checkpoints;
 mod durability;

@@ -1,10 +1,12 @@
 //! Pending writes: when one task of a parallel superstep fails, the results of its siblings are
 //! saved, and a resume runs only the failed task.
 
-use crate::backends::{Backend, Op, Recorder};
+use crate::backends::Backend;
 use crate::common::{entries, fan_out, strings, Probe};
+use crate::faulty_store::{FaultyStore, Op};
 use stategraph::runtime::{Resume, RunConfig, RunError, ThreadStatus};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 pub async fn a_failed_parallel_task_keeps_its_siblings_results(backend: &dyn Backend) {
     let probe = Probe::default();
@@ -88,7 +90,7 @@ pub async fn task_results_are_saved_before_the_checkpoint_that_supersedes_them(
     backend: &dyn Backend,
 ) {
     let probe = Probe::default();
-    let recorder = Recorder::over(backend);
+    let recorder = Arc::new(FaultyStore::over(backend.saver()));
     let graph = fan_out(&probe)
         .compile()
         .unwrap()

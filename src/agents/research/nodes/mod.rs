@@ -148,10 +148,9 @@ pub(crate) async fn chat_text(
 #[cfg(test)]
 mod tests {
     use crate::agents::research::{build, PlanStateUpdate};
-    use crate::checkpoint::*;
+    use crate::checkpoint::MemoryCheckpointer;
     use crate::llm::{FakeChatModel, LlmError};
-    use crate::runtime::{Resume, RunConfig};
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use crate::runtime::RunConfig;
     use std::sync::Arc;
 
     #[tokio::test]
@@ -184,143 +183,6 @@ mod tests {
             planned.map(|n| n.calls),
             Some(2),
             "the empty plan of the failed attempt and the good one: {planned:?}"
-        );
-    }
-
-    /// A memory store whose next checkpoint save fails once armed, as a kill before the save
-    /// would leave it.
-    #[derive(Default)]
-    struct SaveFailsOnce {
-        inner: MemoryCheckpointer,
-        armed: AtomicBool,
-    }
-
-    impl SaveFailsOnce {
-        fn fail_if_armed(&self) -> Result<(), CheckpointError> {
-            match self.armed.swap(false, Ordering::SeqCst) {
-                true => Err(CheckpointError::Storage(
-                    "disk gone before the step was saved".into(),
-                )),
-                false => Ok(()),
-            }
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl Checkpointer for SaveFailsOnce {
-        async fn put_checkpoint(
-            &self,
-            r: &CheckpointRecord,
-            flush: bool,
-        ) -> Result<(), CheckpointError> {
-            self.fail_if_armed()?;
-            self.inner.put_checkpoint(r, flush).await
-        }
-        async fn get_checkpoint(
-            &self,
-            t: &str,
-            id: Option<CheckpointId>,
-        ) -> Result<Option<CheckpointRecord>, CheckpointError> {
-            self.inner.get_checkpoint(t, id).await
-        }
-        async fn list_checkpoints(
-            &self,
-            t: &str,
-            before: Option<CheckpointId>,
-            limit: usize,
-        ) -> Result<Vec<CheckpointRecord>, CheckpointError> {
-            self.inner.list_checkpoints(t, before, limit).await
-        }
-        async fn put_writes(
-            &self,
-            t: &str,
-            c: CheckpointId,
-            w: &[PendingWrite],
-            flush: bool,
-        ) -> Result<(), CheckpointError> {
-            self.inner.put_writes(t, c, w, flush).await
-        }
-        async fn get_writes(
-            &self,
-            t: &str,
-            c: CheckpointId,
-        ) -> Result<Vec<PendingWrite>, CheckpointError> {
-            self.inner.get_writes(t, c).await
-        }
-        async fn get_journal(
-            &self,
-            t: &str,
-            k: &str,
-        ) -> Result<Option<serde_json::Value>, CheckpointError> {
-            self.inner.get_journal(t, k).await
-        }
-        async fn put_journal(
-            &self,
-            t: &str,
-            k: &str,
-            v: &serde_json::Value,
-        ) -> Result<(), CheckpointError> {
-            self.inner.put_journal(t, k, v).await
-        }
-        async fn list_threads(&self) -> Result<Vec<String>, CheckpointError> {
-            self.inner.list_threads().await
-        }
-        async fn delete_thread(&self, t: &str) -> Result<(), CheckpointError> {
-            self.inner.delete_thread(t).await
-        }
-        async fn delete_checkpoints(
-            &self,
-            t: &str,
-            ids: &[CheckpointId],
-        ) -> Result<(), CheckpointError> {
-            self.inner.delete_checkpoints(t, ids).await
-        }
-        async fn get_lease(&self, t: &str) -> Result<Option<Lease>, CheckpointError> {
-            self.inner.get_lease(t).await
-        }
-        async fn swap_lease(
-            &self,
-            t: &str,
-            e: Option<&Lease>,
-            n: Option<&Lease>,
-        ) -> Result<Result<(), Option<Lease>>, CheckpointError> {
-            self.inner.swap_lease(t, e, n).await
-        }
-        async fn flush(&self) -> Result<(), CheckpointError> {
-            self.inner.flush().await
-        }
-    }
-
-    #[tokio::test]
-    async fn failed_requests_are_counted_once_when_the_step_that_adds_them_is_lost() {
-        // Run 1: the plan never fits (three requests), the run fails. Run 2: the plan fits and
-        // the step adds the three, but its checkpoint is never saved. Run 3: the step runs
-        // again from the journal (no request) and adds them again, to the update that counts.
-        let bad = r#"{"todos": []}"#;
-        let plan = r#"{"todos": [{"id": "t1", "task": "find it", "kind": "research", "dependencies": []}]}"#;
-        let model = Arc::new(FakeChatModel::with_replies([bad, bad, bad, plan]));
-        let store = Arc::new(SaveFailsOnce::default());
-        let graph = build(model.clone())
-            .unwrap()
-            .with_checkpointer(store.clone());
-        let config = RunConfig::new()
-            .thread("lost")
-            .interrupt_after(["generate_plan"]);
-        let question = PlanStateUpdate::default().question("why?");
-        assert!(graph.invoke(question, config.clone()).await.is_err());
-        store.armed.store(true, Ordering::SeqCst);
-        let lost = graph.resume("lost", Resume::Continue, config.clone()).await;
-        assert!(lost.is_err(), "the step's checkpoint was not saved");
-        let outcome = graph
-            .resume("lost", Resume::Continue, config)
-            .await
-            .unwrap();
-        assert_eq!(model.call_count(), 4);
-        let planned = outcome.state.usage.node("generate_plan").copied().unwrap();
-        assert_eq!(
-            (planned.calls, planned.replayed_calls),
-            (4, 1),
-            "three failed requests and the plan, once each: {planned:?}"
         );
     }
 }
