@@ -200,14 +200,24 @@ impl<S: State> Artifacts<S> {
     }
 
     /// Drives a run (from [`CompiledGraph::stream`] or `stream_resume`), writing the thread's
-    /// artifacts after each checkpoint it saves and once more when it ends.
+    /// artifacts after each checkpoint it saves and once more when it ends. The files show the
+    /// thread's own state: a subgraph's run and checkpoints (events with a namespace, which the
+    /// `debug` stream mode passes on) are its child's and write nothing.
     pub async fn watch(&self, mut stream: RunStream<S>) -> Watched<S> {
         let mut problems = Vec::new();
         let mut thread = None;
         while let Some(event) = stream.next().await {
             match event {
-                Event::RunStarted { thread_id, .. } => thread = Some(thread_id),
-                Event::CheckpointSaved { checkpoint_id, .. } => {
+                Event::RunStarted {
+                    thread_id,
+                    namespace,
+                    ..
+                } if namespace.is_empty() => thread = Some(thread_id),
+                Event::CheckpointSaved {
+                    checkpoint_id,
+                    namespace,
+                    ..
+                } if namespace.is_empty() => {
                     let (Some(t), Ok(id)) = (&thread, checkpoint_id.parse::<CheckpointId>()) else {
                         continue;
                     };

@@ -223,9 +223,11 @@ impl<'a> Writer<'a> {
         }
     }
 
-    pub(super) async fn write(&mut self, checkpoint: Option<&str>) {
-        let id = checkpoint.and_then(|c| c.parse::<CheckpointId>().ok());
-        match self.arts.sync(self.thread, id).await {
+    /// Writes the artifacts of the root thread's `checkpoint`. Only the root graph's
+    /// checkpoints are the thread's state, which the files show: a subgraph's checkpoints (an
+    /// event with a namespace) are the child's state, kept under its own namespace.
+    pub(super) async fn write(&mut self, checkpoint: CheckpointId) {
+        match self.arts.sync(self.thread, Some(checkpoint)).await {
             Ok(report) => {
                 if report.opened && !self.quiet {
                     self.notices.line(&format!(

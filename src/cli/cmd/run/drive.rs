@@ -104,14 +104,19 @@ async fn drive(
             Action::Rerun(node) => graph.rerun_from(thread, &node, config, Some(tx)).await,
         }
     };
+    let notices = progress.notices();
+    let arts = artifacts::of(ctx, resolved).unwrap_or_else(|e| {
+        notices.line(&format!("warning: artifacts not written: {e:#}"));
+        None
+    });
+    let mut writer = arts
+        .as_deref()
+        .map(|a| artifacts::Writer::new(a, thread, ctx.quiet, notices));
     let follower = Follower {
-        ctx,
-        resolved,
-        thread,
         streaming: !settings.stream.is_empty(),
         saved_step: started_at,
     };
-    let (result, saved_step) = follower.follow(run, rx, progress).await;
+    let (result, saved_step) = follower.follow(run, rx, progress, &mut writer).await;
     let stopped_by = watcher.finish();
     let failure = judge(ctx, resolved, thread, &result).await;
     let streaming = !settings.stream.is_empty();
@@ -120,6 +125,13 @@ async fn drive(
     )
     .await;
     ended.stopped_by = stopped_by;
+    if let (Some(w), Some(id)) = (&mut writer, ended.checkpoint_id.as_deref()) {
+        // The files of where the thread stands now: its newest checkpoint, also when the run
+        // reported none of its checkpoints (`--stream` without `debug`) or failed after some.
+        if let Ok(id) = id.parse() {
+            w.write(id).await;
+        }
+    }
     let nothing_saved = fresh && ended.saved_step.is_none() && result.is_err();
     if nothing_saved || no_checkpoint {
         // Nothing was saved: the thread is not kept half-made (an id without a checkpoint).
@@ -155,48 +167,34 @@ fn run_config(
 }
 
 /// Follows a run's events while it runs.
-struct Follower<'a> {
-    ctx: &'a Ctx,
-    resolved: &'a Resolved,
-    thread: &'a str,
+struct Follower {
     /// `--stream`: the asked-for events, one JSON object per line, instead of progress lines.
     streaming: bool,
-    /// The newest step known to be saved.
+    /// The newest step of the thread known to be saved.
     saved_step: Option<u64>,
 }
 
-impl Follower<'_> {
+impl Follower {
     /// Drives `run` to its end, showing each of its events and writing the artifacts of each
-    /// checkpoint it saves; returns its result and the newest step known to be saved.
+    /// checkpoint of the thread it saves; returns its result and the newest step known to be
+    /// saved.
     async fn follow(
         mut self,
         run: impl Future<Output = Outcome>,
         mut rx: UnboundedReceiver<Event>,
         mut progress: Progress,
+        writer: &mut Option<artifacts::Writer<'_>>,
     ) -> (Outcome, Option<u64>) {
-        let notices = progress.notices();
-        let arts = artifacts::of(self.ctx, self.resolved).unwrap_or_else(|e| {
-            notices.line(&format!("warning: artifacts not written: {e:#}"));
-            None
-        });
-        let mut writer = arts
-            .as_deref()
-            .map(|a| artifacts::Writer::new(a, self.thread, self.ctx.quiet, notices));
         tokio::pin!(run);
         let result = loop {
             tokio::select! {
                 biased;
-                Some(event) = rx.recv() => self.seen(&event, &mut progress, &mut writer).await,
+                Some(event) = rx.recv() => self.seen(&event, &mut progress, writer).await,
                 result = &mut run => break result,
             }
         };
         while let Ok(event) = rx.try_recv() {
-            self.seen(&event, &mut progress, &mut writer).await;
-        }
-        if let Some(w) = &mut writer {
-            if self.saved_step.is_some() {
-                w.write(None).await;
-            }
+            self.seen(&event, &mut progress, writer).await;
         }
         progress.clear();
         (result, self.saved_step)
@@ -208,9 +206,6 @@ impl Follower<'_> {
         progress: &mut Progress,
         writer: &mut Option<artifacts::Writer<'_>>,
     ) {
-        if let Event::CheckpointSaved { step, .. } = event {
-            self.saved_step = Some(*step);
-        }
         if self.streaming {
             if let Ok(line) = serde_json::to_string(event) {
                 out(&line);
@@ -218,8 +213,22 @@ impl Follower<'_> {
         } else {
             progress.event(event);
         }
-        if let (Some(w), Event::CheckpointSaved { checkpoint_id, .. }) = (writer, event) {
-            w.write(Some(checkpoint_id)).await;
+        // A subgraph's checkpoints (`--stream debug` passes them on, under their namespace)
+        // are the child's state and steps, not the thread's.
+        if let Event::CheckpointSaved {
+            namespace,
+            step,
+            checkpoint_id,
+            ..
+        } = event
+        {
+            if !namespace.is_empty() {
+                return;
+            }
+            self.saved_step = Some(*step);
+            if let (Some(w), Ok(id)) = (writer, checkpoint_id.parse()) {
+                w.write(id).await;
+            }
         }
     }
 }
