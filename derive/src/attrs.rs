@@ -197,6 +197,22 @@ pub fn serde_items(attrs: &[Attribute], keys: &[&str]) -> Vec<Meta> {
         .collect()
 }
 
+/// True when every `#[serde(...)]` item in `attrs` is one of `keys` (and each parses): a
+/// field or struct whose JSON is its plain serde form, field by field.
+pub fn serde_only(attrs: &[Attribute], keys: &[&str]) -> bool {
+    attrs
+        .iter()
+        .filter(|a| a.path().is_ident("serde"))
+        .all(|a| {
+            a.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)
+                .is_ok_and(|items| {
+                    items
+                        .iter()
+                        .all(|m| keys.iter().any(|k| m.path().is_ident(k)))
+                })
+        })
+}
+
 /// A path as the user wrote it, without the token printer's spaces (`a::b`, not `a :: b`).
 pub fn path_string(path: &impl ToTokens) -> String {
     path.to_token_stream().to_string().replace(' ', "")

@@ -25,6 +25,9 @@ struct StateField<'a> {
     reducer: Reducer,
     /// `rename` / `alias` items copied from the field's `#[serde(...)]`.
     serde: Vec<Meta>,
+    /// No serde attribute changes how the field reads or writes (`with`, `skip`, `flatten`...):
+    /// its JSON in the state is its type's own.
+    plain_serde: bool,
 }
 
 pub fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
@@ -53,6 +56,7 @@ pub fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
                 ty: &field.ty,
                 reducer,
                 serde: attrs::serde_items(&field.attrs, &["rename", "alias"]),
+                plain_serde: attrs::serde_only(&field.attrs, &["rename", "alias", "default"]),
             }),
             Err(e) => push(e),
         }
@@ -71,6 +75,18 @@ pub fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
     let merges = fields.iter().map(merge_call);
     let written = written_fields_body(&fields);
     let unused_writes = fields.is_empty().then(|| quote!(let _ = writes;));
+
+    // Typed input and changes for a graph used as a node of this state type, when the JSON of
+    // the state is its fields' own JSON (else the trait's JSON defaults are the rule).
+    let plain = attrs::serde_only(
+        &input.attrs,
+        &["rename_all", "deny_unknown_fields", "default"],
+    ) && fields.iter().all(|f| f.plain_serde);
+    let (typed_changes, mark_writes) = if plain {
+        (typed_changes(&update, &fields), mark_writes(&fields))
+    } else {
+        (TokenStream::new(), TokenStream::new())
+    };
 
     let version = struct_attrs.version.map(|(v, span)| {
         let lit = proc_macro2::Literal::u32_unsuffixed(v);
@@ -108,6 +124,7 @@ pub fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
             fn written_fields(&self) -> ::std::vec::Vec<&'static str> {
                 #written
             }
+            #mark_writes
         }
 
         #[automatically_derived]
@@ -126,6 +143,7 @@ pub fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
 
             #migrate
             #migrate_update
+            #typed_changes
         }
 
         #[automatically_derived]
@@ -405,4 +423,89 @@ fn reducer_fns(reducer: &TokenStream, ty: &Type, span: Span) -> (Span, TokenStre
 
 fn path_span(path: &syn::Path) -> Span {
     syn::spanned::Spanned::span(path)
+}
+
+/// `State::whole_update` and `State::changes_since`, field by field: fields the marks say were
+/// not written are unchanged, a field written through its reducer alone asks the reducer for
+/// the net write, the rest are compared as JSON (`state::field_change`).
+fn typed_changes(update: &Ident, fields: &[StateField]) -> TokenStream {
+    // Locals named after the fields would shadow `before` or `marks` if a field were so named.
+    let idents: Vec<&Ident> = fields.iter().map(|f| f.ident).collect();
+    let locals: Vec<Ident> = fields
+        .iter()
+        .map(|f| format_ident!("__field_{}", f.name))
+        .collect();
+    let changes = fields
+        .iter()
+        .zip(&locals)
+        .enumerate()
+        .map(|(index, (f, local))| {
+            let ident = f.ident;
+            let name = &f.name;
+            let ty = f.ty;
+            let (net, reduce) = match &f.reducer {
+                Reducer::Builtin(builtin, span) => {
+                    let reducer = Ident::new(builtin.type_name(), *span);
+                    let reducer = quote!(::stategraph::state::#reducer);
+                    (
+                        quote!(<#reducer as ::stategraph::state::Reducer<#ty>>::net_write),
+                        quote!(<#reducer as ::stategraph::state::Reducer<#ty>>::reduce),
+                    )
+                }
+                Reducer::Type(reducer) => (
+                    quote!(<#reducer as ::stategraph::state::Reducer<#ty>>::net_write),
+                    quote!(<#reducer as ::stategraph::state::Reducer<#ty>>::reduce),
+                ),
+                Reducer::With(path) => (
+                    quote!(|_: &#ty, after: #ty| ::core::result::Result::Err(after)),
+                    quote!(#path),
+                ),
+            };
+            quote! {
+                #ident: ::stategraph::state::field_change(
+                    #name, &before.#ident, #local, marks.of(#index), #net, #reduce,
+                )?,
+            }
+        });
+    quote! {
+        fn whole_update(&self) -> ::core::result::Result<#update, ::std::string::String> {
+            let Self { #(#idents: #locals),* } = ::core::clone::Clone::clone(self);
+            ::core::result::Result::Ok(#update {
+                #(#idents: ::core::option::Option::Some(::stategraph::state::Write::Overwrite(#locals)),)*
+            })
+        }
+
+        fn changes_since(
+            self,
+            before: &Self,
+            marks: ::core::option::Option<&::stategraph::state::WriteMarks>,
+        ) -> ::core::result::Result<#update, ::std::string::String> {
+            let marks = match marks {
+                ::core::option::Option::Some(marks) if marks.is_tracked() => marks,
+                _ => return ::stategraph::state::changes_from_json(before, &self),
+            };
+            let Self { #(#idents: #locals),* } = self;
+            ::core::result::Result::Ok(#update {
+                #(#changes)*
+            })
+        }
+    }
+}
+
+/// `Update::mark_writes`: each written field's position, and whether it is an overwrite.
+fn mark_writes(fields: &[StateField]) -> TokenStream {
+    let marks = fields.iter().enumerate().map(|(index, f)| {
+        let ident = f.ident;
+        quote! {
+            if let ::core::option::Option::Some(write) = &self.#ident {
+                marks.record(#index, write.is_overwrite());
+            }
+        }
+    });
+    quote! {
+        fn mark_writes(&self, marks: &mut ::stategraph::state::WriteMarks) {
+            #(#marks)*
+            let _ = marks;
+        }
+    }
 }

@@ -40,7 +40,7 @@ pub use threads::{
 
 use crate::checkpoint::{CheckpointId, InterruptRecord};
 use crate::graph::CompiledGraph;
-use crate::state::State;
+use crate::state::{State, WriteMarks};
 use events::EventSink;
 use executor::{Run, Start};
 use std::collections::BTreeMap;
@@ -164,6 +164,20 @@ pub(crate) async fn execute_at<S: State>(
     events: EventSink,
     nested: Option<ThreadPath>,
 ) -> Result<RunOutcome<S>, RunError> {
+    execute_marking(graph, start, config, events, nested, false)
+        .await
+        .map(|(outcome, _)| outcome)
+}
+
+/// [`execute_at`], and with `mark` also which fields the run's steps wrote (its input aside).
+pub(crate) async fn execute_marking<S: State>(
+    graph: CompiledGraph<S>,
+    start: Start<S>,
+    config: RunConfig,
+    events: EventSink,
+    nested: Option<ThreadPath>,
+    mark: bool,
+) -> Result<(RunOutcome<S>, Option<WriteMarks>), RunError> {
     let span = tracing::info_span!(
         "run",
         graph = graph.name().unwrap_or("graph"),
@@ -172,6 +186,9 @@ pub(crate) async fn execute_at<S: State>(
     );
     async move {
         let (mut run, lease) = Run::start(graph, start, config, events.clone(), nested).await?;
+        if mark {
+            run.marks = Some(WriteMarks::new());
+        }
         let span = tracing::Span::current();
         span.record("thread_id", run.thread_id());
         span.record("run_id", run.run_id());
@@ -210,7 +227,8 @@ pub(crate) async fn execute_at<S: State>(
         });
         let status = result?;
         finished?;
-        Ok(run.into_outcome(status))
+        let marks = run.marks.take();
+        Ok((run.into_outcome(status), marks))
     }
     .instrument(span)
     .await

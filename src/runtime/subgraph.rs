@@ -14,14 +14,13 @@ use super::error::{NodeError, NodeErrorKind, RunError};
 use super::executor::Start;
 use super::namespace::{task_id, ThreadPath};
 use super::subgraph_view::{view_of, SubgraphView};
-use super::{execute_at, Resume, RunConfig, RunOutcome, RunStatus};
+use super::{execute_marking, Resume, RunConfig, RunOutcome, RunStatus};
 use crate::checkpoint::status::waiting_interrupts;
 use crate::checkpoint::InterruptRecord;
 use crate::graph::{Command, CompiledGraph, Node};
-use crate::state::OVERWRITE_KEY;
-use crate::state::{State, TaggedUpdate};
+use crate::state::{State, WriteMarks};
 use async_trait::async_trait;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -51,11 +50,22 @@ use std::sync::Arc;
 #[async_trait]
 impl<S: State> Node<S> for CompiledGraph<S> {
     async fn run(&self, state: Arc<S>, ctx: Context) -> Result<Command<S>, NodeError> {
-        // Encoded once: the child's input is made of it, and its changes are measured from it.
-        let before = fields_of(&*state)?;
-        let input = whole_state::<S>(&before)?;
-        let after = ctx.run_subgraph(self, input).await?;
-        Ok(Command::from_update(changes(&*state, before, &after)?))
+        let input = state.whole_update().map_err(|e| {
+            NodeError::new(format!("the state cannot be given to the subgraph: {e}"))
+        })?;
+        let t = ctx.task();
+        check_child_name(t).map_err(NodeError::new)?;
+        let call = t.subgraph_calls.fetch_add(1, Ordering::Relaxed);
+        // A child run in one go from its input says which fields its steps wrote, so only those
+        // are compared; one resumed from a checkpoint is compared whole (same rule, same result).
+        let (after, marks) = match child_run(&ctx, self, input, call, None, true).await {
+            Ok((out, marks)) => (finished(t, out)?, marks),
+            Err(e) => return Err(failed(e, &child_path(t, call).to_string())),
+        };
+        let update = after
+            .changes_since(&state, marks.as_ref())
+            .map_err(|e| NodeError::new(format!("a subgraph's changes: {e}")))?;
+        Ok(Command::from_update(update))
     }
 
     fn subgraphs(&self) -> Vec<Arc<dyn SubgraphView>> {
@@ -165,12 +175,17 @@ async fn run_child<C: State>(
 ) -> Result<C, NodeError> {
     let t = ctx.task();
     check_child_name(t).map_err(NodeError::new)?;
-    match child_run(ctx, graph, input, call, None).await {
-        Ok(out) => match out.status {
-            RunStatus::Done => Ok(out.state),
-            RunStatus::Interrupted { interrupts, .. } => Err(paused(&t.node, interrupts)),
-        },
+    match child_run(ctx, graph, input, call, None, false).await {
+        Ok((out, _)) => finished(t, out),
         Err(e) => Err(failed(e, &child_path(t, call).to_string())),
+    }
+}
+
+/// A child run's final state, or the parent task's pause when it paused.
+fn finished<C: State>(t: &TaskContext, out: RunOutcome<C>) -> Result<C, NodeError> {
+    match out.status {
+        RunStatus::Done => Ok(out.state),
+        RunStatus::Interrupted { interrupts, .. } => Err(paused(&t.node, interrupts)),
     }
 }
 
@@ -187,7 +202,7 @@ pub(crate) async fn invoke_as_child<C: State>(
     let t = ctx.task();
     check_child_name(t).map_err(RunError::InvalidInput)?;
     let call = t.subgraph_calls.fetch_add(1, Ordering::Relaxed);
-    let out = child_run(ctx, graph, input, call, Some(config)).await?;
+    let (out, _) = child_run(ctx, graph, input, call, Some(config), false).await?;
     if let RunStatus::Interrupted { interrupts, .. } = &out.status {
         ctx.child_paused(interrupts);
     }
@@ -212,14 +227,17 @@ fn child_path(t: &TaskContext, call: u32) -> ThreadPath {
 }
 
 /// Runs (or, when its namespace has a checkpoint, continues) the task's `call`-th child.
-/// `caller` is the config a node gave `invoke`: its breakpoints apply to the child.
+/// `caller` is the config a node gave `invoke`: its breakpoints apply to the child. With
+/// `mark`, a child that runs from its input (not continued) also says which fields its steps
+/// wrote.
 pub(crate) async fn child_run<C: State>(
     ctx: &Context,
     graph: &CompiledGraph<C>,
     input: C::Update,
     call: u32,
     caller: Option<&RunConfig>,
-) -> Result<RunOutcome<C>, RunError> {
+    mark: bool,
+) -> Result<(RunOutcome<C>, Option<WriteMarks>), RunError> {
     let t = ctx.task();
     let path = child_path(t, call);
     let thread = path.to_string();
@@ -277,7 +295,16 @@ pub(crate) async fn child_run<C: State>(
     // The child's run lives on the heap: inline, its whole state machine was part of the
     // node's future and copied each time that future moved or was boxed, and each level of
     // nesting grew the parent's future by a whole run.
-    Box::pin(execute_at(graph, start, config, events, Some(path))).await
+    let mark = mark && matches!(start, Start::Input(_));
+    Box::pin(execute_marking(
+        graph,
+        start,
+        config,
+        events,
+        Some(path),
+        mark,
+    ))
+    .await
 }
 
 /// The parent task's pause for a child that paused on `interrupts`.
@@ -324,193 +351,5 @@ fn failed(error: RunError, thread: &str) -> NodeError {
         )),
         RunError::Checkpoint(e) => NodeError::transient(format!("subgraph `{thread}`: {e}")),
         other => NodeError::new(format!("subgraph `{thread}`: {other}")),
-    }
-}
-
-/// The fields of a state given to a same-type child, as JSON.
-fn fields_of<S: State>(state: &S) -> Result<Map<String, Value>, NodeError> {
-    let Value::Object(fields) = to_json(state)? else {
-        return Err(NodeError::new(
-            "a graph used as a node of the same state type needs a state that is a JSON object \
-             (a struct with named fields)",
-        ));
-    };
-    Ok(fields)
-}
-
-/// An update that sets every field of a state (`fields`): a same-type child's input.
-fn whole_state<S: State>(fields: &Map<String, Value>) -> Result<S::Update, NodeError> {
-    let wrapped: Map<String, Value> = fields
-        .iter()
-        .map(|(k, v)| (k.clone(), overwrite(v.clone())))
-        .collect();
-    serde_json::from_value(Value::Object(wrapped))
-        .map_err(|e| NodeError::new(format!("the state cannot be given to the subgraph: {e}")))
-}
-
-/// What a same-type child changed, as an update through the parent's reducers: for each
-/// changed field the write that the field's reducer turns `before` (whose fields are `old`)
-/// into `after` with (what a list gained, what a number grew by), checked by applying it; an
-/// explicit overwrite where no such write is found.
-fn changes<S: State>(
-    before: &S,
-    old: Map<String, Value>,
-    after: &S,
-) -> Result<S::Update, NodeError> {
-    let Value::Object(new) = to_json(after)? else {
-        return Err(NodeError::new("a subgraph's state is not a JSON object"));
-    };
-    let mut reduce = Map::new();
-    let mut forced = Map::new();
-    for (field, value) in &new {
-        let was = old.get(field);
-        if was == Some(value) {
-            continue;
-        }
-        match was.and_then(|w| growth(w, value)) {
-            Some(delta) => reduce.insert(field.clone(), delta),
-            None => forced.insert(field.clone(), overwrite(value.clone())),
-        };
-    }
-    // Check the reducer writes all at once; fall back field by field only when one is off
-    // (a custom reducer that does not simply append or add).
-    let mut all = reduce.clone();
-    all.extend(forced.clone());
-    let update = decode_update::<S>(all)?;
-    if matches!(applied(before, update.clone())?, Value::Object(m) if m == new) {
-        return Ok(update);
-    }
-    let mut checked = forced;
-    for (field, delta) in reduce {
-        let single: Map<String, Value> = [(field.clone(), delta.clone())].into_iter().collect();
-        let reached = applied(before, decode_update::<S>(single)?)?;
-        let write = if reached.get(&field) == new.get(&field) {
-            delta
-        } else {
-            overwrite(new[&field].clone())
-        };
-        checked.insert(field, write);
-    }
-    decode_update::<S>(checked)
-}
-
-/// The write that appends or adds `old` up to `new`, when `new` extends `old`.
-fn growth(old: &Value, new: &Value) -> Option<Value> {
-    match (old, new) {
-        (Value::Array(a), Value::Array(b)) if b.len() > a.len() && b.starts_with(a) => {
-            Some(Value::Array(b[a.len()..].to_vec()))
-        }
-        (Value::String(a), Value::String(b)) if b.len() > a.len() && b.starts_with(a.as_str()) => {
-            Some(Value::String(b[a.len()..].to_string()))
-        }
-        (Value::Number(a), Value::Number(b)) => {
-            if let (Some(x), Some(y)) = (a.as_i64(), b.as_i64()) {
-                return y.checked_sub(x).map(Value::from);
-            }
-            let d = b.as_f64()? - a.as_f64()?;
-            serde_json::Number::from_f64(d).map(Value::Number)
-        }
-        _ => None,
-    }
-}
-
-/// `before` with `update` merged, as JSON.
-fn applied<S: State>(before: &S, update: S::Update) -> Result<Value, NodeError> {
-    let mut state = before.clone();
-    let mut batch = [TaggedUpdate::new("subgraph", update)];
-    state
-        .apply(&mut batch)
-        .map_err(|e| NodeError::new(format!("a subgraph's changes do not merge: {e}")))?;
-    to_json(&state)
-}
-
-fn decode_update<S: State>(fields: Map<String, Value>) -> Result<S::Update, NodeError> {
-    serde_json::from_value(Value::Object(fields))
-        .map_err(|e| NodeError::new(format!("a subgraph's changes are not an update: {e}")))
-}
-
-fn overwrite(value: Value) -> Value {
-    Value::Object([(OVERWRITE_KEY.to_string(), value)].into_iter().collect())
-}
-
-fn to_json<T: serde::Serialize>(value: &T) -> Result<Value, NodeError> {
-    serde_json::to_value(value)
-        .map_err(|e| NodeError::new(format!("a subgraph's state is not JSON: {e}")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::State;
-    use serde::{Deserialize, Serialize};
-
-    fn join_lines(current: &mut String, incoming: String) {
-        if !current.is_empty() {
-            current.push('\n');
-        }
-        current.push_str(&incoming);
-    }
-
-    #[derive(State, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-    struct S {
-        topic: String,
-        #[state(append)]
-        log: Vec<u32>,
-        #[state(add)]
-        total: i64,
-        #[state(with = join_lines)]
-        notes: String,
-    }
-
-    fn merged(before: &S, update: SUpdate) -> S {
-        let mut state = before.clone();
-        state
-            .apply(&mut [TaggedUpdate::new("child", update)])
-            .unwrap();
-        state
-    }
-
-    #[test]
-    fn a_childs_changes_are_reducer_writes_where_the_reducer_makes_them_else_overwrites() {
-        let before = S {
-            topic: "x".into(),
-            log: vec![1, 2],
-            total: 5,
-            notes: "a".into(),
-        };
-        let after = S {
-            topic: "xy".into(),
-            log: vec![1, 2, 3],
-            total: 7,
-            notes: "a\nb".into(),
-        };
-        let update = changes(&before, fields_of(&before).unwrap(), &after).unwrap();
-        assert_eq!(merged(&before, update.clone()), after);
-        let json = serde_json::to_value(&update).unwrap();
-        // What a list gained and what a number grew by go through the parent's reducers
-        // (so parallel children combine); a field whose reducer does not simply extend
-        // (plain overwrite, a custom join) is overwritten.
-        assert_eq!(json["log"], serde_json::json!([3]));
-        assert_eq!(json["total"], serde_json::json!(2));
-        assert_eq!(json["topic"], serde_json::json!({ OVERWRITE_KEY: "xy" }));
-        assert_eq!(json["notes"], serde_json::json!({ OVERWRITE_KEY: "a\nb" }));
-    }
-
-    #[test]
-    fn a_child_that_changed_nothing_writes_nothing_and_its_input_is_the_whole_state() {
-        let state = S {
-            topic: "x".into(),
-            log: vec![1],
-            total: 1,
-            notes: String::new(),
-        };
-        let fields = fields_of(&state).unwrap();
-        let input = whole_state::<S>(&fields).unwrap();
-        assert_eq!(merged(&S::default(), input), state);
-        let update = changes(&state, fields, &state).unwrap();
-        assert_eq!(
-            serde_json::to_value(&update).unwrap(),
-            serde_json::json!({})
-        );
     }
 }

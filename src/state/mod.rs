@@ -25,11 +25,13 @@
 //! Invariant: this module knows nothing of graphs, runs or storage. It only defines what an
 //! update is and how a batch of updates from one superstep folds into a state.
 
+mod changes;
 mod merge;
 mod reducer;
 mod unfit;
 mod write;
 
+pub use changes::{changes_from_json, field_change, whole_update_from_json, FieldMark, WriteMarks};
 pub use merge::{merge, merge_field, MergeError, TaggedUpdate};
 pub use reducer::{Add, Append, Keyed, MergeById, Overwrite, Reducer};
 pub use unfit::{from_json, in_words, nearest, unfit, update_from_json, with_paths};
@@ -115,6 +117,31 @@ pub trait State: Clone + Default + Send + Sync + Serialize + DeserializeOwned + 
         let _ = version;
         Ok(value)
     }
+
+    /// An update that sets every field to this state's value (each an explicit overwrite):
+    /// the input of a graph of this state type used as a node, which starts from its parent's
+    /// state. The default goes through JSON; `#[derive(State)]` clones the fields instead.
+    fn whole_update(&self) -> Result<Self::Update, String> {
+        changes::whole_update_from_json(self)
+    }
+
+    /// What this state changed from `before`, as an update through the reducers: an unchanged
+    /// field is not written, a changed one is written through its reducer when one write of it
+    /// turns the old value into the new one (what a list gained, what a number grew by), else
+    /// overwritten. It is what a graph of this state type used as a node hands its parent.
+    ///
+    /// `marks`, when given, say which fields the steps from `before` to `self` wrote and how;
+    /// an implementation may use them to skip fields, and must give the same update as without
+    /// them. The default compares the two states as JSON ([`changes_from_json`]);
+    /// `#[derive(State)]` compares only the fields the marks leave open.
+    fn changes_since(
+        self,
+        before: &Self,
+        marks: Option<&WriteMarks>,
+    ) -> Result<Self::Update, String> {
+        let _ = marks;
+        changes::changes_from_json(before, &self)
+    }
 }
 
 /// A partial write to a [`State`]: every field optional.
@@ -127,5 +154,12 @@ pub trait Update:
     /// True when the update writes nothing.
     fn is_empty(&self) -> bool {
         self.written_fields().is_empty()
+    }
+
+    /// Records in `marks` which fields this update writes (by position in the state struct)
+    /// and whether as explicit overwrites. The default leaves the marks untracked, so whoever
+    /// reads them compares values instead; `#[derive(State)]` records them.
+    fn mark_writes(&self, marks: &mut WriteMarks) {
+        marks.untrack();
     }
 }

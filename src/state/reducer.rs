@@ -10,6 +10,16 @@ pub trait Reducer<T> {
 
     /// Folds `incoming` into `current`.
     fn reduce(current: &mut T, incoming: T);
+
+    /// The one write that turns `before` into `after`, given that `after` is `before` with
+    /// only writes through this reducer folded in (no overwrite): `Ok(None)` when nothing
+    /// changed, `Err(after)` when the reducer cannot tell without comparing the values (the
+    /// default; they are then compared as JSON). It lets a graph used as a node of its own
+    /// state type hand its parent what it appended without comparing whole lists.
+    fn net_write(before: &T, after: T) -> Result<Option<T>, T> {
+        let _ = before;
+        Err(after)
+    }
 }
 
 /// The default: the write replaces the value. Two writes in one superstep are an error.
@@ -29,11 +39,28 @@ impl<T> Reducer<Vec<T>> for Append {
     fn reduce(current: &mut Vec<T>, incoming: Vec<T>) {
         current.extend(incoming);
     }
+
+    /// Appends alone leave `before` as a prefix of `after`: the write is the rest.
+    fn net_write(before: &Vec<T>, mut after: Vec<T>) -> Result<Option<Vec<T>>, Vec<T>> {
+        if after.len() < before.len() {
+            return Err(after);
+        }
+        let gained = after.split_off(before.len());
+        Ok((!gained.is_empty()).then_some(gained))
+    }
 }
 
 impl Reducer<String> for Append {
     fn reduce(current: &mut String, incoming: String) {
         current.push_str(&incoming);
+    }
+
+    fn net_write(before: &String, mut after: String) -> Result<Option<String>, String> {
+        if after.len() < before.len() || !after.is_char_boundary(before.len()) {
+            return Err(after);
+        }
+        let gained = after.split_off(before.len());
+        Ok((!gained.is_empty()).then_some(gained))
     }
 }
 

@@ -18,7 +18,7 @@ use crate::checkpoint::{
     validate_thread_id, CheckpointId, Checkpointer, Frontier, InterruptRecord, PendingWrite,
 };
 use crate::graph::{Command, CompiledGraph, Goto, NodeOptions};
-use crate::state::State;
+use crate::state::{State, WriteMarks};
 use serde_json::value::RawValue;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -102,6 +102,9 @@ pub(crate) struct Run<S: State> {
     unsaved: bool,
     /// What a paused run's result shows: the state with the step's finished results merged.
     shown: Option<S>,
+    /// Which fields this run's steps wrote, when its caller asked (a graph used as a node of
+    /// its parent's state type, run in one go from its input).
+    pub(crate) marks: Option<WriteMarks>,
 }
 
 fn merged_names(graph_set: &BTreeSet<String>, run_set: &BTreeSet<String>) -> BTreeSet<String> {
@@ -174,6 +177,7 @@ impl<S: State> Run<S> {
             last_writers: Vec::new(),
             unsaved: false,
             shown: None,
+            marks: None,
             config,
         };
         let result = match start {

@@ -111,6 +111,9 @@ impl<S: State> Run<S> {
             gotos,
             writes,
         } = collected;
+        if let Some(marks) = &mut self.marks {
+            marks.record_all(batch.iter().map(|w| &w.update));
+        }
         Arc::make_mut(&mut self.state)
             .apply(&mut batch)
             .map_err(|source| RunError::Merge {
