@@ -4,37 +4,13 @@
 
 #[path = "support/cli.rs"]
 mod harness;
+#[path = "support/store_files.rs"]
+mod store_files;
 
 use harness::Db;
 use std::collections::BTreeMap;
 use std::path::Path;
-
-/// Every file under `dir` with its bytes.
-fn files_of(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let entry = entry.unwrap();
-            let path = entry.path();
-            if entry.file_type().unwrap().is_dir() {
-                stack.push(path);
-            } else {
-                let name = path.strip_prefix(dir).unwrap().display().to_string();
-                out.insert(name, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    out
-}
-
-fn assert_unchanged(before: &BTreeMap<String, Vec<u8>>, after: &BTreeMap<String, Vec<u8>>) {
-    let names = |m: &BTreeMap<String, Vec<u8>>| m.keys().cloned().collect::<Vec<_>>();
-    assert_eq!(names(before), names(after), "files appeared or vanished");
-    for (name, bytes) in before {
-        assert!(after[name] == *bytes, "{name} changed");
-    }
-}
+use store_files::{assert_unchanged, files_of};
 
 #[test]
 fn reading_threads_never_writes_a_byte_even_a_store_left_by_a_killed_run() {

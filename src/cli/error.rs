@@ -69,12 +69,20 @@ pub(crate) fn hint(ctx: &super::Ctx, err: &anyhow::Error) -> Option<String> {
             })
     })?;
     match checkpoint_error {
-        CheckpointError::Damaged { thread, .. } if !thread.is_empty() => Some(format!(
+        CheckpointError::Damaged { thread, .. } if !thread.is_empty() => {
+            Some(match ctx.store.single_store_recovery() {
+                Some(how) => format!(
+                    "nothing was changed. What is intact can still be read (`{}`). {how}",
+                    ctx.command_line(&["history", thread])
+                ),
+                None => format!(
             "nothing was changed. Its intact checkpoints can still be read (`{}`); to make it \
              usable again from the newest intact one, keeping a backup of it as it is: {}",
             ctx.command_line(&["history", thread]),
             ctx.command_line(&["repair", thread])
-        )),
+                ),
+            })
+        }
         _ => None,
     }
 }

@@ -44,7 +44,7 @@ impl Checkpointer for FolderCheckpointer {
                     file: d.file.clone(),
                     reason: d.reason.clone(),
                 }),
-                _ => c.store.get_checkpoint(thread, id).await,
+                _ => c.reads(thread)?.get_checkpoint(thread, id).await,
             },
             Some(Source::Remote(socket)) => {
                 let request = Request::GetCheckpoint {
@@ -68,7 +68,11 @@ impl Checkpointer for FolderCheckpointer {
         match self.source(thread).await? {
             None => Ok(Vec::new()),
             Some(Source::Local(s)) => s.list_checkpoints(thread, before, limit).await,
-            Some(Source::Copy(c)) => c.store.list_checkpoints(thread, before, limit).await,
+            Some(Source::Copy(c)) => {
+                c.reads(thread)?
+                    .list_checkpoints(thread, before, limit)
+                    .await
+            }
             Some(Source::Remote(socket)) => {
                 let request = Request::ListCheckpoints {
                     thread: thread.into(),
@@ -104,7 +108,7 @@ impl Checkpointer for FolderCheckpointer {
         match self.source(thread).await? {
             None => Ok(Vec::new()),
             Some(Source::Local(s)) => s.get_writes(thread, checkpoint).await,
-            Some(Source::Copy(c)) => c.store.get_writes(thread, checkpoint).await,
+            Some(Source::Copy(c)) => c.reads(thread)?.get_writes(thread, checkpoint).await,
             Some(Source::Remote(socket)) => {
                 let request = Request::GetWrites {
                     thread: thread.into(),
@@ -126,7 +130,7 @@ impl Checkpointer for FolderCheckpointer {
         match self.source(thread).await? {
             None => Ok(None),
             Some(Source::Local(s)) => s.get_journal(thread, key).await,
-            Some(Source::Copy(c)) => c.store.get_journal(thread, key).await,
+            Some(Source::Copy(c)) => c.reads(thread)?.get_journal(thread, key).await,
             Some(Source::Remote(socket)) => {
                 let request = Request::GetJournal {
                     thread: thread.into(),
@@ -185,7 +189,7 @@ impl Checkpointer for FolderCheckpointer {
         match self.source(thread).await? {
             None => Ok(None),
             Some(Source::Local(s)) => s.get_lease(thread).await,
-            Some(Source::Copy(c)) => c.store.get_lease(thread).await,
+            Some(Source::Copy(c)) => c.reads(thread)?.get_lease(thread).await,
             Some(Source::Remote(socket)) => {
                 let request = Request::GetLease {
                     thread: thread.into(),

@@ -6,11 +6,14 @@
 //! run locks only its own thread; a thread another process holds is read through that process
 //! (see `owner.rs`), and a thread nobody holds is read from a private copy of its store, so a read
 //! never writes (see `read_copy.rs`). The on-disk layout is described in `layout.rs`; the index
-//! file that makes listing fast is only a cache of the stores (see `index.rs`).
+//! file that makes listing fast is only a cache of the stores (see `index.rs`). sled drops a
+//! blob file that fails its checksum with all written after it: readers and writers check them
+//! before sled opens a store (see `blobs.rs`).
 //!
 //! A subgraph's checkpoints (thread `{root}/{ns}`) are stored in the root thread's folder, only
 //! root threads are listed, and deleting a root thread deletes its folder, children included.
 
+mod blobs;
 mod checkpointer;
 mod index;
 mod layout;
@@ -136,6 +139,22 @@ impl FolderCheckpointer {
     /// The directory.
     pub fn root(&self) -> &Path {
         self.layout.root()
+    }
+
+    /// How to keep what still reads of a damaged single sled store (one store of many threads,
+    /// as [`SledCheckpointer::open`] writes it), which this type reads but never writes or
+    /// repairs; `None` for the per-thread layout, which [`repair`](Self::repair) repairs.
+    pub fn single_store_recovery(&self) -> Option<String> {
+        self.layout.is_single_store().then(|| {
+            format!(
+                "{} is a single sled store of many threads, which is read here but never \
+                 written or repaired. To keep what still reads, copy the directory aside first \
+                 (the copy keeps the damaged file and what follows it), then open the store \
+                 with SledCheckpointer::open in the program that writes it: sled drops the \
+                 damaged file and everything written after it",
+                self.layout.root().display()
+            )
+        })
     }
 
     fn slot(&self, root: &str) -> Option<Slot> {
@@ -309,8 +328,14 @@ impl FolderCheckpointer {
             Ok(Copied::Open(copy)) => {
                 let mut listing =
                     ThreadListing::of_store(&copy.store, thread, witness, &store_dir).await?;
+                // The copy's damage is the cause (a damaged file), the listing's at most its
+                // effect (checkpoints lost): the cause is named, the effect kept.
                 if let (Some(l), Some(d)) = (&mut listing, copy.damage.clone()) {
-                    l.damage.get_or_insert(d);
+                    let lost = l.damage.as_ref().is_some_and(|e| e.lost_checkpoints);
+                    l.damage = Some(Damage {
+                        lost_checkpoints: lost || d.lost_checkpoints,
+                        ..d
+                    });
                 }
                 Ok(with_origin_checked(listing, &copy.store, &store_dir, &legacy).await)
             }
@@ -324,7 +349,9 @@ impl FolderCheckpointer {
         }
     }
 
-    /// The threads of a single store, read from one copy of it.
+    /// The threads of a single store, read from one copy of it. The store's damage (a blob
+    /// file that fails its checksum: see `blobs.rs`) is every thread's: what was written after
+    /// the damaged file does not read, and which threads it held cannot be told.
     async fn single_store_threads(&self) -> Result<Vec<ThreadListing>, CheckpointError> {
         let Some(Source::Copy(copy)) = self.source("").await? else {
             return Ok(Vec::new());
@@ -334,11 +361,29 @@ impl FolderCheckpointer {
             let store_dir = self.layout.store_dir(&thread);
             let listing = ThreadListing::of_store(&copy.store, &thread, None, &store_dir).await?;
             let legacy = self.layout.legacy_meta_path(&thread);
-            if let Some(listing) =
+            if let Some(mut listing) =
                 with_origin_checked(listing, &copy.store, &store_dir, &legacy).await
             {
+                if let Some(d) = &copy.damage {
+                    listing.damage.get_or_insert_with(|| d.clone());
+                }
                 out.push(listing);
             }
+        }
+        if let Some(d) = &copy.damage {
+            out.extend(copy.lost_threads.iter().map(|thread| ThreadListing {
+                thread_id: thread.clone(),
+                summary: None,
+                created_at_ms: None,
+                damage: Some(Damage {
+                    reason: format!(
+                        "{}; every checkpoint of this thread was in it or written after it",
+                        d.reason
+                    ),
+                    lost_checkpoints: true,
+                    ..d.clone()
+                }),
+            }));
         }
         out.sort_by(|a, b| a.thread_id.cmp(&b.thread_id));
         Ok(out)

@@ -11,6 +11,7 @@
 
 use super::super::error::CheckpointError;
 use super::super::{SledCheckpointer, SledOptions};
+use super::blobs::check_blobs;
 use super::index::Damage;
 use super::layout::{copy_tree, io_error, FileLock};
 use std::path::{Path, PathBuf};
@@ -21,8 +22,32 @@ pub(super) struct ReadCopy {
     pub store: SledCheckpointer,
     _dir: tempfile::TempDir,
     /// What was wrong with the store, when the copy could be read only after setting a damaged
-    /// file aside.
+    /// file aside, or reads only what was written before a damaged blob file.
     pub damage: Option<Damage>,
+    /// The threads whose every record was written after a damaged blob file: the copy does not
+    /// hold them at all (see `blobs.rs`).
+    pub lost_threads: Vec<String>,
+}
+
+impl ReadCopy {
+    /// The store to read `thread` from; [`CheckpointError::Damaged`] when the copy lost the
+    /// thread whole (read as missing, it would look like a thread that never was).
+    pub fn reads(&self, thread: &str) -> Result<&SledCheckpointer, CheckpointError> {
+        let root = super::layout::root_thread(thread);
+        match &self.damage {
+            Some(d) if self.lost_threads.iter().any(|t| t == root) => {
+                Err(CheckpointError::Damaged {
+                    thread: root.to_string(),
+                    file: d.file.clone(),
+                    reason: format!(
+                        "{}; every checkpoint of this thread was in it or written after it",
+                        d.reason
+                    ),
+                })
+            }
+            _ => Ok(&self.store),
+        }
+    }
 }
 
 /// What trying to copy a store found.
@@ -35,8 +60,8 @@ pub(super) enum Copied {
 }
 
 /// Copies the store in `store_dir` and opens the copy. `thread` names it in errors; `blobs` are
-/// the blob files the store had when it was last closed (from its index), checked before the
-/// copy is opened (see [`damaged_blob`]).
+/// the blob files the store had when it was last closed (from its index; empty when it does not
+/// say), checked before the copy is opened (see `blobs.rs`).
 pub(super) fn open_copy(
     store_dir: &Path,
     thread: &str,
@@ -59,16 +84,31 @@ pub(super) fn open_copy(
     let copy = dir.path().join("store");
     // Before opening: sled's recovery reads the log only up to a blob that fails its checksum,
     // and removes the blob with everything written after it.
-    let blob_damage = damaged_blob(&copy, store_dir, blobs);
+    let blob_check = check_blobs(&copy, store_dir, blobs, options);
     let mut damage: Option<Damage> = None;
     loop {
         match SledCheckpointer::open_with(&copy, options) {
             Ok(store) => {
-                let damage = damage.or(blob_damage);
+                // Named in the whole log (or in the copy: a thread's name is recorded before
+                // its first checkpoint), without a checkpoint in the copy.
+                let mut lost_threads = Vec::new();
+                if blob_check.damage.is_some() {
+                    let mut named = store.root_threads()?;
+                    named.extend(blob_check.threads);
+                    named.sort();
+                    named.dedup();
+                    for thread in named {
+                        if store.checkpoint_ids(&thread)?.is_empty() {
+                            lost_threads.push(thread);
+                        }
+                    }
+                }
+                let damage = blob_check.damage.or(damage);
                 return Ok(Copied::Open(Box::new(ReadCopy {
                     store,
                     _dir: dir,
                     damage,
+                    lost_threads,
                 })));
             }
             Err(CheckpointError::Damaged { file, reason, .. }) => {
@@ -98,36 +138,8 @@ pub(super) fn open_copy(
     }
 }
 
-/// The first of `blobs` (blob files the store had when it was last closed) that fails its
-/// checksum in the copy `copy`, named as the file of `store_dir` it was copied from.
-///
-/// sled keeps a value larger than a quarter of a segment (a large checkpoint, pending writes, a
-/// recorded call of the journal) in a file of its own under `blobs/`: a CRC-32 of the rest (4
-/// bytes, little-endian), a kind byte, then the value (sled 0.34, `pagecache/blob_io.rs`). On
-/// opening, sled reads the log only up to a blob that fails that check, as if the log ended
-/// there, and removes the blob: the store would roll back in silence. Only blobs that were there
-/// when the store was closed are checked: one a kill cut short while it was written was never
-/// part of the store, and is rightly dropped.
-pub(super) fn damaged_blob(copy: &Path, store_dir: &Path, blobs: &[String]) -> Option<Damage> {
-    blobs.iter().find_map(|name| {
-        let bytes = std::fs::read(copy.join("blobs").join(name)).ok()?;
-        let whole = bytes.len() >= 5
-            && crc32fast::hash(&bytes[4..])
-                == u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-        (!whole).then(|| Damage {
-            file: store_dir.join("blobs").join(name).display().to_string(),
-            reason: "a value the store keeps in a file of its own (a large checkpoint, pending \
-                     writes or a recorded call of its journal) fails its checksum: the store \
-                     reads only what was written before it, and opening it to write would drop \
-                     the rest for good"
-                .to_string(),
-            lost_checkpoints: false,
-        })
-    })
-}
-
 /// Copies a store into a fresh temporary directory (as `<tmp>/store`).
-fn copy_to_temp(store_dir: &Path) -> Result<tempfile::TempDir, CheckpointError> {
+pub(super) fn copy_to_temp(store_dir: &Path) -> Result<tempfile::TempDir, CheckpointError> {
     let mut last = None;
     for parent in temp_parents() {
         let attempt = tempfile::Builder::new()

@@ -10,9 +10,9 @@ use super::super::error::CheckpointError;
 use super::super::record::{CheckpointId, StateData};
 use super::super::status::{summarize, ThreadSummary};
 use super::super::{Checkpointer, SledCheckpointer};
+use super::blobs::damaged_blob;
 use super::index::IndexEntry;
 use super::layout::{copy_tree, io_error, root_thread};
-use super::read_copy::damaged_blob;
 use super::{FolderCheckpointer, Take};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -45,7 +45,13 @@ impl FolderCheckpointer {
     /// newest checkpoints that cannot be read until the newest is whole. The thread is then
     /// writable again, from that checkpoint. Refused while another process holds the thread.
     pub async fn repair(&self, thread: &str) -> Result<RepairReport, CheckpointError> {
-        self.refuse_single_store()?;
+        if let Some(how) = self.single_store_recovery() {
+            let damage = match self.damage(thread).await {
+                Ok(Some(d)) => format!("it is damaged: {} (file {}). ", d.reason, d.file),
+                _ => String::new(),
+            };
+            return Err(CheckpointError::Storage(format!("{damage}{how}")));
+        }
         let root = root_thread(thread).to_string();
         // This process lets go of anything it had of the thread: the repair starts from disk.
         self.release(&root)?;
@@ -54,12 +60,13 @@ impl FolderCheckpointer {
         let index = IndexEntry::read(&self.layout.index_path(&root));
         let backup = self.back_up(&root)?;
         let store_dir = self.layout.store_dir(&root);
-        // Named before sled's recovery drops it (see `read_copy.rs`).
+        // Named before sled's recovery drops it (see `blobs.rs`).
         let blobs = index
             .as_ref()
             .map(|e| e.blobs.as_slice())
             .unwrap_or_default();
-        let damaged_blob = damaged_blob(&store_dir, &store_dir, blobs).map(|d| d.file);
+        let damaged_blob =
+            damaged_blob(&store_dir, &store_dir, blobs, self.options).map(|d| d.file);
         let witness = index.and_then(|e| e.listing.summary);
         let (store, set_aside) = open_setting_aside(&store_dir, &root, self.options)
             .await

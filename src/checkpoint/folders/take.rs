@@ -1,6 +1,7 @@
 //! Taking a thread for this process (lock, verify, open, serve) and letting it go; where reads
 //! of a thread go.
 
+use super::blobs::damaged_blob;
 use super::index::{IndexEntry, ThreadListing};
 use super::layout::{blob_names, file_stamp, fingerprint, io_error, root_thread, FileLock};
 use super::origin::with_origin_checked;
@@ -198,20 +199,34 @@ impl FolderCheckpointer {
         }
     }
 
-    /// Before a store that changed since its index was written is opened for writing (sled's
-    /// recovery would make any damage permanent), checks on a copy that it still holds the
-    /// checkpoint its index last saw.
+    /// Before a store is opened for writing (sled's recovery would make any damage permanent):
+    /// checks that its blob files are whole (see `blobs.rs`), and when it changed since its
+    /// index was written, on a copy, that it still holds the checkpoint its index last saw.
     pub(super) async fn verify_before_writing(
         &self,
         root: &str,
         store_dir: &Path,
     ) -> Result<(), CheckpointError> {
-        let Some(entry) = IndexEntry::read(&self.layout.index_path(root)) else {
-            return Ok(());
+        let entry = IndexEntry::read(&self.layout.index_path(root));
+        let unchanged = |entry: &IndexEntry| {
+            fingerprint(store_dir).as_deref() == Some(entry.fingerprint.as_str())
         };
-        if fingerprint(store_dir).as_deref() == Some(entry.fingerprint.as_str()) {
-            return Ok(());
-        }
+        let entry = match entry {
+            Some(entry) if !unchanged(&entry) => entry,
+            // No index (or one that still matches, which a flipped bit does not change): the
+            // copy below is not made, so the blobs are checked here, in the store itself.
+            unindexed_or_unchanged => {
+                let blobs = unindexed_or_unchanged.map(|e| e.blobs).unwrap_or_default();
+                return match damaged_blob(store_dir, store_dir, &blobs, self.options) {
+                    Some(d) => Err(CheckpointError::Damaged {
+                        thread: root.to_string(),
+                        file: d.file,
+                        reason: d.reason,
+                    }),
+                    None => Ok(()),
+                };
+            }
+        };
         match open_copy(store_dir, root, self.options, &entry.blobs)? {
             Copied::Open(copy) => {
                 let listing =

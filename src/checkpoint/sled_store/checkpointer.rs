@@ -195,16 +195,7 @@ impl Checkpointer for SledCheckpointer {
     }
 
     async fn list_threads(&self) -> Result<Vec<String>, CheckpointError> {
-        let mut out = Vec::new();
-        for k in self.threads.iter().keys() {
-            let k = k.map_err(|e| self.io.error(e))?;
-            let thread = String::from_utf8_lossy(&k).into_owned();
-            // A subgraph's namespace (`{root}/{ns}`) is part of its root thread, not a thread.
-            if !thread.contains('/') {
-                out.push(thread);
-            }
-        }
-        Ok(out)
+        self.root_threads()
     }
 
     async fn delete_thread(&self, thread: &str) -> Result<(), CheckpointError> {

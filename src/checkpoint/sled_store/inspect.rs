@@ -28,6 +28,20 @@ impl SledCheckpointer {
             .collect()
     }
 
+    /// The threads of the store, without their subgraphs' namespaces (`{root}/{ns}`, part of
+    /// their root thread): what `list_threads` returns, without a future to await.
+    pub(crate) fn root_threads(&self) -> Result<Vec<String>, CheckpointError> {
+        let mut out = Vec::new();
+        for k in self.threads.iter().keys() {
+            let k = k.map_err(|e| self.io.error(e))?;
+            let thread = String::from_utf8_lossy(&k).into_owned();
+            if !thread.contains('/') {
+                out.push(thread);
+            }
+        }
+        Ok(out)
+    }
+
     /// True when the store holds no record of any kind.
     pub(crate) fn holds_nothing(&self) -> Result<bool, CheckpointError> {
         for tree in [&self.checkpoints, &self.journal, &self.writes, &self.leases] {

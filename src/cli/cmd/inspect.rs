@@ -127,6 +127,10 @@ pub(crate) async fn threads(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
         }
     }
     if rows.iter().any(|l| l.damage.is_some()) {
+        if let Some(how) = ctx.store.single_store_recovery() {
+            say!("damaged threads can still be read where their checkpoints are intact. {how}");
+            return Ok(EXIT_DONE);
+        }
         say!(
             "damaged threads can still be read where their checkpoints are intact; `{}` keeps a backup and makes the thread writable again",
             ctx.command_line_with(&["repair"], "<THREAD>")
@@ -320,15 +324,21 @@ fn describe_child(child: &SubgraphState, level: usize, lines: &mut Vec<String>) 
 
 /// Says so when what was read comes from a damaged store: it is what could still be read.
 pub(crate) async fn warn_if_damaged(ctx: &Ctx, thread: &str) -> anyhow::Result<()> {
-    if let Some(d) = ctx.store.damage(thread).await? {
-        say!(
-            "warning: the store of thread {thread} is damaged: {} (file {}); this is what could \
-             still be read. `{}` keeps a backup and makes it usable again",
-            d.reason,
-            d.file,
+    let Some(d) = ctx.store.damage(thread).await? else {
+        return Ok(());
+    };
+    let how = ctx.store.single_store_recovery().unwrap_or_else(|| {
+        format!(
+            "`{}` keeps a backup and makes it usable again",
             ctx.command_line(&["repair", thread])
-        );
-    }
+        )
+    });
+    say!(
+        "warning: the store of thread {thread} is damaged: {} (file {}); this is what could \
+         still be read. {how}",
+        d.reason,
+        d.file
+    );
     Ok(())
 }
 

@@ -1,0 +1,215 @@
+//! Whether a store's blob files are whole, and whether one that is not is damage.
+//!
+//! sled (0.34) keeps a value larger than a quarter of a segment (a large checkpoint, pending
+//! writes, a recorded call of the journal) in a file of its own, `blobs/<lsn>`: a CRC-32 of the
+//! rest (4 bytes, little-endian), a kind byte, then the value (`pagecache/blob_io.rs`). The
+//! message of the log that names it is at log position `<lsn>`. On opening a store, sled reads
+//! the log from its last snapshot on, reads every blob a message names, and at a blob that fails
+//! its checksum stops as if the log ended there; then it removes every blob file at or after
+//! where the log ended (`gc_blobs`): the store rolls back in silence, for good.
+//!
+//! A blob file that fails its checksum is not always damage: sled writes the whole file before
+//! the message that names it reaches the log, so a writer killed while writing one leaves a cut
+//! file that no message names, past the end of the log, which sled rightly removes. Damage is a
+//! blob that fails while inside the log:
+//! - one the thread's index names (it was there, whole, when the store was last closed), or
+//! - one the index does not name (a thread indexed before blobs were listed, a single store of
+//!   many threads, blobs written since), found inside the log by asking sled itself where the log
+//!   ends, in a throwaway copy ([`reaches_past`]). Nothing in the store is written to find out.
+
+use super::super::error::CheckpointError;
+use super::super::{SledCheckpointer, SledOptions};
+use super::index::Damage;
+use super::layout::blob_names;
+use super::read_copy::copy_to_temp;
+use std::path::Path;
+
+/// Why a blob that fails its checksum inside the log is damage.
+const DAMAGED_BLOB: &str = "a value the store keeps in a file of its own (a large checkpoint, \
+     pending writes or a recorded call of its journal) fails its checksum: the store reads only \
+     what was written before it, and opening it to write would drop the rest for good";
+
+/// A log position far past any store's end: a file named so is always past the log.
+const FAR_PAST_THE_END: i64 = i64::MAX - 1;
+
+/// What checking a store's blob files found.
+pub(super) struct BlobCheck {
+    /// The first blob file that fails its checksum while inside the log.
+    pub damage: Option<Damage>,
+    /// When there is damage: the threads the whole log holds, read in the throwaway copy where
+    /// sled read past the damaged file (empty when that could not be told). A reader of the
+    /// store itself does not see those whose every record was written after it.
+    pub threads: Vec<String>,
+}
+
+/// The first blob file of the store at `store` (a reader's copy, or a store about to be opened)
+/// that fails its checksum while inside the store's log, named as the file of `original` it
+/// stands for. `indexed` are the blob files the thread's index saw whole (empty when it does
+/// not say). Reads `store`, never writes it.
+pub(super) fn damaged_blob(
+    store: &Path,
+    original: &Path,
+    indexed: &[String],
+    options: SledOptions,
+) -> Option<Damage> {
+    check_blobs(store, original, indexed, options).damage
+}
+
+/// Like [`damaged_blob`], with the threads the whole log holds.
+pub(super) fn check_blobs(
+    store: &Path,
+    original: &Path,
+    indexed: &[String],
+    options: SledOptions,
+) -> BlobCheck {
+    // Sorted by log position: sled stops at the first.
+    let mut failing: Vec<i64> = blob_names(store)
+        .iter()
+        // sled ignores a file whose name is not a log position.
+        .filter_map(|name| name.parse::<i64>().ok())
+        .filter(|lsn| !is_whole(&store.join("blobs").join(lsn.to_string())))
+        .collect();
+    failing.sort_unstable();
+    let mut check = BlobCheck {
+        damage: None,
+        threads: Vec::new(),
+    };
+    if failing.is_empty() {
+        return check;
+    }
+    let damage = |lsn: i64, reason: String| Damage {
+        file: original
+            .join("blobs")
+            .join(lsn.to_string())
+            .display()
+            .to_string(),
+        reason,
+        lost_checkpoints: false,
+    };
+    let known: Vec<i64> = failing
+        .iter()
+        .copied()
+        .filter(|lsn| indexed.contains(&lsn.to_string()))
+        .collect();
+    let inside = match reaches_past(store, &failing, options) {
+        Ok(log) => {
+            check.threads = log.threads;
+            log.inside
+        }
+        Err(e) if known.is_empty() => {
+            // Cannot tell a cut write from damage: say so rather than call it whole.
+            check.damage = Some(damage(
+                failing[0],
+                format!("{DAMAGED_BLOB} (whether the store still needs it could not be told: {e})"),
+            ));
+            return check;
+        }
+        Err(_) => Vec::new(),
+    };
+    check.damage = failing
+        .into_iter()
+        .find(|lsn| known.contains(lsn) || inside.contains(lsn))
+        .map(|lsn| damage(lsn, DAMAGED_BLOB.to_string()));
+    if check.damage.is_none() {
+        check.threads.clear();
+    }
+    check
+}
+
+/// Whether a blob file passes its checksum (a missing file is not a damaged one: sled skips a
+/// message whose blob is gone, as it is once the value was replaced).
+fn is_whole(file: &Path) -> bool {
+    let Ok(bytes) = std::fs::read(file) else {
+        return true;
+    };
+    bytes.len() >= 5
+        && crc32fast::hash(&bytes[4..])
+            == u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+}
+
+/// Which of the log positions `lsns` (of blob files that fail their checksum) lie inside the
+/// log of the store at `store`, asked of sled in a throwaway copy.
+///
+/// In the copy the failing files are removed, so sled reads past the messages that name them
+/// (a message whose blob is gone is skipped), to the true end of the log; an empty file is put at
+/// each position + 1, and one far past any end. On opening, sled removes every blob file at or
+/// after the end of the log. A message takes more than one byte, so the file at position + 1
+/// stays exactly when a message at that position is in the log; no message ever starts there, so
+/// sled never reads it. The far file is the control: when it stays, sled found no log at all
+/// (nothing it opened can name a blob), and no position is inside.
+fn reaches_past(
+    store: &Path,
+    lsns: &[i64],
+    options: SledOptions,
+) -> Result<WholeLog, CheckpointError> {
+    let dir = copy_to_temp(store)?;
+    let copy = dir.path().join("store");
+    let blobs = copy.join("blobs");
+    let io = |e: std::io::Error| {
+        CheckpointError::Storage(format!(
+            "cannot prepare a copy of {} to check its blob files: {e}",
+            store.display()
+        ))
+    };
+    for lsn in lsns {
+        std::fs::remove_file(blobs.join(lsn.to_string())).map_err(io)?;
+    }
+    let probes: Vec<i64> = lsns.iter().map(|lsn| lsn + 1).collect();
+    for probe in probes.iter().chain([&FAR_PAST_THE_END]) {
+        let file = blobs.join(probe.to_string());
+        // A failing blob right after another is not a marker: it was removed above.
+        if !file.exists() {
+            std::fs::write(file, b"").map_err(io)?;
+        }
+    }
+    let opened = open_setting_aside_bookkeeping(&copy, dir.path(), options)?;
+    // Only the names: the small tree of thread names never goes to a blob file, so skipping a
+    // message that named one left it whole; what the skipped value was part of is not read.
+    let threads = opened.root_threads().unwrap_or_default();
+    drop(opened);
+    if blobs.join(FAR_PAST_THE_END.to_string()).exists() {
+        return Ok(WholeLog {
+            inside: Vec::new(),
+            threads,
+        });
+    }
+    let inside = lsns
+        .iter()
+        .zip(&probes)
+        .filter(|(_, probe)| blobs.join(probe.to_string()).exists())
+        .map(|(lsn, _)| *lsn)
+        .collect();
+    Ok(WholeLog { inside, threads })
+}
+
+/// What sled found reading a store's whole log in a throwaway copy.
+struct WholeLog {
+    /// The positions (of failing blob files) inside the log.
+    inside: Vec<i64>,
+    /// The threads the log holds.
+    threads: Vec<String>,
+}
+
+/// Opens a throwaway copy; a file of sled's own bookkeeping it refuses (its page table's
+/// snapshot, rebuilt from the log; its configuration, written afresh) is moved to `aside` and
+/// the copy opened again.
+fn open_setting_aside_bookkeeping(
+    copy: &Path,
+    aside: &Path,
+    options: SledOptions,
+) -> Result<SledCheckpointer, CheckpointError> {
+    let mut set_aside = Vec::new();
+    loop {
+        match SledCheckpointer::open_with(copy, options) {
+            Err(CheckpointError::Damaged { file, .. })
+                if (file.starts_with("snap.") || file == "conf") && !set_aside.contains(&file) =>
+            {
+                std::fs::rename(copy.join(&file), aside.join(&file)).map_err(|e| {
+                    CheckpointError::Storage(format!("cannot set aside {file} in a copy: {e}"))
+                })?;
+                set_aside.push(file);
+            }
+            opened => return opened,
+        }
+    }
+}
