@@ -4,7 +4,11 @@
 //! equal that count: for a plain run, a run whose structured replies are retried after failing
 //! validation, a run whose escalation split fails on every attempt, and a run that fails
 //! because its plan never fits, then is resumed: the failed attempts are counted once, by the
-//! resumed run's ledger, and the failed run says what they used. No network, no key.
+//! resumed run's ledger, and the failed run says what they used. When the thread moves past a
+//! failed step without it succeeding (an edit, a rerun of it), `graph state` (`failed_usage`,
+//! the `off-ledger` line) and the run's summary (rows marked `(failed)`) count the failed
+//! attempts beside the ledger, once per branch: a rerun of a step that finished on another
+//! branch does not count them again. No network, no key.
 
 #[path = "support/fake_openai.rs"]
 mod fake_openai;
@@ -51,7 +55,7 @@ fn summary_calls(out: &Output) -> u64 {
 fn failed_summary_calls(out: &Output) -> u64 {
     let usage = out
         .stderr
-        .split("model usage of this thread's saved steps:")
+        .split("model usage of this thread's saved steps")
         .nth(1)
         .unwrap_or_else(|| panic!("no usage summary: {out}"));
     let total = usage
@@ -266,6 +270,16 @@ fn a_run_that_fails_says_what_it_spent_and_its_resume_counts_it_once() {
         "and what it cost: {out}"
     );
 
+    assert_eq!(
+        failed_summary_calls(&out),
+        3,
+        "the failed run's summary counts the failed attempts: {out}"
+    );
+    assert!(
+        out.stderr.contains("generate_plan (failed)"),
+        "and says they failed: {out}"
+    );
+
     // Where the thread stands: the failed task says what it spent; no ledger holds it yet.
     let state = r.graph(&["state", &thread, "--json"]).expect(0).json();
     let errors = state["errors"]
@@ -365,5 +379,135 @@ fn a_decomposition_that_fails_is_counted_when_the_resumed_run_decomposes() {
         server.calls().len() as u64,
         "the three failed requests and the one that fitted: {:?}",
         kinds(&server.calls())
+    );
+}
+
+/// What `graph state --json` says the thread's branch paid for that no step's ledger holds
+/// (`failed_usage`: failed attempts, results an edit or a rerun set aside), in requests.
+fn off_ledger_calls(r: &Research, thread: &str) -> u64 {
+    let state = r.graph(&["state", thread, "--json"]).expect(0).json();
+    state["failed_usage"]["requests"].as_u64().unwrap_or(0)
+}
+
+/// A research run whose plan is unusable (empty) until `refuse` is cleared: the first run asks
+/// three times (two corrections), then fails.
+fn refusing_plans() -> (Research, Arc<AtomicBool>) {
+    let refuse = Arc::new(AtomicBool::new(true));
+    let refusing = refuse.clone();
+    let server = FakeOpenAi::start_overriding(
+        three_todos(),
+        |_| done(),
+        move |call| {
+            (call.kind == "Plan" && refusing.load(Ordering::SeqCst))
+                .then(|| json!({"todos": []}).to_string())
+        },
+    );
+    (Research::with_server(server), refuse)
+}
+
+/// Checks that the thread's readouts (the ledger plus what it shows beside it, in `graph state`
+/// and in the run's summary) count `paid` requests.
+fn assert_counted(r: &Research, thread: &str, out: &Output, paid: u64, why: &str) {
+    let calls = r.server.calls();
+    assert_eq!(
+        ledger_calls(r, thread) + off_ledger_calls(r, thread),
+        paid,
+        "graph state: {why}: {:?}",
+        kinds(&calls)
+    );
+    assert_eq!(summary_calls(out), paid, "the run's summary: {why}: {out}");
+}
+
+#[test]
+fn failed_spend_is_counted_when_an_edit_moves_the_thread_past_it() {
+    let (r, refuse) = refusing_plans();
+    let thread = r.run(&["--yes"]).expect(1).thread();
+    assert_eq!(r.server.count("Plan", ""), 3);
+    // The person edits the thread instead of resuming the failed step: the plan is asked for
+    // again at the edit's checkpoint, where the failed attempts' journal is not read.
+    r.graph(&[
+        "update",
+        &thread,
+        "--set-json",
+        r#"{"log": ["asking for the plan again"]}"#,
+    ])
+    .expect(0);
+    let state = r.graph(&["state", &thread, "--json"]).expect(0).json();
+    assert_eq!(
+        state["failed_usage"]["requests"], 3,
+        "the edited thread still shows what the failed attempts paid for: {state:#}"
+    );
+    let text = r.graph(&["state", &thread]).expect(0);
+    assert!(
+        text.stdout.contains("off-ledger  3 model requests"),
+        "{text}"
+    );
+    refuse.store(false, Ordering::SeqCst);
+    let out = r.graph(&["resume", &thread]).expect(0);
+    let paid = r.server.calls().len() as u64;
+    assert_eq!(paid, 3 + 8, "{:?}", kinds(&r.server.calls()));
+    assert_counted(
+        &r,
+        &thread,
+        &out,
+        paid,
+        "the failed plan requests are counted once",
+    );
+    assert!(
+        out.stderr.contains("generate_plan (failed)"),
+        "the summary says which requests failed: {out}"
+    );
+}
+
+#[test]
+fn failed_spend_is_counted_when_the_failed_step_is_rerun_on_a_branch() {
+    let (r, refuse) = refusing_plans();
+    let thread = r.run(&["--yes"]).expect(1).thread();
+    refuse.store(false, Ordering::SeqCst);
+    // A rerun starts a branch at a fork checkpoint: its tasks do not read the failed
+    // attempts' journal, so before, their requests were in no readout.
+    let out = r
+        .graph(&["rerun", &thread, "--from", "generate_plan"])
+        .expect(0);
+    let paid = r.server.calls().len() as u64;
+    assert_eq!(paid, 3 + 8, "{:?}", kinds(&r.server.calls()));
+    assert_counted(
+        &r,
+        &thread,
+        &out,
+        paid,
+        "the failed plan requests are counted once",
+    );
+}
+
+#[test]
+fn a_rerun_of_a_checkpoint_whose_step_finished_does_not_count_its_failed_spend_again() {
+    let (r, refuse) = refusing_plans();
+    let thread = r.run(&["--yes"]).expect(1).thread();
+    refuse.store(false, Ordering::SeqCst);
+    let out = r.graph(&["resume", &thread]).expect(0);
+    let first = r.server.calls().len() as u64;
+    assert_eq!(first, 3 + 8);
+    assert_counted(
+        &r,
+        &thread,
+        &out,
+        first,
+        "the resumed plan holds its failed attempts",
+    );
+    // Run again from the plan: a new branch from the checkpoint where the plan failed. That
+    // checkpoint's step finished on the first branch, whose ledger holds the failed attempts:
+    // the new branch pays for its own requests only.
+    let out = r
+        .graph(&["rerun", &thread, "--from", "generate_plan"])
+        .expect(0);
+    let again = r.server.calls().len() as u64 - first;
+    assert_eq!(again, 8, "{:?}", kinds(&r.server.calls()));
+    assert_counted(
+        &r,
+        &thread,
+        &out,
+        again,
+        "the new branch counts its own requests",
     );
 }

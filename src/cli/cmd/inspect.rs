@@ -1,6 +1,6 @@
 //! `threads`, `state` and `history`: reading threads, including running ones.
 
-use crate::agents::spend::failed_spend;
+use crate::agents::spend::{as_usage, off_ledger, pricing_of};
 use crate::checkpoint::{CheckpointId, ThreadListing, ThreadStatus};
 use crate::cli::args::{HistoryArgs, StateArgs};
 use crate::cli::error::{bad_input, EXIT_DONE};
@@ -199,20 +199,28 @@ pub(crate) async fn state(ctx: &Ctx, args: StateArgs) -> anyhow::Result<u8> {
         ThreadStatus::Done if root == args.thread => resolved.factory.failure(&snapshot.values),
         _ => None,
     };
+    // What this branch paid for that no step's ledger holds (failed attempts, results an edit
+    // or a rerun set aside): only a thread's own tasks keep it. A readout: a store that cannot
+    // say leaves it out. Only for a graph whose state keeps a ledger (`usage`), as it walks
+    // the thread's checkpoints.
+    let off_ledger = match root == args.thread && snapshot.values.get("usage").is_some() {
+        true => {
+            let pricing = pricing_of(&resolved.file.settings);
+            off_ledger(
+                ctx.store.as_ref(),
+                &root,
+                Some(snapshot.checkpoint_id),
+                pricing.as_ref(),
+            )
+            .await
+            .ok()
+            .filter(|l| !l.is_empty())
+        }
+        false => None,
+    };
     if args.json {
         let mut doc = serde_json::to_value(&snapshot)?;
-        // What the step's failed tasks paid for that no ledger holds yet (their errors say it
-        // in words); only a thread's own tasks keep it.
-        let failed_usage = match (root == args.thread, snapshot.errors.is_empty()) {
-            (true, false) => {
-                let tasks = snapshot.errors.iter().map(|e| e.task);
-                failed_spend(ctx.store.as_ref(), &root, snapshot.checkpoint_id, tasks)
-                    .await
-                    .ok()
-                    .filter(|u| !u.is_empty())
-            }
-            _ => None,
-        };
+        let failed_usage = off_ledger.as_ref().map(as_usage);
         if let Value::Object(map) = &mut doc {
             map.insert("thread_id".into(), json!(args.thread));
             map.insert("graph".into(), json!(resolved.file.graph));
@@ -260,6 +268,17 @@ pub(crate) async fn state(ctx: &Ctx, args: StateArgs) -> anyhow::Result<u8> {
         lines.push(format!(
             "failed      {} (task {}): {}",
             e.node, e.task, e.message
+        ));
+    }
+    if let Some(ledger) = &off_ledger {
+        let u = as_usage(ledger);
+        lines.push(format!(
+            "off-ledger  {} model request{}, {} tokens in and {} out, paid for but in no step's \
+             ledger (values.usage): failed attempts, or results an edit or a rerun set aside",
+            u.requests,
+            if u.requests == 1 { "" } else { "s" },
+            u.input_tokens,
+            u.output_tokens
         ));
     }
     if !snapshot.interrupts.is_empty() {

@@ -5,6 +5,7 @@
 use super::report::{report_as, Ended, Output};
 use super::stop::Watcher;
 use super::Action;
+use crate::agents::spend::{off_ledger, pricing_of};
 use crate::checkpoint::{
     record_verdict, summarize, CheckpointError, Checkpointer, ThreadStatus, ThreadSummary, Verdict,
 };
@@ -136,8 +137,24 @@ async fn drive(
     if nothing_saved || no_checkpoint {
         // Nothing was saved: the thread is not kept half-made (an id without a checkpoint).
         let _ = ctx.store.delete_thread(thread).await;
-    } else if result.is_err() {
-        ended.usage = saved_usage(graph, thread).await;
+    } else {
+        if result.is_err() {
+            ended.usage = saved_usage(graph, thread).await;
+        }
+        let keeps_usage = match &result {
+            Ok(outcome) => outcome.state.get("usage").is_some(),
+            Err(_) => ended.usage.is_some(),
+        };
+        if keeps_usage {
+            // What the branch paid for that no step's ledger holds (failed attempts, results an
+            // edit or a rerun set aside): the summary counts it too. Only for a graph that
+            // keeps a ledger, as it walks the thread's checkpoints.
+            let pricing = pricing_of(&resolved.file.settings);
+            ended.off_ledger = off_ledger(ctx.store.as_ref(), thread, None, pricing.as_ref())
+                .await
+                .ok()
+                .filter(|l| !l.is_empty());
+        }
     }
     if let Err(e) = ctx.store.release(thread) {
         // A failed run already says what failed its store.
@@ -297,6 +314,7 @@ async fn settle(
         saved_step,
         failure,
         usage: None,
+        off_ledger: None,
         stopped_by: None,
     };
     (ended, matches!(newest, Ok(None)))

@@ -29,6 +29,9 @@ pub(in crate::cli::cmd) struct Ended {
     /// What the thread's model calls cost as its newest checkpoint keeps it (its `usage`
     /// ledger), read when the run failed or was stopped: a run that ends badly has paid too.
     pub(super) usage: Option<UsageLedger>,
+    /// What the thread's branch paid for that no step's ledger holds: failed attempts, and
+    /// results an edit or a rerun set aside ([`off_ledger`](crate::agents::spend::off_ledger)).
+    pub(super) off_ledger: Option<UsageLedger>,
     /// The signal that stopped the run (Ctrl+C, SIGTERM, SIGHUP), if one did.
     pub(super) stopped_by: Option<Stop>,
 }
@@ -188,9 +191,16 @@ fn report_error(
     }
     if let Some(ledger) = meta.usage.as_ref().filter(|l| !l.is_empty()) {
         doc["usage"] = serde_json::to_value(ledger).unwrap_or(Value::Null);
-        if show_usage {
-            // The failed step's own spend is in its error: no saved step holds it yet.
-            say_text!("model usage of this thread's saved steps:\n{ledger}");
+    }
+    if show_usage {
+        // What the failed step's tasks paid for is in no saved step: its rows say (failed).
+        let saved = meta.usage.clone().unwrap_or_default();
+        let (shown, what) = match &meta.off_ledger {
+            Some(off) => (saved.merged(off), "saved steps and failed attempts"),
+            None => (saved, "saved steps"),
+        };
+        if !shown.is_empty() {
+            say_text!("model usage of this thread's {what}:\n{shown}");
         }
     }
     if code == EXIT_FAILURE && meta.status != ThreadStatus::Done {
@@ -221,7 +231,7 @@ fn report_done(
                 n => format!("{n} steps"),
             };
             say!("done: thread {thread} finished after {steps}");
-            print_usage(&outcome.state);
+            print_usage(&outcome.state, meta.off_ledger.as_ref());
         }
         let shown = resolved
             .factory
@@ -265,13 +275,17 @@ fn disk_full(e: &RunError) -> Option<&str> {
 
 /// Shows what the thread's model calls cost, when its state keeps a usage ledger in `usage`
 /// (the convention of the built-in agents), including what resumes did not pay again.
-fn print_usage(state: &Value) {
-    let Some(ledger) = state
+fn print_usage(state: &Value, off_ledger: Option<&UsageLedger>) {
+    let Some(mut ledger) = state
         .get("usage")
         .and_then(|u| serde_json::from_value::<crate::llm::UsageLedger>(u.clone()).ok())
     else {
         return;
     };
+    // Attempts no step's ledger holds (rows marked failed or set aside) were paid for too.
+    if let Some(off) = off_ledger {
+        ledger.merge(off);
+    }
     if !ledger.is_empty() {
         say_text!("model usage of this thread:\n{ledger}");
     }
