@@ -6,7 +6,8 @@ use std::path::PathBuf;
 /// Run, inspect and edit durable state graphs.
 ///
 /// Exit codes: 0 done; 1 failure (including a thread busy with another run); 2 usage or bad
-/// input; 3 paused, waiting for a person; 130 stopped by Ctrl+C.
+/// input; 3 paused, waiting for a person; 130, 143, 129 stopped by Ctrl+C, SIGTERM, SIGHUP
+/// (also when it came after the run ended); 141 stdout closed (a `--stream` run stops).
 #[derive(Parser, Debug)]
 #[command(version, propagate_version = true, max_term_width = 100)]
 pub(crate) struct Cli {
@@ -96,7 +97,8 @@ pub(crate) struct RunSettings {
     #[arg(long)]
     pub json: bool,
     /// Stream these events on stdout, one JSON object per line, then the outcome as a line
-    /// `{"event":"outcome",...}`: values, updates, messages (model tokens), custom, debug.
+    /// `{"event":"outcome",...}`: values, updates, messages (model tokens), custom, debug. When
+    /// stdout closes (`| head -1`) the run stops, keeping its last checkpoint: exit 141.
     #[arg(long, value_delimiter = ',', value_name = "MODE,..", value_parser = parse_stream_mode)]
     pub stream: Vec<crate::runtime::StreamMode>,
 }

@@ -18,6 +18,10 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 pub const EXIT_TERMINATED: u8 = 143;
 /// The run was stopped by SIGHUP (its terminal closed); its last checkpoint is kept.
 pub const EXIT_HANGUP: u8 = 129;
+/// Stdout closed (its reader went away, as SIGPIPE would have ended the process): a `--stream`
+/// run was stopped with its last checkpoint kept, or a command that would have succeeded could
+/// not write all of its output.
+pub const EXIT_BROKEN_PIPE: u8 = 141;
 
 /// An error the CLI itself raises, with its exit code.
 #[derive(Debug, thiserror::Error)]

@@ -173,6 +173,7 @@ impl App {
             }
         };
         let mut hint = None;
+        let mut stops = None;
         let result = runtime.block_on(async {
             let ctx = Ctx::new(self.registry, bin, &cli, explicit_db)?;
             let result = cmd::dispatch(&ctx, cli.command).await;
@@ -181,11 +182,13 @@ impl App {
             if let Err(e) = &result {
                 hint = error::hint(&ctx, e);
             }
+            // A signal during all of the above was heard (cmd/run/stop.rs); it sets the code.
+            stops = Some(ctx.stops);
             result
         });
         // A task still waiting (the Ctrl+C watcher) must not keep the process alive.
         runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-        match result {
+        let code = match result {
             Ok(code) => code,
             Err(err) => {
                 let code = error::exit_code(&err);
@@ -199,6 +202,10 @@ impl App {
                 }
                 code
             }
+        };
+        match stops {
+            Some(stops) => stops.finish(output::exit_code(code)),
+            None => output::exit_code(code),
         }
     }
 }
@@ -231,6 +238,8 @@ pub(crate) struct Ctx {
     pub db_flag: Option<PathBuf>,
     pub quiet: bool,
     pub verbose: u8,
+    /// What stops the command's run (signals, a closed stdout), heard until the command ends.
+    pub stops: cmd::Stops,
 }
 
 impl Ctx {
@@ -258,6 +267,7 @@ impl Ctx {
             db_flag: if explicit_db { cli.db.clone() } else { None },
             quiet: cli.quiet,
             verbose: cli.verbose,
+            stops: cmd::Stops::default(),
         })
     }
 

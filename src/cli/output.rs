@@ -7,17 +7,23 @@
 //!   ignored and the command goes on.
 //! - stdout is the command's result. Once a write to it fails (EPIPE: `graph history | head`),
 //!   nothing more is written to it, as a Unix tool stops writing when its reader is gone.
-//!   Rust ignores SIGPIPE, so the process is not killed by it; the command itself goes on and
-//!   ends with its own exit code. A run in progress finishes (quietly, as far as that pipe is
-//!   concerned) rather than being stopped: its job is the thread in the store, which every step
-//!   already paid for and saved, and what the closed pipe did not take is there to read
-//!   (`graph state`, `graph history`). Stopping it would leave a half-done thread to resume
-//!   because someone read only the first lines of its log.
+//!   Rust ignores SIGPIPE, so the process is not killed by it: the command finishes what it
+//!   must first (a thread's store is closed and indexed, never left half-written), then ends
+//!   with 141, the code a shell shows for a tool SIGPIPE killed, where it would have ended with
+//!   0 ([`exit_code`]); a code that says more (paused, failed, stopped by a signal) is kept. So
+//!   `set -o pipefail` sees what it sees of `ls | head`.
+//! - A run whose stderr closed (`graph run ... 2>&1 | head -2`: its progress lines) goes on to
+//!   the end: its job is the thread in the store, which every step already paid for and saved;
+//!   stopping it would leave a half-done thread to resume because someone read only the first
+//!   lines of its log. Its result on stdout then finds the pipe closed too: exit 141.
+//! - A `--stream` run's stdout is its events: once they cannot be written the run stops as on
+//!   a signal, keeping its last checkpoint, and ends with 141 (`cmd/run/stop.rs` says why).
 //!
 //! While a run's live progress lines are shown, stderr is written through
 //! [`Progress`](super::progress::Progress) instead (ARCHITECTURE.md: nothing writes to stderr
 //! behind the live lines); this is what it uses when there are none.
 
+use super::error::{EXIT_BROKEN_PIPE, EXIT_DONE};
 use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -33,6 +39,20 @@ pub(crate) fn out(text: &str) {
     let written = writeln!(stdout, "{text}").and_then(|()| stdout.flush());
     if written.is_err() {
         STDOUT_CLOSED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Whether a write to stdout failed: its reader is gone.
+pub(crate) fn stdout_closed() -> bool {
+    STDOUT_CLOSED.load(Ordering::Relaxed)
+}
+
+/// The exit code of a command that would end with `code`, given what became of stdout: 141
+/// instead of success when not all of its output could be written (see the module doc).
+pub(crate) fn exit_code(code: u8) -> u8 {
+    match code == EXIT_DONE && stdout_closed() {
+        true => EXIT_BROKEN_PIPE,
+        false => code,
     }
 }
 

@@ -287,6 +287,42 @@ impl TestCommand {
         (read_lines, status.code())
     }
 
+    /// Runs it as `COMMAND | head -LINES` in a terminal: stdout into a pipe whose reader closes
+    /// after `lines` lines, stderr kept apart. Returns the lines read and what it printed on
+    /// stderr, with its exit code.
+    pub fn stdout_into_head(mut self, lines: usize) -> (Vec<String>, Output) {
+        let mut child = self
+            .cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the graph binary");
+        let mut stderr = child.stderr.take().expect("piped stderr");
+        let errors = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+            text
+        });
+        let mut reader = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let mut read_lines = Vec::new();
+        while read_lines.len() < lines {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                break;
+            }
+            read_lines.push(line.trim_end().to_string());
+        }
+        drop(reader);
+        let status = child.wait().expect("wait for the graph binary");
+        let out = Output {
+            command: format!("{} | head -{lines}", self.text),
+            code: status.code(),
+            stdout: read_lines.join("\n"),
+            stderr: errors.join().expect("stderr reader"),
+        };
+        (read_lines, out)
+    }
+
     /// Starts it in the background, collecting stderr line by line.
     pub fn spawn(mut self) -> Running {
         let mut child = self
@@ -400,6 +436,12 @@ impl Running {
         self.wait_for("thread ");
         std::thread::sleep(Duration::from_millis(20));
         thread_in(&self.stderr()).expect("thread line")
+    }
+
+    /// Its stdout, for the test to read when it chooses (unread, a pipe holds 64 KiB, then the
+    /// command's next write waits); [`Running::finish`] then has none to collect.
+    pub fn take_stdout(&mut self) -> std::process::ChildStdout {
+        self.child.stdout.take().expect("stdout not taken yet")
     }
 
     /// Sends a signal (`libc::SIGINT`, `libc::SIGKILL`...).

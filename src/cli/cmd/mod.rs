@@ -8,6 +8,8 @@ mod plan;
 mod run;
 mod tree;
 
+pub(crate) use run::Stops;
+
 use super::args::Command;
 use super::Ctx;
 

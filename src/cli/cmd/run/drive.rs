@@ -1,9 +1,10 @@
-//! The run itself: a graph run on a thread, which Ctrl+C, SIGTERM or SIGHUP stop (`stop.rs`),
-//! progress lines or `--stream`, the artifacts of each saved checkpoint, the graph's verdict on a
-//! finished run, and the thread let go (or not kept, when nothing of it was saved).
+//! The run itself: a graph run on a thread, which Ctrl+C, SIGTERM, SIGHUP or a closed
+//! `--stream` stop (`stop.rs`), progress lines or `--stream`, the artifacts of each saved
+//! checkpoint of the thread, the graph's verdict on a finished run, and the thread let go (or
+//! not kept, when nothing of it was saved).
 
 use super::report::{report_as, Ended, Output};
-use super::stop::Watcher;
+use super::stop::{Stop, Stops};
 use super::Action;
 use crate::agents::spend::{off_ledger, pricing_of};
 use crate::checkpoint::{
@@ -12,6 +13,7 @@ use crate::checkpoint::{
 use crate::cli::args::RunSettings;
 use crate::cli::cmd::artifacts;
 use crate::cli::origin::Origin;
+use crate::cli::output::stdout_closed;
 use crate::cli::progress::Progress;
 use crate::cli::{out, Ctx};
 use crate::llm::UsageLedger;
@@ -95,7 +97,7 @@ async fn drive(
     progress.expect(first_step);
     let token = CancellationToken::new();
     let hint = ctx.command_line(&["resume", thread]);
-    let watcher = Watcher::start(token.clone(), hint, progress.notices());
+    ctx.stops.watch(token.clone(), hint, progress.notices());
     let config = run_config(resolved, thread, token, settings);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
     let run = async {
@@ -114,11 +116,11 @@ async fn drive(
         .as_deref()
         .map(|a| artifacts::Writer::new(a, thread, ctx.quiet, notices));
     let follower = Follower {
+        stops: &ctx.stops,
         streaming: !settings.stream.is_empty(),
         saved_step: started_at,
     };
-    let (result, saved_step) = follower.follow(run, rx, progress, &mut writer).await;
-    let stopped_by = watcher.finish();
+    let (result, saved_step, stopped_by) = follower.follow(run, rx, progress, &mut writer).await;
     let failure = judge(ctx, resolved, thread, &result).await;
     let streaming = !settings.stream.is_empty();
     let (mut ended, no_checkpoint) = settle(
@@ -184,24 +186,26 @@ fn run_config(
 }
 
 /// Follows a run's events while it runs.
-struct Follower {
+struct Follower<'a> {
+    /// What stops the run; told when a `--stream` run's stdout closed.
+    stops: &'a Stops,
     /// `--stream`: the asked-for events, one JSON object per line, instead of progress lines.
     streaming: bool,
     /// The newest step of the thread known to be saved.
     saved_step: Option<u64>,
 }
 
-impl Follower {
+impl Follower<'_> {
     /// Drives `run` to its end, showing each of its events and writing the artifacts of each
-    /// checkpoint of the thread it saves; returns its result and the newest step known to be
-    /// saved.
+    /// checkpoint of the thread it saves; returns its result, the newest step known to be
+    /// saved and what stopped it, if anything did.
     async fn follow(
         mut self,
         run: impl Future<Output = Outcome>,
         mut rx: UnboundedReceiver<Event>,
         mut progress: Progress,
         writer: &mut Option<artifacts::Writer<'_>>,
-    ) -> (Outcome, Option<u64>) {
+    ) -> (Outcome, Option<u64>, Option<Stop>) {
         tokio::pin!(run);
         let result = loop {
             tokio::select! {
@@ -210,11 +214,13 @@ impl Follower {
                 result = &mut run => break result,
             }
         };
+        // From here on a signal or a closed stdout no longer stops anything (stop.rs).
+        let stopped_by = self.stops.run_ended();
         while let Ok(event) = rx.try_recv() {
             self.seen(&event, &mut progress, writer).await;
         }
         progress.clear();
-        (result, self.saved_step)
+        (result, self.saved_step, stopped_by)
     }
 
     async fn seen(
@@ -226,6 +232,9 @@ impl Follower {
         if self.streaming {
             if let Ok(line) = serde_json::to_string(event) {
                 out(&line);
+                if stdout_closed() {
+                    self.stops.stdout_closed();
+                }
             }
         } else {
             progress.event(event);

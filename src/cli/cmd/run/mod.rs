@@ -4,7 +4,8 @@
 //! `setup.rs` is what they resolve and check before anything changes (overrides kept with the
 //! thread, the graph, the input or the answer); `drive.rs` runs the graph on the thread (progress
 //! or `--stream`, artifacts, the graph's verdict, letting the thread go); `stop.rs` stops it on
-//! Ctrl+C, SIGTERM or SIGHUP; `report.rs` says how the run ended and picks the exit code. `tree.rs` runs its graph through
+//! Ctrl+C, SIGTERM, SIGHUP or a `--stream` whose reader went away, and hears a signal until the
+//! command's end; `report.rs` says how the run ended and picks the exit code. `tree.rs` runs its graph through
 //! [`run_on_thread`] and [`report`] too.
 
 mod drive;
@@ -14,6 +15,7 @@ mod stop;
 
 pub(super) use drive::run_on_thread;
 pub(super) use report::{report, Ended};
+pub(crate) use stop::Stops;
 
 use super::artifacts;
 use crate::checkpoint::Checkpointer;

@@ -32,7 +32,8 @@ pub(in crate::cli::cmd) struct Ended {
     /// What the thread's branch paid for that no step's ledger holds: failed attempts, and
     /// results an edit or a rerun set aside ([`off_ledger`](crate::agents::spend::off_ledger)).
     pub(super) off_ledger: Option<UsageLedger>,
-    /// The signal that stopped the run (Ctrl+C, SIGTERM, SIGHUP), if one did.
+    /// What stopped the run (Ctrl+C, SIGTERM, SIGHUP, a `--stream`'s stdout closed), if
+    /// anything did.
     pub(super) stopped_by: Option<Stop>,
 }
 

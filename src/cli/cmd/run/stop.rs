@@ -4,73 +4,140 @@
 //! still queued), and the command ends with the signal's conventional exit code (128 + its
 //! number) after saying how to continue. A second signal quits at once.
 //!
+//! A `--stream` run whose stdout closed (`graph run ... --stream updates | head -1`) stops the
+//! same way at its next event, and ends with 141, the code a shell shows for a tool that
+//! SIGPIPE killed: the events are what the command was asked for and nobody reads them any
+//! more. Running on to the end would keep the pipeline (and the terminal it runs in) waiting on
+//! a run whose output goes nowhere, spending on model calls meanwhile; stopped, the thread
+//! resumes where it was (`output.rs` says what a closed stdout does elsewhere).
+//!
+//! A signal that arrives after the run ended (its result in hand, its checkpoints saved), while
+//! the command finishes up (the last artifacts, the graph's verdict, letting the thread go, the
+//! report, closing the store), is neither swallowed nor allowed to cut that short. Finishing
+//! takes a moment, and cut short it could leave the thread's index saying "running" or the
+//! last artifacts unwritten. So the command says at once that it heard it, finishes, and then
+//! ends with the signal's code, as a process told to stop does; a second signal quits at once.
+//! (tokio keeps its handlers for these signals once it listened: without a watcher until the
+//! command's end, such a signal was silently ignored and the command exited 0.)
+//!
 //! A signal the process was started ignoring (`nohup`, a script's background job for SIGINT)
 //! stays ignored: the one who started it asked for the run to outlive it.
 
-use crate::cli::error::{EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TERMINATED};
+use crate::cli::error::{EXIT_BROKEN_PIPE, EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TERMINATED};
 use crate::cli::progress::Notices;
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::os::fd::AsRawFd;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// A signal that stops a run.
+/// What stops a run: a signal, or the reader of its `--stream` going away.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(in crate::cli::cmd) enum Stop {
+pub(crate) enum Stop {
     /// SIGINT: Ctrl+C typed at the terminal.
     Interrupt,
     /// SIGTERM.
     Terminate,
     /// SIGHUP: the terminal closed.
     Hangup,
+    /// A `--stream` run's stdout closed (its reader went away).
+    ClosedStdout,
 }
 
 impl Stop {
-    const ALL: [Stop; 3] = [Stop::Interrupt, Stop::Terminate, Stop::Hangup];
+    /// The signals a run listens for.
+    const SIGNALS: [Stop; 3] = [Stop::Interrupt, Stop::Terminate, Stop::Hangup];
 
     fn number(self) -> libc::c_int {
         match self {
             Stop::Interrupt => libc::SIGINT,
             Stop::Terminate => libc::SIGTERM,
             Stop::Hangup => libc::SIGHUP,
+            Stop::ClosedStdout => libc::SIGPIPE,
         }
     }
 
     /// The exit code of a command it stopped: 128 + the signal's number, as a shell reports a
-    /// process the signal ended.
-    pub(in crate::cli::cmd) fn exit_code(self) -> u8 {
+    /// process the signal ended (SIGPIPE's for a closed stdout).
+    pub(crate) fn exit_code(self) -> u8 {
         match self {
             Stop::Interrupt => EXIT_INTERRUPTED,
             Stop::Terminate => EXIT_TERMINATED,
             Stop::Hangup => EXIT_HANGUP,
+            Stop::ClosedStdout => EXIT_BROKEN_PIPE,
         }
     }
 
     /// How a person names it.
-    pub(in crate::cli::cmd) fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Stop::Interrupt => "Ctrl+C",
             Stop::Terminate => "SIGTERM",
             Stop::Hangup => "SIGHUP",
+            Stop::ClosedStdout => "stdout closed",
+        }
+    }
+
+    /// Whether the terminal echoed it (`^C`).
+    fn typed(self) -> bool {
+        self == Stop::Interrupt
+    }
+
+    /// What is said when it stops a running run.
+    fn stopping_text(self) -> String {
+        let kept = "the step in flight is abandoned, the last checkpoint is kept";
+        match self {
+            Stop::Interrupt => format!("stopping: {kept} (Ctrl+C again quits at once)"),
+            Stop::ClosedStdout => {
+                format!("stopping: stdout was closed (its reader went away): {kept} (Ctrl+C quits at once)")
+            }
+            other => format!(
+                "stopping on {0}: {kept} ({0} again quits at once)",
+                other.name()
+            ),
         }
     }
 }
 
-/// Watches for the signals while a run goes; cancels its token on the first.
-pub(super) struct Watcher {
-    task: JoinHandle<()>,
-    stopped_by: Arc<OnceLock<Stop>>,
+/// What stops the command's run, from its start to the command's end: the signals (a watcher
+/// task), a closed stdout (reported by the run's follower), and which came first. Held by the
+/// command's [`Ctx`](crate::cli::Ctx), whose end asks it for the exit code
+/// ([`Stops::finish`]).
+#[derive(Default)]
+pub(crate) struct Stops {
+    shared: Arc<Shared>,
+    task: Mutex<Option<JoinHandle<()>>>,
 }
 
-impl Watcher {
+#[derive(Default)]
+struct Shared {
+    /// The first stop the command got.
+    first: OnceLock<Stop>,
+    /// Set once the run ended: a stop then no longer cancels anything.
+    ended: AtomicBool,
+    /// The run being watched.
+    run: Mutex<Option<Watched>>,
+}
+
+/// What a stop needs of the run it stops.
+#[derive(Clone)]
+struct Watched {
+    token: CancellationToken,
+    /// The command that continues the thread.
+    hint: String,
+    /// Where to say things while its progress lines may be on the screen.
+    notices: Notices,
+}
+
+impl Stops {
     /// Listens (from now on, not from when the task first runs) for each signal the process
     /// was not started ignoring. On the first, prints through `notices` (not to stderr
     /// directly, so the live progress lines stay right) and cancels `token`; on a second,
     /// quits at once, printing `hint`.
-    pub(super) fn start(token: CancellationToken, hint: String, notices: Notices) -> Watcher {
-        let listeners: Vec<(Stop, Signal)> = Stop::ALL
+    pub(super) fn watch(&self, token: CancellationToken, hint: String, notices: Notices) {
+        let listeners: Vec<(Stop, Signal)> = Stop::SIGNALS
             .into_iter()
             .filter(|stop| !ignored(stop.number()))
             .filter_map(|stop| match signal(SignalKind::from_raw(stop.number())) {
@@ -82,56 +149,96 @@ impl Watcher {
                 }
             })
             .collect();
-        let stopped_by = Arc::new(OnceLock::new());
-        let task = tokio::spawn(watch(listeners, token, hint, notices, stopped_by.clone()));
-        Watcher { task, stopped_by }
+        *lock(&self.shared.run) = Some(Watched {
+            token,
+            hint,
+            notices,
+        });
+        self.shared.ended.store(false, Ordering::SeqCst);
+        let task = tokio::spawn(watch(listeners, self.shared.clone()));
+        if let Some(old) = lock(&self.task).replace(task) {
+            old.abort();
+        }
     }
 
-    /// Stops watching; says which signal stopped the run, if one did. A run can outlive its
-    /// terminal (closed without a SIGHUP reaching the run): its report then goes nowhere,
-    /// rather than panicking on the first line.
-    pub(super) fn finish(self) -> Option<Stop> {
-        self.task.abort();
+    /// The run ended: a signal from now on is heard but cancels nothing (see the module doc).
+    /// Says what stopped the run, if anything did. A run can outlive its terminal (closed
+    /// without a SIGHUP reaching the run): its report then goes nowhere, rather than panicking
+    /// on the first line.
+    pub(super) fn run_ended(&self) -> Option<Stop> {
+        self.shared.ended.store(true, Ordering::SeqCst);
         leave_a_hung_up_terminal();
-        self.stopped_by.get().copied()
+        self.shared.first.get().copied()
+    }
+
+    /// The running run's stdout closed (a `--stream` run's reader went away): stops it as a
+    /// first signal would. Nothing more once it is stopping or has ended.
+    pub(super) fn stdout_closed(&self) {
+        if !self.shared.ended.load(Ordering::SeqCst) && self.shared.first.get().is_none() {
+            self.shared.arrived(Stop::ClosedStdout);
+        }
+    }
+
+    /// Stops watching, at the command's very end; the exit code of the command that would end
+    /// with `code`: the code of what stopped it, when something did.
+    pub(crate) fn finish(&self, code: u8) -> u8 {
+        if let Some(task) = lock(&self.task).take() {
+            task.abort();
+        }
+        leave_a_hung_up_terminal();
+        self.shared
+            .first
+            .get()
+            .map_or(code, |stop| stop.exit_code())
     }
 }
 
-async fn watch(
-    mut listeners: Vec<(Stop, Signal)>,
-    token: CancellationToken,
-    hint: String,
-    notices: Notices,
-    stopped_by: Arc<OnceLock<Stop>>,
-) {
-    let Some(first) = next(&mut listeners).await else {
-        return;
-    };
-    let _ = stopped_by.set(first);
-    let again = match first {
-        Stop::Interrupt => "Ctrl+C again quits at once".to_string(),
-        other => format!("{} again quits at once", other.name()),
-    };
-    let text = match first {
-        Stop::Interrupt => "stopping".to_string(),
-        other => format!("stopping on {}", other.name()),
-    };
-    let typed = first == Stop::Interrupt;
-    let text =
-        format!("{text}: the step in flight is abandoned, the last checkpoint is kept ({again})");
-    leave_a_hung_up_terminal();
-    notices.after_signal(&text, typed);
-    // After the notice: the run's report (which follows the cancel) comes below it.
-    token.cancel();
-    let Some(second) = next(&mut listeners).await else {
-        return;
-    };
-    leave_a_hung_up_terminal();
-    notices.quit_after_signal(
-        &format!("quit; continue with: {hint}"),
-        second == Stop::Interrupt,
-        i32::from(second.exit_code()),
-    );
+impl Shared {
+    /// `stop` arrived: the first stops the run (or, once it ended, is noted), a second signal
+    /// quits at once.
+    fn arrived(&self, stop: Stop) {
+        leave_a_hung_up_terminal();
+        // Cloned out: nothing is printed while the lock is held.
+        let Some(run) = lock(&self.run).clone() else {
+            return;
+        };
+        let ended = self.ended.load(Ordering::SeqCst);
+        if self.first.set(stop).is_err() {
+            let text = match ended {
+                true => "quit; the run had ended, its checkpoints are kept".to_string(),
+                false => format!("quit; continue with: {}", run.hint),
+            };
+            run.notices
+                .quit_after_signal(&text, stop.typed(), i32::from(stop.exit_code()));
+        }
+        if ended {
+            let name = stop.name();
+            run.notices.after_signal(
+                &format!(
+                    "{name}: the run had already ended, its checkpoints are kept; finishing up, then exiting with {} ({name} again quits at once)",
+                    stop.exit_code()
+                ),
+                stop.typed(),
+            );
+            return;
+        }
+        run.notices
+            .after_signal(&stop.stopping_text(), stop.typed());
+        // After the notice: the run's report (which follows the cancel) comes below it.
+        run.token.cancel();
+    }
+}
+
+/// A lock that a panic elsewhere does not make unusable: what it guards is replaced whole.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Passes each signal to `shared` as it arrives, until none can.
+async fn watch(mut listeners: Vec<(Stop, Signal)>, shared: Arc<Shared>) {
+    while let Some(stop) = next(&mut listeners).await {
+        shared.arrived(stop);
+    }
 }
 
 /// The next signal to arrive; `None` when none can.
