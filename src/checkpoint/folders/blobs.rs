@@ -213,3 +213,80 @@ fn open_setting_aside_bookkeeping(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::Checkpointer;
+    use std::path::PathBuf;
+
+    fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+        let mut out: Vec<_> = walk(dir).into_iter().collect();
+        out.sort();
+        out
+    }
+
+    fn walk(dir: &Path) -> Vec<(String, Vec<u8>)> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                out.extend(walk(&path));
+            } else {
+                out.push((path.display().to_string(), std::fs::read(&path).unwrap()));
+            }
+        }
+        out
+    }
+
+    /// A store holding one journal value large enough for a blob file, then a small one after
+    /// it; closed.
+    fn store_with_a_blob(dir: &Path) -> PathBuf {
+        let store = SledCheckpointer::open(dir).unwrap();
+        let big = serde_json::json!("a recorded answer ".repeat(2_000));
+        futures::executor::block_on(async {
+            store.put_journal("t", "big", &big).await.unwrap();
+            store
+                .put_journal("u", "after", &serde_json::json!(1))
+                .await
+                .unwrap();
+            store.flush_now().unwrap();
+        });
+        drop(store);
+        let names = blob_names(dir);
+        assert_eq!(names.len(), 1, "{names:?}");
+        dir.join("blobs").join(&names[0])
+    }
+
+    #[test]
+    fn a_blob_inside_the_log_that_fails_its_checksum_is_damage_found_without_writing() {
+        let dir = tempfile::tempdir().unwrap();
+        let blob = store_with_a_blob(dir.path());
+        let mut bytes = std::fs::read(&blob).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 1;
+        std::fs::write(&blob, bytes).unwrap();
+        let before = files(dir.path());
+
+        let check = check_blobs(dir.path(), dir.path(), &[], SledOptions::default());
+        let damage = check.damage.expect("damage");
+        assert_eq!(damage.file, blob.display().to_string());
+        assert_eq!(files(dir.path()), before, "the store was written");
+    }
+
+    #[test]
+    fn a_cut_blob_past_the_end_of_the_log_is_not_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let blob = store_with_a_blob(dir.path());
+        let lsn: i64 = blob.file_name().unwrap().to_str().unwrap().parse().unwrap();
+        // What a writer killed while writing its next blob leaves: a cut file no message names.
+        let cut = dir.path().join("blobs").join((lsn + 1_000_000).to_string());
+        std::fs::write(&cut, b"cut").unwrap();
+        let check = check_blobs(dir.path(), dir.path(), &[], SledOptions::default());
+        assert!(check.damage.is_none(), "{:?}", check.damage);
+        // Unless the index saw it whole when the store was closed.
+        let name = cut.file_name().unwrap().to_str().unwrap().to_string();
+        let indexed = damaged_blob(dir.path(), dir.path(), &[name], SledOptions::default());
+        assert_eq!(indexed.map(|d| d.file), Some(cut.display().to_string()));
+    }
+}

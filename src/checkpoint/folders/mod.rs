@@ -328,14 +328,21 @@ impl FolderCheckpointer {
             Ok(Copied::Open(copy)) => {
                 let mut listing =
                     ThreadListing::of_store(&copy.store, thread, witness, &store_dir).await?;
-                // The copy's damage is the cause (a damaged file), the listing's at most its
-                // effect (checkpoints lost): the cause is named, the effect kept.
                 if let (Some(l), Some(d)) = (&mut listing, copy.damage.clone()) {
-                    let lost = l.damage.as_ref().is_some_and(|e| e.lost_checkpoints);
-                    l.damage = Some(Damage {
-                        lost_checkpoints: lost || d.lost_checkpoints,
-                        ..d
-                    });
+                    match &l.damage {
+                        // A damaged blob is the cause of what the listing finds lost (sled read
+                        // the log only up to it): the cause is named, the loss kept.
+                        Some(lost) if copy.blob_damaged => {
+                            l.damage = Some(Damage {
+                                lost_checkpoints: lost.lost_checkpoints,
+                                ..d
+                            })
+                        }
+                        // A snapshot file set aside is not: sled rebuilt its page table from
+                        // the log, so a loss the listing finds is told first.
+                        Some(_) => {}
+                        None => l.damage = Some(d),
+                    }
                 }
                 Ok(with_origin_checked(listing, &copy.store, &store_dir, &legacy).await)
             }

@@ -24,6 +24,9 @@ pub(super) struct ReadCopy {
     /// What was wrong with the store, when the copy could be read only after setting a damaged
     /// file aside, or reads only what was written before a damaged blob file.
     pub damage: Option<Damage>,
+    /// True when `damage` is a blob file that fails its checksum: the copy ends before it, so
+    /// what a reader finds missing was lost with it.
+    pub blob_damaged: bool,
     /// The threads whose every record was written after a damaged blob file: the copy does not
     /// hold them at all (see `blobs.rs`).
     pub lost_threads: Vec<String>,
@@ -103,11 +106,13 @@ pub(super) fn open_copy(
                         }
                     }
                 }
+                let blob_damaged = blob_check.damage.is_some();
                 let damage = blob_check.damage.or(damage);
                 return Ok(Copied::Open(Box::new(ReadCopy {
                     store,
                     _dir: dir,
                     damage,
+                    blob_damaged,
                     lost_threads,
                 })));
             }
