@@ -1,7 +1,8 @@
 //! The execute node's model call is journaled: when the step fails right after the model
 //! answered (here the store refuses to save the step, as a dying disk or a kill
 //! would), resuming the thread does not call the model again for that step; requests a failed
-//! attempt paid for are counted once even when the step that adds them is lost.
+//! attempt paid for are counted once even when the step that adds them is lost, and, without a
+//! checkpointer, by the node's retry in the same run.
 
 #[path = "research_support.rs"]
 mod support;
@@ -10,9 +11,10 @@ mod support;
 mod faulty_store;
 
 use faulty_store::{Fault, FaultyStore};
+use serde_json::json;
 use stategraph::agents::research::{build, graph, PlanStateUpdate, ResearchAgent};
 use stategraph::checkpoint::MemoryCheckpointer;
-use stategraph::llm::{ChatModel, FakeChatModel};
+use stategraph::llm::{ChatModel, FakeChatModel, LlmError};
 use stategraph::runtime::{Resume, RunConfig};
 use std::sync::Arc;
 use support::*;
@@ -118,5 +120,48 @@ async fn failed_requests_are_counted_once_when_the_step_that_adds_them_is_lost()
         (planned.calls, planned.replayed_calls),
         (4, 1),
         "three failed requests and the plan, once each: {planned:?}"
+    );
+}
+
+#[tokio::test]
+async fn without_a_checkpointer_a_retried_step_counts_what_its_failed_attempt_paid() {
+    // The plan's first reply does not fit (answered, so billed); asked again, the provider is
+    // overloaded (transient, nothing billed), so the node's retry policy runs it again, and
+    // that attempt's plan fits. No checkpointer: the task's journal is kept in memory.
+    let docs = corpus();
+    let bad = r#"{"todos": []}"#;
+    let plan = json!({"todos": [{"id": "t1", "task": "How does sled make writes durable",
+        "kind": "research", "dependencies": []}]});
+    let overloaded = LlmError::Provider {
+        provider: "fake".into(),
+        kind: "overloaded_error".into(),
+        message: "busy".into(),
+        transient: true,
+    };
+    let review = json!({"completed_task_id": "t1", "task_outcome": "answered",
+        "status": "done", "new_tasks": []});
+    let model = Arc::new(
+        FakeChatModel::with_replies([bad])
+            .then_error(overloaded)
+            .then_text(plan.to_string())
+            .then_text("The sources say: sled flushes its log [1].")
+            .then_text(review.to_string())
+            .then_text("Sled makes writes durable by flushing its log [1]."),
+    );
+    let graph = build(model.clone()).unwrap();
+    let cfg = config(docs.path(), "no-store").setting("yes", true);
+    let done = graph
+        .invoke(PlanStateUpdate::default().question("durability?"), cfg)
+        .await
+        .unwrap();
+    assert_eq!(model.remaining(), 0, "every scripted reply was asked for");
+    // Six requests, five answered: the overloaded one was not billed.
+    assert_eq!(model.call_count(), 6);
+    let usage = &done.state.usage;
+    assert_eq!(usage.total().calls, 5, "{usage}");
+    assert_eq!(
+        usage.node("generate_plan").map(|n| n.calls),
+        Some(2),
+        "the failed attempt's unfit plan and the plan that fitted: {usage}"
     );
 }

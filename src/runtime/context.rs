@@ -51,6 +51,9 @@ pub(crate) struct TaskContext {
     /// Pauses of graphs the node invoked itself (`invoke` inside the node): they pause this
     /// task whatever the node then returns.
     pub(crate) child_pauses: std::sync::Mutex<Vec<InterruptRecord>>,
+    /// This task's journal when the run has no checkpointer: kept for the task's later
+    /// attempts (its retries) in this run only.
+    pub(crate) kept: std::sync::Mutex<BTreeMap<String, serde_json::Value>>,
 }
 
 tokio::task_local! {
@@ -120,6 +123,7 @@ impl Context {
             forwarded: BTreeMap::new(),
             subgraph_calls: AtomicU32::new(0),
             child_pauses: Default::default(),
+            kept: Default::default(),
         })
     }
 
@@ -146,6 +150,7 @@ impl Context {
             forwarded: i.forwarded.clone(),
             subgraph_calls: AtomicU32::new(0),
             child_pauses: Default::default(),
+            kept: Default::default(),
         }))
     }
 
@@ -383,16 +388,16 @@ impl Context {
 
     /// This task's journal entry `key`, decoded: what an earlier attempt or run of this task
     /// kept with [`journal`](Self::journal) (or [`record`](Self::record)). `None` when there is
-    /// none, and always without a checkpointer.
+    /// none. Without a checkpointer, only what earlier attempts in this run kept.
     pub async fn journaled<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, NodeError> {
         let i = &self.inner;
-        let Some(store) = &i.checkpointer else {
-            return Ok(None);
+        let stored = match &i.checkpointer {
+            Some(store) => store
+                .get_journal(&i.thread_id, &self.journal_key(key))
+                .await
+                .map_err(|e| NodeError::new(e.to_string()))?,
+            None => self.kept().get(key).cloned(),
         };
-        let stored = store
-            .get_journal(&i.thread_id, &self.journal_key(key))
-            .await
-            .map_err(|e| NodeError::new(e.to_string()))?;
         stored
             .map(|value| {
                 serde_json::from_value(value).map_err(|e| {
@@ -407,28 +412,38 @@ impl Context {
 
     /// Keeps `value` under `key` in this task's journal, replacing what was there. Unlike the
     /// node's update, it survives the task failing: it is how a failed attempt hands something
-    /// to the task's next attempt or run (what its model requests cost, say). Nothing is kept
-    /// without a checkpointer.
+    /// to the task's next attempt or run (what its model requests cost, say). Without a
+    /// checkpointer it is kept in memory, for the task's later attempts in this run only.
     ///
     /// ```
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
     /// let ctx = stategraph::runtime::Context::detached("plan");
     /// ctx.journal("tries", &2).await?;
-    /// assert_eq!(ctx.journaled::<u32>("tries").await?, None, "no checkpointer, no journal");
+    /// assert_eq!(ctx.journaled::<u32>("tries").await?, Some(2), "kept for the next attempt");
     /// # Ok::<(), stategraph::runtime::NodeError>(()) }).unwrap();
     /// ```
     pub async fn journal(&self, key: &str, value: &impl Serialize) -> Result<(), NodeError> {
         let i = &self.inner;
-        let Some(store) = &i.checkpointer else {
-            return Ok(());
-        };
         let value = serde_json::to_value(value).map_err(|e| {
             NodeError::new(format!("journal entry `{key}` cannot be kept as JSON: {e}"))
         })?;
+        let Some(store) = &i.checkpointer else {
+            self.kept().insert(key.to_string(), value);
+            return Ok(());
+        };
         store
             .put_journal(&i.thread_id, &self.journal_key(key), &value)
             .await
             .map_err(|e| NodeError::transient(e.to_string()))
+    }
+
+    /// The journal kept in memory (no checkpointer).
+    fn kept(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, serde_json::Value>> {
+        // Entries are whole values, replaced at once: a poisoned lock holds no torn one.
+        match self.inner.kept.lock() {
+            Ok(kept) => kept,
+            Err(poisoned) => poisoned.into_inner(),
+        }
     }
 
     /// True when [`record`](Self::record) under `key` handed back a result recorded by an

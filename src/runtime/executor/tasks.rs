@@ -63,6 +63,7 @@ impl<S: State> Run<S> {
                 forwarded,
                 subgraph_calls: AtomicU32::new(0),
                 child_pauses: Default::default(),
+                kept: Default::default(),
             });
             prepared.push(PreparedTask {
                 index,
