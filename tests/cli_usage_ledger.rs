@@ -335,8 +335,8 @@ fn a_run_that_fails_says_what_it_spent_and_its_resume_counts_it_once() {
 #[test]
 fn a_decomposition_that_fails_is_counted_when_the_resumed_run_decomposes() {
     // `graph decompose`: the task-tree agent's decomposition is not JSON until the test says
-    // otherwise, so the first run fails after three requests; the resume decomposes the task
-    // into two simple children and pauses for review.
+    // otherwise, so the first run fails after three requests; the task file is edited, and the
+    // resume decomposes the task into two simple children and pauses for review.
     let refuse = Arc::new(AtomicBool::new(true));
     let refusing = refuse.clone();
     let server = FakeOpenAi::answering(move |call| match call.kind.as_str() {
@@ -365,6 +365,11 @@ fn a_decomposition_that_fails_is_counted_when_the_resumed_run_decomposes() {
         "{out}"
     );
     let thread = out.thread();
+    // The person edits the task file before resuming: the decomposition is asked about the
+    // edited file (a new journal key), and still holds what the failed attempts paid for.
+    let mut text = std::fs::read_to_string(&task).unwrap();
+    text.push_str("\nKeep the scraper polite: one request per second.\n");
+    std::fs::write(&task, text).unwrap();
     refuse.store(false, Ordering::SeqCst);
     graph(&["resume", &thread]).expect(3);
     let state = graph(&["state", &thread, "--json"]).expect(0).json();

@@ -47,11 +47,12 @@ fn model_error(what: &str, e: LlmError) -> NodeError {
 }
 
 /// A ledger holding one call of `node` (the state's reducer adds it to the run's); a call
-/// a resume got from the journal is counted as reused, not paid again, and what the call's
-/// failed attempts in earlier runs of the task paid for is added ([`spend`]).
+/// a resume got from the journal (recorded under `key`) is counted as reused, not paid again,
+/// and what the failed attempts kept under `spent_under` in earlier attempts or runs of the
+/// task paid for is added ([`spend`]).
 async fn ledger(
     ctx: &Context,
-    key: &str,
+    (key, spent_under): (&str, &[&str]),
     usage: Usage,
     settings: &TreeSettings,
 ) -> Result<UsageLedger, NodeError> {
@@ -62,9 +63,17 @@ async fn ledger(
     } else {
         ledger.record(ctx.node(), usage, pricing);
     }
-    spend::add_failed(ctx, key, ctx.node(), &mut ledger, pricing).await?;
+    for spent in spent_under {
+        spend::add_failed(ctx, spent, ctx.node(), &mut ledger, pricing).await?;
+    }
     Ok(ledger)
 }
+
+/// Where a `decompose` task keeps what its failed decomposition requests paid for: one key,
+/// whatever file and hash they asked about. The step decomposes once, so its success adds all
+/// of them; under the call's own key (which names the file's hash) a file edited between the
+/// failed run and its resume would leave them in no ledger.
+const DECOMPOSITION_SPEND: &str = "decomposition";
 
 fn system(custom: &Option<String>, builtin: &str) -> Message {
     Message::system(custom.clone().unwrap_or_else(|| builtin.to_string()))
@@ -140,7 +149,8 @@ pub(crate) async fn decompose(
         .decomposed(decomposed)
         .decompose_done(done)
         .not_decomposed(if done { left } else { Vec::new() })
-        .usage(ledger(&ctx, &key, usage, &settings).await?)
+        // The call's own key too: where a task that failed before this key existed kept them.
+        .usage(ledger(&ctx, (&key, &[DECOMPOSITION_SPEND, &key]), usage, &settings).await?)
         .log(log))
 }
 
@@ -163,7 +173,6 @@ async fn ask_for_plan(
     opts.temperature = settings.temperature;
     let model = agent.model.clone();
     let key = format!("decompose {} {}", task.path, &task.hash[..16]);
-    let journal_key = key.as_str();
     let pricing = settings.pricing.as_ref();
     let (plan, usage): (TaskPlan, Usage) = ctx
         .record(&key, || async move {
@@ -173,10 +182,12 @@ async fn ask_for_plan(
             .await;
             match reply {
                 Ok(reply) => Ok(reply),
-                Err(e) => Err(spend::failed_call(ctx, journal_key, e, pricing, |e| {
-                    model_error(&format!("decomposing {}", task.path), e)
-                })
-                .await),
+                Err(e) => Err(
+                    spend::failed_call(ctx, DECOMPOSITION_SPEND, e, pricing, |e| {
+                        model_error(&format!("decomposing {}", task.path), e)
+                    })
+                    .await,
+                ),
             }
         })
         .await?;
@@ -271,7 +282,7 @@ pub(crate) async fn work(
         request.temperature = settings.temperature;
         request.stream = ctx.text_sink(crate::runtime::TOKEN_EVENT);
         let (reply, call_usage) = ask(agent, &ctx, &key, request, &current.path).await?;
-        usage.merge(&ledger(&ctx, &key, call_usage, &settings).await?);
+        usage.merge(&ledger(&ctx, (&key, &[&key]), call_usage, &settings).await?);
         if reply.tool_calls.is_empty() {
             current.result = Some(reply.content);
             break;
