@@ -16,8 +16,9 @@
 //!   the end: its job is the thread in the store, which every step already paid for and saved;
 //!   stopping it would leave a half-done thread to resume because someone read only the first
 //!   lines of its log. Its result on stdout then finds the pipe closed too: exit 141.
-//! - A `--stream` run's stdout is its events: once they cannot be written the run stops as on
-//!   a signal, keeping its last checkpoint, and ends with 141 (`cmd/run/stop.rs` says why).
+//! - A `--stream` run's stdout is its events: once its reader is gone ([`reader_gone`], or a
+//!   failed write) the run stops as on a signal, keeping its last checkpoint, and ends with 141
+//!   (`cmd/run/stop.rs` says why).
 //!
 //! While a run's live progress lines are shown, stderr is written through
 //! [`Progress`](super::progress::Progress) instead (ARCHITECTURE.md: nothing writes to stderr
@@ -25,7 +26,10 @@
 
 use super::error::{EXIT_BROKEN_PIPE, EXIT_DONE};
 use std::io::Write as _;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 
 /// Set once a write to stdout failed: its reader is gone.
 static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
@@ -45,6 +49,48 @@ pub(crate) fn out(text: &str) {
 /// Whether a write to stdout failed: its reader is gone.
 pub(crate) fn stdout_closed() -> bool {
     STDOUT_CLOSED.load(Ordering::Relaxed)
+}
+
+/// Resolves once stdout is a pipe (or socket) whose reader went away, without writing to it:
+/// the kernel then reports an error on its write end. Never resolves where that cannot be
+/// watched (a file, `/dev/null`; a terminal reports no such error). A `--stream` run waits on
+/// this beside its events, so it stops when its reader goes, not only at its next event, which
+/// can be a long model call away.
+pub(crate) async fn reader_gone() {
+    /// Stdout, borrowed: the watch must not close it when it ends.
+    struct Stdout;
+    impl AsRawFd for Stdout {
+        fn as_raw_fd(&self) -> RawFd {
+            libc::STDOUT_FILENO
+        }
+    }
+    if !stdout_is_a_pipe() {
+        return std::future::pending().await;
+    }
+    // SAFETY: descriptor 1 stays open on the same pipe while this runs: nothing in the process
+    // closes stdout, and the one place that points it elsewhere (`dup2` in cmd/run/stop.rs)
+    // does so only for a terminal that hung up, never a pipe. Registering only asks epoll
+    // about the descriptor; writes to it stay as they are.
+    let registered = unsafe { AsyncFd::register_with_interest(Stdout, Interest::ERROR) };
+    if let Ok(fd) = registered {
+        if fd.ready(Interest::ERROR).await.is_ok() {
+            STDOUT_CLOSED.store(true, Ordering::Relaxed);
+            return;
+        }
+    }
+    std::future::pending().await
+}
+
+/// Whether stdout is a pipe or a socket: what has a reader that can go away.
+fn stdout_is_a_pipe() -> bool {
+    use std::os::fd::AsFd as _;
+    use std::os::unix::fs::FileTypeExt as _;
+    let Ok(fd) = std::io::stdout().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    std::fs::File::from(fd)
+        .metadata()
+        .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
 }
 
 /// The exit code of a command that would end with `code`, given what became of stdout: 141

@@ -13,7 +13,7 @@ use crate::checkpoint::{
 use crate::cli::args::RunSettings;
 use crate::cli::cmd::artifacts;
 use crate::cli::origin::Origin;
-use crate::cli::output::stdout_closed;
+use crate::cli::output::{self, stdout_closed};
 use crate::cli::progress::Progress;
 use crate::cli::{out, Ctx};
 use crate::llm::UsageLedger;
@@ -112,9 +112,8 @@ async fn drive(
         notices.line(&format!("warning: artifacts not written: {e:#}"));
         None
     });
-    let mut writer = arts
-        .as_deref()
-        .map(|a| artifacts::Writer::new(a, thread, ctx.quiet, notices));
+    let mut writer =
+        (arts.as_deref()).map(|a| artifacts::Writer::new(a, thread, ctx.quiet, notices));
     let follower = Follower {
         stops: &ctx.stops,
         streaming: !settings.stream.is_empty(),
@@ -140,23 +139,7 @@ async fn drive(
         // Nothing was saved: the thread is not kept half-made (an id without a checkpoint).
         let _ = ctx.store.delete_thread(thread).await;
     } else {
-        if result.is_err() {
-            ended.usage = saved_usage(graph, thread).await;
-        }
-        let keeps_usage = match &result {
-            Ok(outcome) => outcome.state.get("usage").is_some(),
-            Err(_) => ended.usage.is_some(),
-        };
-        if keeps_usage {
-            // What the branch paid for that no step's ledger holds (failed attempts, results an
-            // edit or a rerun set aside): the summary counts it too. Only for a graph that
-            // keeps a ledger, as it walks the thread's checkpoints.
-            let pricing = pricing_of(&resolved.file.settings);
-            ended.off_ledger = off_ledger(ctx.store.as_ref(), thread, None, pricing.as_ref())
-                .await
-                .ok()
-                .filter(|l| !l.is_empty());
-        }
+        count_spend(ctx, resolved, graph, thread, &result, &mut ended).await;
     }
     if let Err(e) = ctx.store.release(thread) {
         // A failed run already says what failed its store.
@@ -165,6 +148,35 @@ async fn drive(
         }
     }
     (ended, result)
+}
+
+/// What the kept thread's model calls cost, for the report: a failed run's saved steps' ledger,
+/// and what its branch paid for that no step's ledger holds.
+async fn count_spend(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    graph: &dyn ErasedGraph,
+    thread: &str,
+    result: &Outcome,
+    ended: &mut Ended,
+) {
+    if result.is_err() {
+        ended.usage = saved_usage(graph, thread).await;
+    }
+    let keeps_usage = match result {
+        Ok(outcome) => outcome.state.get("usage").is_some(),
+        Err(_) => ended.usage.is_some(),
+    };
+    if keeps_usage {
+        // What the branch paid for that no step's ledger holds (failed attempts, results an
+        // edit or a rerun set aside): the summary counts it too. Only for a graph that
+        // keeps a ledger, as it walks the thread's checkpoints.
+        let pricing = pricing_of(&resolved.file.settings);
+        ended.off_ledger = off_ledger(ctx.store.as_ref(), thread, None, pricing.as_ref())
+            .await
+            .ok()
+            .filter(|l| !l.is_empty());
+    }
 }
 
 /// The run's configuration: the graph file's, on `thread`, stopped by `token`, with the
@@ -207,11 +219,18 @@ impl Follower<'_> {
         writer: &mut Option<artifacts::Writer<'_>>,
     ) -> (Outcome, Option<u64>, Option<Stop>) {
         tokio::pin!(run);
+        let reader_gone = output::reader_gone();
+        tokio::pin!(reader_gone);
+        let mut watch_reader = self.streaming;
         let result = loop {
             tokio::select! {
                 biased;
                 Some(event) = rx.recv() => self.seen(&event, &mut progress, writer).await,
                 result = &mut run => break result,
+                () = &mut reader_gone, if watch_reader => {
+                    watch_reader = false;
+                    self.stops.stdout_closed();
+                }
             }
         };
         // From here on a signal or a closed stdout no longer stops anything (stop.rs).

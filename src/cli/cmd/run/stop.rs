@@ -5,7 +5,8 @@
 //! number) after saying how to continue. A second signal quits at once.
 //!
 //! A `--stream` run whose stdout closed (`graph run ... --stream updates | head -1`) stops the
-//! same way at its next event, and ends with 141, the code a shell shows for a tool that
+//! same way as soon as its reader is gone (`output::reader_gone`, else at its next event's
+//! failed write), and ends with 141, the code a shell shows for a tool that
 //! SIGPIPE killed: the events are what the command was asked for and nobody reads them any
 //! more. Running on to the end would keep the pipeline (and the terminal it runs in) waiting on
 //! a run whose output goes nowhere, spending on model calls meanwhile; stopped, the thread
