@@ -516,3 +516,38 @@ fn a_rerun_of_a_checkpoint_whose_step_finished_does_not_count_its_failed_spend_a
         "the new branch counts its own requests",
     );
 }
+
+#[test]
+fn failed_spend_is_counted_when_a_plan_edit_moves_the_thread_past_it() {
+    // t1's review never names t1 (the schema's enum refuses it), so the review fails after
+    // three requests; the person marks t1 done in the plan (an edit) and resumes.
+    let bad_review = first_n(
+        "PlanUpdate",
+        3,
+        json!({"completed_task_id": "t9", "task_outcome": "?", "status": "done", "new_tasks": []}),
+    );
+    let server = FakeOpenAi::start_overriding(three_todos(), |_| done(), bad_review);
+    let r = Research::with_server(server);
+    let thread = r.run(&["--yes"]).expect(1).thread();
+    assert_eq!(
+        r.server.keys("PlanUpdate").len(),
+        3,
+        "{:?}",
+        kinds(&r.server.calls())
+    );
+    r.graph(&["plan", &thread, "status", "t1", "done"])
+        .expect(0);
+    let out = r.graph(&["resume", &thread]).expect(0);
+    let paid = r.server.calls().len() as u64;
+    assert_counted(
+        &r,
+        &thread,
+        &out,
+        paid,
+        "the failed review requests are counted once",
+    );
+    assert!(
+        out.stderr.contains("reflect (failed)"),
+        "the summary says which requests failed: {out}"
+    );
+}
