@@ -4,18 +4,21 @@
 //! writes, a recorded call of the journal) in a file of its own, `blobs/<lsn>`: a CRC-32 of the
 //! rest (4 bytes, little-endian), a kind byte, then the value (`pagecache/blob_io.rs`). The
 //! message of the log that names it is at log position `<lsn>`. On opening a store, sled reads
-//! the log from its last snapshot on, reads every blob a message names, and at a blob that fails
-//! its checksum stops as if the log ended there; then it removes every blob file at or after
-//! where the log ended (`gc_blobs`): the store rolls back in silence, for good.
+//! the log's segments from the one its last snapshot (of where its pages are) points into on,
+//! reads every blob a message there names, and at a blob that fails its checksum stops as if the
+//! log ended there; then it removes every blob file at or after where the log ended
+//! (`gc_blobs`): the store rolls back in silence, for good. (A failing blob named in an older
+//! segment is read only when its value is, and that read fails: loud, not silent.)
 //!
 //! A blob file that fails its checksum is not always damage: sled writes the whole file before
 //! the message that names it reaches the log, so a writer killed while writing one leaves a cut
 //! file that no message names, past the end of the log, which sled rightly removes. Damage is a
-//! blob that fails while inside the log:
-//! - one the thread's index names (it was there, whole, when the store was last closed), or
-//! - one the index does not name (a thread indexed before blobs were listed, a single store of
-//!   many threads, blobs written since), found inside the log by asking sled itself where the log
-//!   ends, in a throwaway copy ([`reaches_past`]). Nothing in the store is written to find out.
+//! blob that fails where sled's opening stops at it, asked of sled itself in throwaway copies
+//! ([`reaches_past`]): whether the log reaches past it, and whether sled, opening the store as
+//! it is, stops there. That needs no index, so it covers a thread indexed before indexes named
+//! blobs, a single store of many threads, and blobs written since the index. The index's list
+//! (blobs that were whole when the store was closed) decides only when the copies cannot be
+//! made. Nothing in the store is written to find out.
 
 use super::super::error::CheckpointError;
 use super::super::{SledCheckpointer, SledOptions};
@@ -128,7 +131,8 @@ fn is_whole(file: &Path) -> bool {
 }
 
 /// Which of the log positions `lsns` (of blob files that fail their checksum) lie inside the
-/// log of the store at `store`, asked of sled in a throwaway copy.
+/// log of the store at `store` where sled stops when it opens the store, asked of sled in
+/// throwaway copies.
 ///
 /// In the copy the failing files are removed, so sled reads past the messages that name them
 /// (a message whose blob is gone is skipped), to the true end of the log; an empty file is put at
@@ -142,6 +146,64 @@ fn reaches_past(
     lsns: &[i64],
     options: SledOptions,
 ) -> Result<WholeLog, CheckpointError> {
+    let whole = markers_kept(store, lsns, true, options)?;
+    let inside: Vec<i64> = match whole.far_kept {
+        true => Vec::new(),
+        false => lsns
+            .iter()
+            .zip(&whole.kept)
+            .filter(|(_, kept)| **kept)
+            .map(|(lsn, _)| *lsn)
+            .collect(),
+    };
+    if inside.is_empty() {
+        return Ok(WholeLog {
+            inside,
+            threads: whole.threads,
+        });
+    }
+    // Inside the log. sled reads at opening only the segments of the log from its last record
+    // of where its pages are (its snapshot) on: a blob named in an older segment is read (and
+    // fails, loudly) only when its value is, and opening drops nothing. As the store is, the
+    // marker after a blob sled stops at goes with the end of the log; the others stay.
+    let as_is = markers_kept(store, lsns, false, options);
+    let stops_at = |i: usize| match &as_is {
+        Ok(m) => !m.kept[i],
+        // sled refused the store as it is: what it read first decides nothing here (the
+        // reader's own opening says why); a blob inside the log is then taken as damage.
+        Err(_) => true,
+    };
+    let inside = lsns
+        .iter()
+        .enumerate()
+        .filter(|(i, lsn)| inside.contains(lsn) && stops_at(*i))
+        .map(|(_, lsn)| *lsn)
+        .collect();
+    Ok(WholeLog {
+        inside,
+        threads: whole.threads,
+    })
+}
+
+/// What opening a throwaway copy with markers left.
+struct Markers {
+    /// Per position, whether the marker at position + 1 stayed.
+    kept: Vec<bool>,
+    /// Whether the marker far past any end stayed (sled found no log).
+    far_kept: bool,
+    /// The threads the opened copy holds.
+    threads: Vec<String>,
+}
+
+/// Opens a throwaway copy of `store` with an empty marker file at each of `lsns` + 1 and one far
+/// past any end, the failing blob files at `lsns` removed first when `remove` says so, and says
+/// which markers sled left.
+fn markers_kept(
+    store: &Path,
+    lsns: &[i64],
+    remove: bool,
+    options: SledOptions,
+) -> Result<Markers, CheckpointError> {
     let dir = copy_to_temp(store)?;
     let copy = dir.path().join("store");
     let blobs = copy.join("blobs");
@@ -151,13 +213,16 @@ fn reaches_past(
             store.display()
         ))
     };
-    for lsn in lsns {
-        std::fs::remove_file(blobs.join(lsn.to_string())).map_err(io)?;
+    if remove {
+        for lsn in lsns {
+            std::fs::remove_file(blobs.join(lsn.to_string())).map_err(io)?;
+        }
     }
-    let probes: Vec<i64> = lsns.iter().map(|lsn| lsn + 1).collect();
-    for probe in probes.iter().chain([&FAR_PAST_THE_END]) {
-        let file = blobs.join(probe.to_string());
-        // A failing blob right after another is not a marker: it was removed above.
+    let markers: Vec<i64> = lsns.iter().map(|lsn| lsn + 1).collect();
+    for marker in markers.iter().chain([&FAR_PAST_THE_END]) {
+        let file = blobs.join(marker.to_string());
+        // A failing blob right after another is not a marker: no message starts inside
+        // another, so both are told apart by their own markers.
         if !file.exists() {
             std::fs::write(file, b"").map_err(io)?;
         }
@@ -167,24 +232,20 @@ fn reaches_past(
     // message that named one left it whole; what the skipped value was part of is not read.
     let threads = opened.root_threads().unwrap_or_default();
     drop(opened);
-    if blobs.join(FAR_PAST_THE_END.to_string()).exists() {
-        return Ok(WholeLog {
-            inside: Vec::new(),
-            threads,
-        });
-    }
-    let inside = lsns
-        .iter()
-        .zip(&probes)
-        .filter(|(_, probe)| blobs.join(probe.to_string()).exists())
-        .map(|(lsn, _)| *lsn)
-        .collect();
-    Ok(WholeLog { inside, threads })
+    Ok(Markers {
+        kept: markers
+            .iter()
+            .map(|m| blobs.join(m.to_string()).exists())
+            .collect(),
+        far_kept: blobs.join(FAR_PAST_THE_END.to_string()).exists(),
+        threads,
+    })
 }
 
 /// What sled found reading a store's whole log in a throwaway copy.
 struct WholeLog {
-    /// The positions (of failing blob files) inside the log.
+    /// The positions (of failing blob files) inside the log where sled, opening the store as
+    /// it is, stops.
     inside: Vec<i64>,
     /// The threads the log holds.
     threads: Vec<String>,
@@ -288,5 +349,60 @@ mod tests {
         let name = cut.file_name().unwrap().to_str().unwrap().to_string();
         let indexed = damaged_blob(dir.path(), dir.path(), &[name], SledOptions::default());
         assert_eq!(indexed.map(|d| d.file), Some(cut.display().to_string()));
+    }
+}
+
+#[cfg(test)]
+mod older_segments {
+    use super::*;
+    use crate::checkpoint::Checkpointer;
+
+    #[test]
+    fn a_failing_blob_sled_does_not_read_at_opening_is_not_damage_and_opening_drops_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SledOptions {
+            segment_size: 4096,
+            ..SledOptions::default()
+        };
+        let store = SledCheckpointer::open_with(dir.path(), options).unwrap();
+        let big = serde_json::json!("a recorded answer ".repeat(200));
+        futures::executor::block_on(async {
+            store.put_journal("t", "big", &big).await.unwrap();
+            // Enough after it to fill many segments.
+            for i in 0..200 {
+                let small = serde_json::json!(format!("value {i} ").repeat(20));
+                store
+                    .put_journal("t", &format!("k{i}"), &small)
+                    .await
+                    .unwrap();
+            }
+            store.flush_now().unwrap();
+        });
+        drop(store);
+        // Opened again, sled writes its snapshot: its next opening starts from a later segment.
+        drop(SledCheckpointer::open_with(dir.path(), options).unwrap());
+        // The oldest blob file: a node holding the big value, since written again elsewhere.
+        let oldest = blob_names(dir.path())
+            .into_iter()
+            .min_by_key(|n| n.parse::<i64>().unwrap())
+            .unwrap();
+        let blob = dir.path().join("blobs").join(oldest);
+        let mut bytes = std::fs::read(&blob).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 1;
+        std::fs::write(&blob, bytes).unwrap();
+
+        let check = check_blobs(dir.path(), dir.path(), &[], options);
+        assert!(check.damage.is_none(), "{:?}", check.damage);
+        // Opening to write drops nothing.
+        let store = SledCheckpointer::open_with(dir.path(), options).unwrap();
+        let (big, after) = futures::executor::block_on(async {
+            (
+                store.get_journal("t", "big").await,
+                store.get_journal("t", "k199").await,
+            )
+        });
+        assert!(matches!(big, Ok(Some(_))), "{big:?}");
+        assert!(matches!(after, Ok(Some(_))), "{after:?}");
     }
 }
