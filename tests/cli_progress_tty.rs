@@ -5,7 +5,8 @@
 //!
 //! Retries and failures need a graph of the tests' own (`jobs`), run by this test binary as a
 //! user's own `graph` binary (`App::new().register(...)`) would (the hidden `cli_child` test).
-//! One test shows a run without a terminal: plain log lines.
+//! One test shows a run without a terminal: plain log lines. One types Ctrl+C after the run
+//! ended, while its answer waits on a pipe.
 //!
 //! These tests need `tmux` (CI's `.ci/run` installs it); without it they fail and say so.
 
@@ -472,6 +473,48 @@ fn sigterm_during_parallel_tasks_leaves_no_live_lines() {
             "stopping on SIGTERM: the step in flight is abandoned",
             "stopped at step 1 of thread",
             "graph resume",
+        ],
+    );
+}
+
+/// Ctrl+C typed after the run ended, while its report waits to write a long answer into a pipe
+/// (`graph run ... | sleep 600`, a reader that reads nothing): heard and said on the terminal,
+/// not swallowed (tokio had listened during the run and kept its handler: the command went on
+/// to exit 0), and the command ends with 130 once it finished.
+#[test]
+fn ctrl_c_after_the_run_ended_is_said_and_ends_the_command_with_130() {
+    let db = Db::new();
+    let input = db.path().join("input.json");
+    let topic = "sled ".repeat(8000);
+    std::fs::write(&input, format!(r#"{{"topic": "{topic}"}}"#)).unwrap();
+    let graph = [
+        env!("CARGO_BIN_EXE_graph"),
+        "--db",
+        &db.path().display().to_string(),
+        "run",
+        "pipeline",
+        "--input-file",
+        &input.display().to_string(),
+        "--set",
+        "step_ms=1",
+        "--yes",
+    ]
+    .map(quoted)
+    .join(" ");
+    // The subshell outlives the Ctrl+C (its trap, reset for `graph` at exec) to say how
+    // `graph` ended; `sleep` holds the pipe open and dies of the Ctrl+C.
+    let pipeline = format!("{{ trap : INT; {graph}; echo GRAPH_EXIT=$? >&2; }} | sleep 600");
+    let tmux = start_command(&db, &["sh".into(), "-c".into(), pipeline], &[]);
+    tmux.wait_for("done: thread");
+    tmux.keys("C-c");
+    tmux.wait_for("GRAPH_EXIT=");
+    let screen = tmux.screen();
+    no_live_lines_remain(&screen);
+    has(
+        &screen,
+        &[
+            "Ctrl+C: the run had already ended, its checkpoints are kept; finishing up, then exiting with 130",
+            "GRAPH_EXIT=130",
         ],
     );
 }
