@@ -483,6 +483,23 @@ fn failed_spend_is_counted_when_the_failed_step_is_rerun_on_a_branch() {
         paid,
         "the failed plan requests are counted once",
     );
+    // `--json` says it as `graph state --json` does: the ledger in the state, the rest beside
+    // it. The second rerun starts at the first one's fork, on a branch through the failed plan.
+    let rerun = r
+        .graph(&["rerun", &thread, "--from", "generate_plan", "--json"])
+        .expect(0)
+        .json();
+    let ledger: u64 = rerun["state"]["usage"]["nodes"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no ledger: {rerun:#}"))
+        .values()
+        .map(|n| n["calls"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        (ledger, rerun["failed_usage"]["requests"].as_u64()),
+        (8, Some(3)),
+        "{rerun:#}"
+    );
 }
 
 #[test]

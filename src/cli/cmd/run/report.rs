@@ -88,6 +88,10 @@ pub(super) fn report_as(
         "step": meta.step,
         "checkpoint_id": meta.checkpoint_id,
     });
+    if let Some(off) = &meta.off_ledger {
+        // As `graph state --json` says it: what the branch paid for that no step's ledger holds.
+        doc["failed_usage"] = json!(crate::agents::spend::as_usage(off));
+    }
     let code = match result {
         Ok(mut outcome) => {
             let code = match &outcome.status {
