@@ -248,3 +248,51 @@ fn a_damaged_blob_of_a_thread_indexed_before_blobs_were_named_is_found_by_readin
     let repaired = db.graph(&["repair", &flipped, "--json"]).expect(0).json();
     assert_eq!(repaired["damaged_blob"], file, "{repaired}");
 }
+
+#[test]
+fn a_damaged_blob_that_cost_a_thread_its_newest_checkpoints_is_not_read_as_its_newest() {
+    let db = Db::new();
+    let topic = large_topic();
+    let thread = db
+        .graph(&[
+            "run",
+            "pipeline",
+            "--input",
+            &topic,
+            "--yes",
+            "--set",
+            "step_ms=1",
+        ])
+        .expect(0)
+        .thread();
+    let history = db.graph(&["history", &thread, "--json"]).expect(0).json();
+    let steps = history.as_array().unwrap().len();
+    // One run wrote the whole store, so sled reads every blob at opening and stops at the first
+    // that fails: the second one written, after the thread's first checkpoints.
+    let mut blobs = blob_files(&db.store_dir(&thread));
+    blobs.sort_by_key(|b| {
+        b.file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    });
+    assert!(blobs.len() > 2, "{blobs:?}");
+    flip_a_bit(&blobs[1]);
+    let damaged = files_of(db.path());
+
+    let listed = db.graph(&["threads", "--json"]).expect(0).json();
+    assert_eq!(listed[0]["status"], "damaged", "{listed}");
+    assert_eq!(listed[0]["damage"]["lost_checkpoints"], true, "{listed}");
+    assert_eq!(listed[0]["damage"]["file"], blobs[1].display().to_string());
+    // An older checkpoint is not the thread's newest: reading the newest fails naming the
+    // file; the checkpoints that are intact are listed.
+    db.graph(&["state", &thread])
+        .expect(1)
+        .stderr_has(&["is damaged", "blobs/", "graph history"]);
+    let intact = db.graph(&["history", &thread, "--json"]).expect(0).json();
+    let intact = intact.as_array().unwrap().len();
+    assert!(0 < intact && intact < steps, "{intact} of {steps}");
+    assert_unchanged(&damaged, &files_of(db.path()));
+}

@@ -347,8 +347,19 @@ impl FolderCheckpointer {
             match open_copy(&store_dir, root, self.options, &blobs)? {
                 Copied::Missing => return Ok(None),
                 Copied::Open(mut copy) => {
-                    if copy.damage.is_none() && !self.layout.is_single_store() {
-                        copy.damage = self.lost_since_indexed(root, &copy, &store_dir).await?;
+                    if (copy.damage.is_none() || copy.blob_damaged)
+                        && !self.layout.is_single_store()
+                    {
+                        let lost = self.lost_since_indexed(root, &copy, &store_dir).await?;
+                        copy.damage = match (copy.damage.take(), lost) {
+                            // sled read the log only up to the damaged blob: when that lost the
+                            // checkpoint the index saw last, "the newest" is not known either.
+                            (Some(blob), Some(lost)) => Some(Damage {
+                                lost_checkpoints: lost.lost_checkpoints,
+                                ..blob
+                            }),
+                            (blob, lost) => blob.or(lost),
+                        };
                     }
                     let copy: Arc<ReadCopy> = Arc::from(copy);
                     self.set_slot(root, Slot::Copy(copy.clone()));
