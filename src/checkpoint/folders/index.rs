@@ -155,8 +155,9 @@ pub(super) struct IndexEntry {
     /// The store's fingerprint when the listing was taken.
     pub fingerprint: String,
     pub listing: ThreadListing,
-    /// The store's blob files then (see `read_copy.rs`): each was whole when the store was
-    /// closed, so one that fails its checksum later is damage, not a write a kill cut short.
+    /// The store's blob files then: each was whole when the store was closed, so one that fails
+    /// its checksum later is damage, not a write a kill cut short. Consulted only when sled
+    /// cannot be asked whether its log needs a failing blob (see `blobs.rs`).
     #[serde(default)]
     pub blobs: Vec<String>,
     /// The stamp ([`file_stamp`](super::layout::file_stamp)) of the thread's legacy `meta.json`
