@@ -30,6 +30,10 @@
 //! Data flows one way: cli -> registry -> graph -> runtime -> checkpoint; agents sit between
 //! the registry and the graph API. Nothing below knows what is above it.
 
+// Library code never prints: what a user sees goes through the CLI's output layer
+// (src/cli/output.rs), and everything else is returned to the caller or sent as an event.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 extern crate self as stategraph;
 
 pub mod agents;
