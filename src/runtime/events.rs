@@ -261,12 +261,16 @@ impl EventSink {
         }
     }
 
-    /// The sink of a subgraph run under `namespace`.
-    pub(crate) fn nested(&self, namespace: &str) -> Self {
+    /// The sink of a subgraph run under the namespace `namespace()` writes, which is only
+    /// written when someone listens: an unobserved child run builds no namespace text.
+    pub(crate) fn nested(&self, namespace: impl FnOnce() -> String) -> Self {
+        if self.tx.is_none() {
+            return EventSink::default();
+        }
         EventSink {
             tx: self.tx.clone(),
             modes: self.modes,
-            namespace: namespace.into(),
+            namespace: namespace().into(),
         }
     }
 

@@ -42,7 +42,7 @@ use crate::checkpoint::{CheckpointId, InterruptRecord};
 use crate::graph::CompiledGraph;
 use crate::state::{State, WriteMarks};
 use events::EventSink;
-use executor::{Run, Start};
+use executor::{Identity, Run, Start};
 use std::collections::BTreeMap;
 use tracing::Instrument;
 
@@ -156,13 +156,14 @@ pub(crate) async fn execute<S: State>(
     execute_at(graph, start, config, events, None).await
 }
 
-/// Runs a graph; `nested` (the namespace it writes) for a subgraph run inside a parent's task.
+/// Runs a graph; `nested` (its namespace and what it shares with its parent's run) for a
+/// subgraph run inside a parent's task.
 pub(crate) async fn execute_at<S: State>(
     graph: CompiledGraph<S>,
     start: Start<S>,
     config: RunConfig,
     events: EventSink,
-    nested: Option<ThreadPath>,
+    nested: Option<Identity>,
 ) -> Result<RunOutcome<S>, RunError> {
     execute_marking(graph, start, config, events, nested, false)
         .await
@@ -175,7 +176,7 @@ pub(crate) async fn execute_marking<S: State>(
     start: Start<S>,
     config: RunConfig,
     events: EventSink,
-    nested: Option<ThreadPath>,
+    nested: Option<Identity>,
     mark: bool,
 ) -> Result<(RunOutcome<S>, Option<WriteMarks>), RunError> {
     let span = tracing::info_span!(

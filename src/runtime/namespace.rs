@@ -91,6 +91,26 @@ impl ThreadPath {
         out
     }
 
+    /// The path written out (as `Display` writes it) into one allocation: every child run
+    /// needs its thread id.
+    pub(crate) fn thread_id(&self) -> String {
+        let len = self.root.len()
+            + self
+                .segments
+                .iter()
+                .map(|s| s.node.len() + s.task.len() + 2)
+                .sum::<usize>();
+        let mut out = String::with_capacity(len);
+        out.push_str(&self.root);
+        for s in &self.segments {
+            out.push('/');
+            out.push_str(&s.node);
+            out.push(':');
+            out.push_str(&s.task);
+        }
+        out
+    }
+
     /// The path one level down: the child run by `node`'s task `task`.
     pub fn child(&self, node: &str, task: &str) -> ThreadPath {
         let mut segments = self.segments.clone();
@@ -197,6 +217,8 @@ mod tests {
         let root = ThreadPath::root_of("t");
         let child = root.child("plan", "aa").child("ask", "bb");
         assert_eq!(child.to_string(), "t/plan:aa/ask:bb");
+        assert_eq!(child.thread_id(), child.to_string());
+        assert_eq!(root.thread_id(), "t");
         assert_eq!(child.to_string().parse::<ThreadPath>().unwrap(), child);
         assert_eq!(child.node_path("q"), "plan > ask > q");
         assert_eq!(child.parent().unwrap(), root.child("plan", "aa"));

@@ -11,7 +11,7 @@
 
 use super::context::{Context, TaskContext};
 use super::error::{NodeError, NodeErrorKind, RunError};
-use super::executor::Start;
+use super::executor::{Identity, Start};
 use super::namespace::{task_id, ThreadPath};
 use super::subgraph_view::{view_of, SubgraphView};
 use super::{execute_marking, Resume, RunConfig, RunOutcome, RunStatus};
@@ -240,17 +240,17 @@ pub(crate) async fn child_run<C: State>(
 ) -> Result<(RunOutcome<C>, Option<WriteMarks>), RunError> {
     let t = ctx.task();
     let path = child_path(t, call);
-    let thread = path.to_string();
+    let thread = path.thread_id();
     let mut graph = graph.clone();
     if let Some(store) = &t.checkpointer {
         graph.checkpointer = Some(store.clone());
     }
+    // Its run id, settings and what it inherits are the parent run's (see `Identity`); the
+    // config only carries them for the run's own loop, and no settings map is copied.
     let config = RunConfig {
-        thread_id: Some(thread.clone()),
         durability: t.inherit.durability,
         recursion_limit: t.inherit.recursion_limit,
         cancel: t.inherit.cancel.clone(),
-        settings: (*t.settings).clone(),
         interrupt_before: caller
             .map(|c| c.interrupt_before.clone())
             .unwrap_or_default(),
@@ -289,19 +289,27 @@ pub(crate) async fn child_run<C: State>(
                 resume,
             }
         }
-        _ => Start::Input(input),
+        // Looked up just now: the run need not read the store again to learn it is new.
+        _ => Start::Fresh(input),
     };
-    let events = t.events.nested(&path.namespace());
+    let events = t.events.nested(|| path.namespace());
+    let identity = Identity {
+        path,
+        thread_id: thread.into(),
+        run_id: t.run_id.clone(),
+        settings: t.settings.clone(),
+        inherit: t.inherit.clone(),
+    };
     // The child's run lives on the heap: inline, its whole state machine was part of the
     // node's future and copied each time that future moved or was boxed, and each level of
     // nesting grew the parent's future by a whole run.
-    let mark = mark && matches!(start, Start::Input(_));
+    let mark = mark && matches!(start, Start::Fresh(_));
     Box::pin(execute_marking(
         graph,
         start,
         config,
         events,
-        Some(path),
+        Some(identity),
         mark,
     ))
     .await

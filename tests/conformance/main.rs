@@ -118,6 +118,7 @@ macro_rules! subgraph_suite {
                 subgraphs::a_breakpoint_in_a_child_pauses_the_run,
                 subgraphs::a_failing_child_names_its_path_and_a_resume_reruns_only_what_failed,
                 subgraphs::a_node_runs_subgraphs_itself,
+                subgraphs::a_child_runs_as_part_of_its_parents_run,
                 subgraph_state::a_paused_run_shows_each_childs_state_under_its_task,
                 subgraph_state::a_grandchilds_state_is_nested_under_its_child,
                 subgraph_state::an_undeclared_child_is_listed_without_its_values,

@@ -455,3 +455,80 @@ pub async fn a_node_runs_subgraphs_itself(saver: Arc<dyn Checkpointer>) {
     // Each child's `think` ran once: the first child was done when the node ran again.
     assert_eq!(probe.runs("think"), 2);
 }
+
+/// A node that appends `{name}:{run id}:{setting model}` and the thread it runs in.
+fn run_recorder(g: &mut StateGraph<Log>, name: &'static str) {
+    g.add_node(name, move |_s: Arc<Log>, ctx: Context| async move {
+        let model: String = ctx.setting("model").unwrap_or_default();
+        Ok::<_, NodeError>(entries(&[
+            &format!("{name}:{}:{model}", ctx.run_id()),
+            &format!("at:{}", ctx.thread_id()),
+        ]))
+    });
+}
+
+/// A child's run is part of its parent's `invoke` or `resume` (as in LangGraph, where a
+/// subgraph runs with its parent's config): its nodes see that call's run id and settings,
+/// and its checkpoints carry that run id.
+pub async fn a_child_runs_as_part_of_its_parents_run(saver: Arc<dyn Checkpointer>) {
+    let probe = Probe::default();
+    let mut child = StateGraph::<Log>::named("child");
+    run_recorder(&mut child, "seen");
+    run_recorder(&mut child, "b");
+    child
+        .add_edge(START, "seen")
+        .add_edge("seen", "b")
+        .add_edge("b", END);
+    let child = child.compile().unwrap().interrupt_before(["b"]).unwrap();
+    let graph = parent_of(&probe, child)
+        .compile()
+        .unwrap()
+        .with_checkpointer(saver.clone());
+    let first = graph
+        .invoke(
+            entries(&[]),
+            RunConfig::new().thread("t").setting("model", "small"),
+        )
+        .await
+        .unwrap();
+    assert!(first.is_interrupted(), "paused before the child's `b`");
+    let second = graph
+        .resume(
+            "t",
+            Resume::Continue,
+            RunConfig::new().setting("model", "large"),
+        )
+        .await
+        .unwrap();
+    let threads = seen_threads(&second.state);
+    assert_eq!(threads.len(), 2, "{:?}", second.state.steps);
+    assert_eq!(threads[0], threads[1], "one child, resumed");
+    let steps: Vec<&str> = second
+        .state
+        .steps
+        .iter()
+        .map(String::as_str)
+        .filter(|s| !s.starts_with("at:"))
+        .collect();
+    let seen = format!("seen:{}:small", first.run_id);
+    let b = format!("b:{}:large", second.run_id);
+    assert_eq!(steps, vec!["before", &seen, &b, "after"]);
+
+    let child_history = saver
+        .list_checkpoints(&threads[0], None, 100)
+        .await
+        .unwrap();
+    let run_ids: Vec<&str> = child_history
+        .iter()
+        .map(|c| c.metadata.run_id.as_str())
+        .collect();
+    // Newest first: `b` (the resume), `seen` and the child's input (the first run).
+    assert_eq!(
+        run_ids,
+        vec![
+            second.run_id.as_str(),
+            first.run_id.as_str(),
+            first.run_id.as_str()
+        ]
+    );
+}

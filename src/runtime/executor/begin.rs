@@ -14,9 +14,16 @@ use crate::state::{State, TaggedUpdate};
 use std::sync::Arc;
 
 impl<S: State> Run<S> {
-    pub(super) async fn begin_with_input(&mut self, input: S::Update) -> Result<(), RunError> {
+    /// Applies `input` on top of the thread's newest checkpoint, if it has one; `look_up` is
+    /// false when the caller already knows it has none (a child's namespace it just read).
+    pub(super) async fn begin_with_input(
+        &mut self,
+        input: S::Update,
+        look_up: bool,
+    ) -> Result<(), RunError> {
         let mut parent = None;
-        if let Some(store) = self.store().cloned() {
+        let store = self.store().filter(|_| look_up).cloned();
+        if let Some(store) = store {
             if let Some(latest) = store.get_checkpoint(&self.thread_id, None).await? {
                 let (state, stats) = persist::load_state::<S>(store.as_ref(), &latest).await?;
                 self.state = Arc::new(state);

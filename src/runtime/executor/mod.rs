@@ -30,6 +30,9 @@ pub(crate) const INPUT_WRITER: &str = "__input__";
 pub(crate) enum Start<S: State> {
     /// Apply this input and run from START.
     Input(S::Update),
+    /// The same on a thread known to have no checkpoint yet (a child's namespace that its
+    /// caller just looked up): nothing to load, so the store is not read a second time.
+    Fresh(S::Update),
     /// Continue the thread from a checkpoint, answering interrupts if asked.
     Resume { thread_id: String, resume: Resume },
     /// Continue with LangGraph's `Command(resume, update, goto)`: answers, an edit applied
@@ -95,8 +98,8 @@ pub(crate) struct Run<S: State> {
     pending: Vec<PendingWrite>,
     writer: Option<CheckpointWriter>,
     snapshots: SnapshotTracker,
-    before: BTreeSet<String>,
-    after: BTreeSet<String>,
+    before: Arc<BTreeSet<String>>,
+    after: Arc<BTreeSet<String>>,
     skip_before: bool,
     last_writers: Vec<String>,
     unsaved: bool,
@@ -107,38 +110,72 @@ pub(crate) struct Run<S: State> {
     pub(crate) marks: Option<WriteMarks>,
 }
 
-fn merged_names(graph_set: &BTreeSet<String>, run_set: &BTreeSet<String>) -> BTreeSet<String> {
-    graph_set.union(run_set).cloned().collect()
+/// Who a run is: where it writes, its run id, and the settings and config its tasks (and
+/// the subgraphs they run) see. A subgraph's run gets its parent's, with its own path, instead
+/// of setting them up again.
+pub(crate) struct Identity {
+    /// The thread, or for a subgraph the namespace, it writes (which the parent's lease
+    /// already covers).
+    pub(crate) path: ThreadPath,
+    /// `path` written out.
+    pub(crate) thread_id: Arc<str>,
+    /// A subgraph's run has its parent's: it is part of its parent's `invoke`/`resume` call,
+    /// as in LangGraph, where a subgraph runs with its parent's config (and so with the run id
+    /// in that config's metadata).
+    pub(crate) run_id: Arc<str>,
+    pub(crate) settings: Arc<serde_json::Map<String, serde_json::Value>>,
+    pub(crate) inherit: Arc<Inherited>,
+}
+
+impl Identity {
+    /// A root run's: its thread (the one it resumes, the config's, or a new one), a new run id.
+    fn of_root<S: State>(start: &Start<S>, config: &RunConfig) -> Result<Identity, RunError> {
+        let thread_id: String = match start {
+            Start::Resume { thread_id, .. } | Start::Command { thread_id, .. } => thread_id.clone(),
+            Start::Input(_) | Start::Fresh(_) => config
+                .thread_id
+                .clone()
+                .unwrap_or_else(persist::new_unique_id),
+        };
+        validate_thread_id(&thread_id)?;
+        Ok(Identity {
+            thread_id: thread_id.as_str().into(),
+            path: ThreadPath::root_of(thread_id),
+            run_id: persist::new_unique_id().into(),
+            settings: Arc::new(config.settings.clone()),
+            inherit: Arc::new(Inherited::from_config(config)),
+        })
+    }
+}
+
+/// The breakpoints of a run: the graph's own, shared, unless the run's config adds some.
+fn merged_names(
+    graph_set: &Arc<BTreeSet<String>>,
+    run_set: &BTreeSet<String>,
+) -> Arc<BTreeSet<String>> {
+    if run_set.is_empty() {
+        return graph_set.clone();
+    }
+    Arc::new(graph_set.union(run_set).cloned().collect())
 }
 
 impl<S: State> Run<S> {
     /// Prepares a run: claims the thread, loads or creates its state, applies input or answers.
-    /// A nested run (a subgraph inside a parent's task) writes `nested`, a namespace of the
-    /// parent's thread (its thread id is that path written out), which the parent's lease
-    /// already covers.
+    /// A nested run (a subgraph inside a parent's task) has the identity `nested`: it writes a
+    /// namespace of the parent's thread, which the parent's lease already covers.
     pub(crate) async fn start(
         graph: CompiledGraph<S>,
         start: Start<S>,
         config: RunConfig,
         events: EventSink,
-        nested: Option<ThreadPath>,
+        nested: Option<Identity>,
     ) -> Result<(Run<S>, Option<LeaseGuard>), RunError> {
         graph.check_names(config.interrupt_before.iter().cloned(), "interrupt_before")?;
         graph.check_names(config.interrupt_after.iter().cloned(), "interrupt_after")?;
-        let thread_id: String = match &start {
-            Start::Resume { thread_id, .. } | Start::Command { thread_id, .. } => thread_id.clone(),
-            Start::Input(_) => config
-                .thread_id
-                .clone()
-                .unwrap_or_else(persist::new_unique_id),
-        };
         let is_nested = nested.is_some();
-        let path = match nested {
-            Some(path) => path,
-            None => {
-                validate_thread_id(&thread_id)?;
-                ThreadPath::root_of(thread_id.clone())
-            }
+        let own = match nested {
+            Some(nested) => nested,
+            None => Identity::of_root(&start, &config)?,
         };
         let store = graph.checkpointer.clone();
         if store.is_none() && matches!(start, Start::Resume { .. } | Start::Command { .. }) {
@@ -148,11 +185,10 @@ impl<S: State> Run<S> {
         }
         let lease = match &store {
             Some(s) if !is_nested => {
-                Some(LeaseGuard::acquire(s.clone(), &thread_id, config.lease_ttl).await?)
+                Some(LeaseGuard::acquire(s.clone(), &own.thread_id, config.lease_ttl).await?)
             }
             _ => None,
         };
-        let run_id: Arc<str> = persist::new_unique_id().into();
         let mut run = Run {
             before: merged_names(&graph.interrupt_before, &config.interrupt_before),
             after: merged_names(&graph.interrupt_after, &config.interrupt_after),
@@ -160,17 +196,21 @@ impl<S: State> Run<S> {
                 .clone()
                 .map(|s| CheckpointWriter::new(s, config.durability)),
             snapshots: SnapshotTracker::new(config.snapshots, Default::default()),
-            settings: Arc::new(config.settings.clone()),
+            settings: own.settings,
             graph,
-            thread_id: thread_id.as_str().into(),
-            path: Arc::new(path),
-            inherit: Arc::new(Inherited::from_config(&config)),
-            run_id,
+            thread_id: own.thread_id,
+            path: Arc::new(own.path),
+            inherit: own.inherit,
+            run_id: own.run_id,
             events,
             state: Arc::new(S::default()),
             step: 0,
             frontier: Frontier::default(),
-            checkpoint_id: persist::new_checkpoint_id(),
+            // Unsaved checkpoints only need ids unique within the run, as each step's (step.rs).
+            checkpoint_id: match &store {
+                Some(_) => persist::new_checkpoint_id(),
+                None => CheckpointId::from_u128(0),
+            },
             persisted: None,
             pending: Vec::new(),
             skip_before: false,
@@ -181,7 +221,8 @@ impl<S: State> Run<S> {
             config,
         };
         let result = match start {
-            Start::Input(input) => run.begin_with_input(input).await,
+            Start::Input(input) => run.begin_with_input(input, true).await,
+            Start::Fresh(input) => run.begin_with_input(input, false).await,
             Start::Resume { resume, .. } => run.begin_from_checkpoint(resume).await,
             Start::Command {
                 resume,
