@@ -478,9 +478,10 @@ fn sigterm_during_parallel_tasks_leaves_no_live_lines() {
 }
 
 /// Ctrl+C typed after the run ended, while its report waits to write a long answer into a pipe
-/// (`graph run ... | sleep 600`, a reader that reads nothing): heard and said on the terminal,
-/// not swallowed (tokio had listened during the run and kept its handler: the command went on
-/// to exit 0), and the command ends with 130 once it finished.
+/// (`graph run ... | sleep 600`, a reader that reads nothing): heard, not swallowed (tokio had
+/// listened during the run and kept its handler: the command went on to exit 0), and the
+/// command ends with 130. The same Ctrl+C ends `sleep`, so the waiting write fails at once and
+/// the command may end before its watcher could say anything: the code must be right anyway.
 #[test]
 fn ctrl_c_after_the_run_ended_is_said_and_ends_the_command_with_130() {
     let db = Db::new();
@@ -510,13 +511,13 @@ fn ctrl_c_after_the_run_ended_is_said_and_ends_the_command_with_130() {
     tmux.wait_for("GRAPH_EXIT=");
     let screen = tmux.screen();
     no_live_lines_remain(&screen);
-    has(
-        &screen,
-        &[
-            "Ctrl+C: the run had already ended, its checkpoints are kept; finishing up, then exiting with 130",
-            "GRAPH_EXIT=130",
-        ],
-    );
+    has(&screen, &["GRAPH_EXIT=130"]);
+    if let Some(notice) = screen.lines().find(|l| l.starts_with("Ctrl+C:")) {
+        assert!(
+            notice.starts_with("Ctrl+C: the run had already ended, its checkpoints are kept; finishing up, then exiting with 130"),
+            "{screen}"
+        );
+    }
 }
 
 /// Where `exit_status_of` finds the command it runs (arguments joined by U+001F), and the file

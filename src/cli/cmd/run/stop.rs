@@ -28,7 +28,7 @@ use crate::cli::error::{EXIT_BROKEN_PIPE, EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TE
 use crate::cli::progress::Notices;
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::task::JoinHandle;
@@ -110,12 +110,17 @@ impl Stop {
 pub(crate) struct Stops {
     shared: Arc<Shared>,
     task: Mutex<Option<JoinHandle<()>>>,
+    /// The signal handlers' own records (see [`Stops::finish`]), removed at the end.
+    recorders: Mutex<Vec<signal_hook_registry::SigId>>,
 }
 
 #[derive(Default)]
 struct Shared {
-    /// The first stop the command got.
+    /// The first stop the command got, as the watcher task took it in.
     first: OnceLock<Stop>,
+    /// The number of the first signal that reached the process, written by the signal handler
+    /// itself; 0 for none.
+    delivered: AtomicI32,
     /// Set once the run ended: a stop then no longer cancels anything.
     ended: AtomicBool,
     /// The run being watched.
@@ -150,6 +155,25 @@ impl Stops {
                 }
             })
             .collect();
+        for (stop, _) in &listeners {
+            let (shared, number) = (self.shared.clone(), stop.number());
+            // SAFETY: the action runs inside the signal handler; it only does a
+            // compare-exchange on an atomic that the `Arc` keeps alive, which is
+            // async-signal-safe (no allocation, no lock).
+            let registered = unsafe {
+                signal_hook_registry::register(number, move || {
+                    let _ = (shared.delivered).compare_exchange(
+                        0,
+                        number,
+                        Ordering::SeqCst,
+                        Ordering::SeqCst,
+                    );
+                })
+            };
+            if let Ok(id) = registered {
+                lock(&self.recorders).push(id);
+            }
+        }
         *lock(&self.shared.run) = Some(Watched {
             token,
             hint,
@@ -175,28 +199,36 @@ impl Stops {
     /// The running run's stdout closed (a `--stream` run's reader went away): stops it as a
     /// first signal would. Nothing more once it is stopping or has ended.
     pub(super) fn stdout_closed(&self) {
-        if !self.shared.ended.load(Ordering::SeqCst) && self.shared.first.get().is_none() {
-            self.shared.arrived(Stop::ClosedStdout);
-        }
+        self.shared.arrived(Stop::ClosedStdout);
     }
 
     /// Stops watching, at the command's very end; the exit code of the command that would end
-    /// with `code`: the code of what stopped it, when something did.
+    /// with `code`: the code of what stopped it, when something did. A signal can arrive so
+    /// late that the watcher task has not run since (the Ctrl+C that kills a `| head` also
+    /// unblocks the write waiting on it, and the command ends at once): the handler's own
+    /// record of it still sets the code.
     pub(crate) fn finish(&self, code: u8) -> u8 {
         if let Some(task) = lock(&self.task).take() {
             task.abort();
         }
+        for id in lock(&self.recorders).drain(..) {
+            signal_hook_registry::unregister(id);
+        }
         leave_a_hung_up_terminal();
-        self.shared
-            .first
-            .get()
-            .map_or(code, |stop| stop.exit_code())
+        let delivered = self.shared.delivered.load(Ordering::SeqCst);
+        let late = Stop::SIGNALS
+            .into_iter()
+            .find(|stop| stop.number() == delivered);
+        match self.shared.first.get().copied().or(late) {
+            Some(stop) => stop.exit_code(),
+            None => code,
+        }
     }
 }
 
 impl Shared {
     /// `stop` arrived: the first stops the run (or, once it ended, is noted), a second signal
-    /// quits at once.
+    /// quits at once. A closed stdout only ever stops a running run.
     fn arrived(&self, stop: Stop) {
         leave_a_hung_up_terminal();
         // Cloned out: nothing is printed while the lock is held.
@@ -204,7 +236,16 @@ impl Shared {
             return;
         };
         let ended = self.ended.load(Ordering::SeqCst);
+        let signal = stop != Stop::ClosedStdout;
+        if !signal && ended {
+            // The run ended: a closed stdout then only sets the exit code (`output::exit_code`).
+            return;
+        }
         if self.first.set(stop).is_err() {
+            if !signal {
+                // Already stopping: only a second signal quits at once.
+                return;
+            }
             let text = match ended {
                 true => "quit; the run had ended, its checkpoints are kept".to_string(),
                 false => format!("quit; continue with: {}", run.hint),
