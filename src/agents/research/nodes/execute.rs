@@ -10,7 +10,7 @@
 
 use super::{journaled_text, settings, system};
 use crate::agents::research::state::{PlanState, PlanStateUpdate, Source, Status, Todo};
-use crate::agents::research::{prompts, ResearchAgent};
+use crate::agents::research::{prompts, ResearchAgent, ResearchSettings};
 use crate::llm::Message;
 use crate::runtime::{Context, NodeError};
 use crate::tools::{SearchHit, ToolError};
@@ -41,6 +41,19 @@ fn tool_outcome(e: ToolError) -> Result<Result<Vec<SearchHit>, String>, NodeErro
     }
 }
 
+/// A source as cited in the prompt: its number among the thread's sources, title, URL, text.
+type Numbered = (usize, String, String, String);
+
+/// What the summary is written from.
+#[derive(Default)]
+struct Material {
+    numbered: Vec<Numbered>,
+    /// The sub-todos' findings (synthesis only).
+    notes: String,
+    /// Hits not among the thread's sources yet, numbered after them.
+    new_sources: Vec<Source>,
+}
+
 pub(crate) async fn run(
     agent: &ResearchAgent,
     s: Arc<PlanState>,
@@ -67,58 +80,12 @@ pub(crate) async fn run(
     let synthesis = !children.is_empty() && children.iter().all(|c| c.status == Status::Done);
 
     // Gather the material: sources already numbered (synthesis) or new hits.
-    let mut new_sources: Vec<Source> = Vec::new();
-    let mut numbered: Vec<(usize, String, String, String)> = Vec::new(); // (n, title, url, text)
-    let mut notes = String::new();
-    if synthesis {
+    let material = if synthesis {
         todo.tools_used.push("synthesis".into());
-        for child in &children {
-            notes.push_str(&format!(
-                "Sub-task {} ({}): {}\n",
-                child.id,
-                child.task,
-                child.result.as_deref().unwrap_or("")
-            ));
-            for &n in &child.source_ids {
-                if let Some(src) = s.sources.get(n.wrapping_sub(1)) {
-                    if !numbered.iter().any(|(m, ..)| *m == n) {
-                        numbered.push((n, src.title.clone(), src.url.clone(), src.excerpt.clone()));
-                    }
-                }
-            }
-        }
+        synthesis_material(&s, &children)
     } else {
-        let hits = match find_url(&todo.task)
-            .filter(|_| todo.kind == crate::agents::research::Kind::Tool)
-        {
-            Some(url) => {
-                todo.tools_used.push("fetch".into());
-                let fetcher = agent.fetcher()?;
-                ctx.record("fetch", || async move {
-                    match fetcher.fetch(&url).await {
-                        Ok(page) => Ok(Ok(vec![page.to_hit()])),
-                        Err(e) => tool_outcome(e),
-                    }
-                })
-                .await?
-            }
-            None => {
-                let (tool, name) = agent.search_tool(&settings.search).await?;
-                todo.tools_used.push(name.into());
-                let query = todo.task.clone();
-                let max = settings.search.max_results;
-                ctx.record("search", || async move {
-                    match tool.search(&query, max).await {
-                        Ok(hits) if hits.is_empty() => Ok(Err(format!("no results for `{query}`"))),
-                        Ok(hits) => Ok(Ok(hits)),
-                        Err(e) => tool_outcome(e),
-                    }
-                })
-                .await?
-            }
-        };
-        let hits = match hits {
-            Ok(hits) => hits,
+        match use_tool(agent, &ctx, &settings, &mut todo).await? {
+            Ok(hits) => number_hits(&s, hits, &todo.id),
             Err(message) => {
                 todo.error = Some(message.clone());
                 todo.result = None;
@@ -130,57 +97,12 @@ pub(crate) async fn run(
                     )])
                     .plan(vec![todo]));
             }
-        };
-        // Number each hit as it will be cited: its place among the sources, existing or new.
-        for hit in hits {
-            let n = match s.sources.iter().position(|x| x.url == hit.url) {
-                Some(i) => i + 1,
-                None => match new_sources.iter().position(|x| x.url == hit.url) {
-                    Some(i) => s.sources.len() + i + 1,
-                    None => {
-                        new_sources.push(Source {
-                            url: hit.url.clone(),
-                            title: hit.title.clone(),
-                            excerpt: hit.content.chars().take(2000).collect(),
-                            found_by: todo.id.clone(),
-                        });
-                        s.sources.len() + new_sources.len()
-                    }
-                },
-            };
-            if !numbered.iter().any(|(m, ..)| *m == n) {
-                numbered.push((
-                    n,
-                    hit.title,
-                    hit.url,
-                    hit.content.chars().take(4000).collect(),
-                ));
-            }
         }
-    }
+    };
 
-    let mut material = String::new();
-    for (n, title, url, text) in &numbered {
-        material.push_str(&format!("[{n}] {title} ({url})\n{text}\n\n"));
-    }
-    let user = format!(
-        "Research question: {}\nTask: {}\n\n{}Sources:\n{}",
-        s.question.trim(),
-        todo.task,
-        if notes.is_empty() {
-            String::new()
-        } else {
-            format!("Findings of the sub-tasks:\n{notes}\n")
-        },
-        if material.is_empty() {
-            "(none)\n".to_string()
-        } else {
-            material
-        }
-    );
     let messages = vec![
         system(&settings.prompts.execute, prompts::EXECUTE),
-        Message::user(user),
+        Message::user(prompt(&s, &todo, &material)),
     ];
     // Journaled: if the process dies after the model answered, the resumed node gets this
     // reply back instead of paying for the call again.
@@ -194,7 +116,7 @@ pub(crate) async fn run(
     )
     .await?;
     todo.result = Some(summary.trim().to_string());
-    todo.source_ids = numbered.iter().map(|(n, ..)| *n).collect();
+    todo.source_ids = material.numbered.iter().map(|(n, ..)| *n).collect();
     let mut update = PlanStateUpdate::default()
         .executions(1)
         .usage(usage)
@@ -205,8 +127,207 @@ pub(crate) async fn run(
             todo.source_ids.len()
         )])
         .plan(vec![todo]);
-    if !new_sources.is_empty() {
-        update = update.sources(new_sources);
+    if !material.new_sources.is_empty() {
+        update = update.sources(material.new_sources);
     }
     Ok(update)
+}
+
+/// A synthesis works from its sub-todos' results and the sources they cited.
+fn synthesis_material(s: &PlanState, children: &[&Todo]) -> Material {
+    let mut material = Material::default();
+    for child in children {
+        material.notes.push_str(&format!(
+            "Sub-task {} ({}): {}\n",
+            child.id,
+            child.task,
+            child.result.as_deref().unwrap_or("")
+        ));
+        for &n in &child.source_ids {
+            if let Some(src) = s.sources.get(n.wrapping_sub(1)) {
+                if !material.numbered.iter().any(|(m, ..)| *m == n) {
+                    material.numbered.push((
+                        n,
+                        src.title.clone(),
+                        src.url.clone(),
+                        src.excerpt.clone(),
+                    ));
+                }
+            }
+        }
+    }
+    material
+}
+
+/// Fetches the todo's URL (a tool todo naming one) or searches for its task, recording the
+/// tool used on the todo. `Ok(Err(message))` is a failed attempt, not a node failure.
+async fn use_tool(
+    agent: &ResearchAgent,
+    ctx: &Context,
+    settings: &ResearchSettings,
+    todo: &mut Todo,
+) -> Result<Result<Vec<SearchHit>, String>, NodeError> {
+    match find_url(&todo.task).filter(|_| todo.kind == crate::agents::research::Kind::Tool) {
+        Some(url) => {
+            todo.tools_used.push("fetch".into());
+            let fetcher = agent.fetcher()?;
+            ctx.record("fetch", || async move {
+                match fetcher.fetch(&url).await {
+                    Ok(page) => Ok(Ok(vec![page.to_hit()])),
+                    Err(e) => tool_outcome(e),
+                }
+            })
+            .await
+        }
+        None => {
+            let (tool, name) = agent.search_tool(&settings.search).await?;
+            todo.tools_used.push(name.into());
+            let query = todo.task.clone();
+            let max = settings.search.max_results;
+            ctx.record("search", || async move {
+                match tool.search(&query, max).await {
+                    Ok(hits) if hits.is_empty() => Ok(Err(format!("no results for `{query}`"))),
+                    Ok(hits) => Ok(Ok(hits)),
+                    Err(e) => tool_outcome(e),
+                }
+            })
+            .await
+        }
+    }
+}
+
+/// Numbers each hit as it will be cited: its place among the sources, existing or new.
+fn number_hits(s: &PlanState, hits: Vec<SearchHit>, found_by: &str) -> Material {
+    let mut material = Material::default();
+    for hit in hits {
+        let n = match s.sources.iter().position(|x| x.url == hit.url) {
+            Some(i) => i + 1,
+            None => match material.new_sources.iter().position(|x| x.url == hit.url) {
+                Some(i) => s.sources.len() + i + 1,
+                None => {
+                    material.new_sources.push(Source {
+                        url: hit.url.clone(),
+                        title: hit.title.clone(),
+                        excerpt: hit.content.chars().take(2000).collect(),
+                        found_by: found_by.to_string(),
+                    });
+                    s.sources.len() + material.new_sources.len()
+                }
+            },
+        };
+        if !material.numbered.iter().any(|(m, ..)| *m == n) {
+            material.numbered.push((
+                n,
+                hit.title,
+                hit.url,
+                hit.content.chars().take(4000).collect(),
+            ));
+        }
+    }
+    material
+}
+
+/// The user message: the question, the task, the sub-tasks' findings and the numbered sources.
+fn prompt(s: &PlanState, todo: &Todo, material: &Material) -> String {
+    let mut sources = String::new();
+    for (n, title, url, text) in &material.numbered {
+        sources.push_str(&format!("[{n}] {title} ({url})\n{text}\n\n"));
+    }
+    format!(
+        "Research question: {}\nTask: {}\n\n{}Sources:\n{}",
+        s.question.trim(),
+        todo.task,
+        if material.notes.is_empty() {
+            String::new()
+        } else {
+            format!("Findings of the sub-tasks:\n{}\n", material.notes)
+        },
+        if sources.is_empty() {
+            "(none)\n".to_string()
+        } else {
+            sources
+        }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agents::research::Kind;
+
+    fn source(url: &str) -> Source {
+        Source {
+            url: url.into(),
+            title: format!("T {url}"),
+            excerpt: format!("about {url}"),
+            found_by: "t0".into(),
+        }
+    }
+
+    fn hit(url: &str) -> SearchHit {
+        SearchHit {
+            title: format!("T {url}"),
+            url: url.into(),
+            content: format!("new on {url}"),
+        }
+    }
+
+    #[test]
+    fn a_synthesis_cites_its_sub_todos_sources_once_each_by_their_numbers() {
+        let s = PlanState {
+            question: " Why? ".into(),
+            sources: vec![source("a"), source("b"), source("c")],
+            ..PlanState::default()
+        };
+        let mut one = Todo::new("t1.1", "first", Kind::Research);
+        one.result = Some("found A".into());
+        one.source_ids = vec![3, 1];
+        let mut two = Todo::new("t1.2", "second", Kind::Research);
+        two.source_ids = vec![1, 9];
+        let material = synthesis_material(&s, &[&one, &two]);
+        let numbers: Vec<usize> = material.numbered.iter().map(|(n, ..)| *n).collect();
+        assert_eq!(numbers, [3, 1], "a number outside the sources is left out");
+        assert_eq!(
+            material.notes,
+            "Sub-task t1.1 (first): found A\nSub-task t1.2 (second): \n"
+        );
+        assert!(material.new_sources.is_empty());
+        let todo = Todo::new("t1", "both", Kind::Research);
+        assert_eq!(
+            prompt(&s, &todo, &material),
+            "Research question: Why?\nTask: both\n\nFindings of the sub-tasks:\n\
+             Sub-task t1.1 (first): found A\nSub-task t1.2 (second): \n\nSources:\n\
+             [3] T c (c)\nabout c\n\n[1] T a (a)\nabout a\n\n"
+        );
+    }
+
+    #[test]
+    fn hits_are_numbered_after_the_known_sources_and_a_repeated_url_keeps_its_number() {
+        let s = PlanState {
+            sources: vec![source("a"), source("b")],
+            ..PlanState::default()
+        };
+        let material = number_hits(&s, vec![hit("x"), hit("b"), hit("y"), hit("x")], "t2");
+        let numbers: Vec<usize> = material.numbered.iter().map(|(n, ..)| *n).collect();
+        assert_eq!(numbers, [3, 2, 4]);
+        let new: Vec<(&str, &str)> = material
+            .new_sources
+            .iter()
+            .map(|x| (x.url.as_str(), x.found_by.as_str()))
+            .collect();
+        assert_eq!(new, [("x", "t2"), ("y", "t2")]);
+        assert_eq!(
+            material.numbered[1].3, "new on b",
+            "the hit's text is cited"
+        );
+        let empty = prompt(
+            &s,
+            &Todo::new("t2", "look", Kind::Research),
+            &Material::default(),
+        );
+        assert!(
+            empty.ends_with("Task: look\n\nSources:\n(none)\n"),
+            "{empty}"
+        );
+    }
 }
