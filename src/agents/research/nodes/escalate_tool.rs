@@ -17,7 +17,7 @@ use super::tool_loop::{recent_errors, workspace_files};
 use super::{ask, ledger, options, settings, system};
 use crate::agents::research::plan::one_line;
 use crate::agents::research::state::{Kind, PlanState, PlanStateUpdate, Status, Todo};
-use crate::agents::research::{prompts, ResearchAgent};
+use crate::agents::research::{prompts, ResearchAgent, ResearchSettings};
 use crate::graph::Command;
 use crate::llm::{schema_for, structured_validated, Message, Role, Usage};
 use crate::runtime::{Context, NodeError};
@@ -117,81 +117,13 @@ pub(crate) async fn run(
         .clone()
         .or_else(|| current.failure_reason.clone())
         .unwrap_or_else(|| "no reason recorded".into());
-    let mut tried = what_was_tried(&s);
-    let skip = tried.len().saturating_sub(20);
-    tried.drain(..skip);
-    let errors = recent_errors(&s.messages, 5);
     let files = workspace_files(&settings, 60);
     let room = limits.max_todos.saturating_sub(s.plan.len()).min(4);
-    let user = format!(
-        "Goal: {}\nStuck task `{}`: {}\nWhy it is stuck: {last}\nAttempts so far: {}\n\
-         What was tried (latest tool calls):\n{}\nFiles that exist: {}\nRecent errors:\n{}\n\
-         Allowed actions: {}{}",
-        s.question.trim(),
-        current.id,
-        current.task,
-        current.attempts,
-        if tried.is_empty() {
-            "(nothing)".into()
-        } else {
-            tried.join("\n")
-        },
-        if files.is_empty() {
-            "(none)".into()
-        } else {
-            files.join(", ")
-        },
-        if errors.is_empty() {
-            "(none)".into()
-        } else {
-            errors.join("\n")
-        },
-        actions
-            .iter()
-            .map(|a| a.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        if why_not.is_empty() {
-            String::new()
-        } else {
-            format!(" (not allowed: {})", why_not.join("; "))
-        }
-    );
-    let mut schema = schema_for::<Escalation>();
-    schema["properties"]["action"] = json!({
-        "type": "string",
-        "enum": actions.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
-        "description": "decompose, zoom_out or give_up"
-    });
     let messages = vec![
         system(&settings.prompts.escalate, prompts::ESCALATE),
-        Message::user(user),
+        Message::user(prompt(&s, &current, &last, &files, &actions, &why_not)),
     ];
-    let opts = options("Escalation", &settings).with_schema(schema);
-    let offered = actions.clone();
-    let call = structured_validated(
-        agent.model().as_ref(),
-        messages,
-        opts,
-        move |e: &Escalation| {
-            if !offered.contains(&e.action) {
-                return Err(format!(
-                    "action `{}` is not allowed here",
-                    e.action.as_str()
-                ));
-            }
-            let n = e.subtasks.iter().filter(|t| !t.trim().is_empty()).count();
-            if e.action == EscalationAction::Decompose && !(2..=room).contains(&n) {
-                return Err(format!(
-                    "decompose needs 2 to {room} non-empty subtasks, not {n}"
-                ));
-            }
-            Ok(())
-        },
-    );
-    let unusable = "the model's escalation choice was unusable";
-    let (choice, usage): (Escalation, Usage) =
-        ask(&ctx, ("escalation", unusable), &settings, call).await?;
+    let (choice, usage) = choose(agent, &ctx, &settings, messages, actions, room).await?;
     let reason = one_line(&choice.reason);
     let usage = ledger(&ctx, "escalation", "escalate_tool", usage, &settings).await?;
     let mut update = PlanStateUpdate::default().escalations(1).usage(usage);
@@ -204,25 +136,8 @@ pub(crate) async fn run(
     let mut goto = "execution_router";
     match choice.action {
         EscalationAction::Decompose => {
-            let mut ids = Vec::new();
-            for (k, task) in choice
-                .subtasks
-                .iter()
-                .filter(|t| !t.trim().is_empty())
-                .enumerate()
-            {
-                let mut n = k + 1;
-                let mut id = format!("{}.{n}", todo.id);
-                while s.plan.iter().any(|t| t.id == id) || ids.contains(&id) {
-                    n += 1;
-                    id = format!("{}.{n}", todo.id);
-                }
-                let mut child = Todo::new(id.clone(), one_line(task), Kind::Tool)
-                    .depends_on(todo.dependencies.clone());
-                child.parent = Some(todo.id.clone());
-                changed.push(child);
-                ids.push(id);
-            }
+            changed = subtodos(&s, &todo, &choice.subtasks);
+            let ids: Vec<&str> = changed.iter().map(|t| t.id.as_str()).collect();
             todo.failure_reason = Some(format!(
                 "escalated (decompose): {reason}; split into {} after: {last}",
                 ids.join(", ")
@@ -260,6 +175,111 @@ pub(crate) async fn run(
     );
     changed.insert(0, todo);
     Ok(Command::from_update(update.plan(changed).log(vec![log])).goto(goto))
+}
+
+/// The user message: the goal, the stuck todo and why, what was tried (the latest 20 tool
+/// calls), the workspace's files, the recent errors and the allowed actions.
+fn prompt(
+    s: &PlanState,
+    current: &Todo,
+    last: &str,
+    files: &[String],
+    actions: &[EscalationAction],
+    why_not: &[String],
+) -> String {
+    let mut tried = what_was_tried(s);
+    let skip = tried.len().saturating_sub(20);
+    tried.drain(..skip);
+    let errors = recent_errors(&s.messages, 5);
+    let listed = |items: &[String], sep: &str, none: &str| {
+        if items.is_empty() {
+            none.to_string()
+        } else {
+            items.join(sep)
+        }
+    };
+    format!(
+        "Goal: {}\nStuck task `{}`: {}\nWhy it is stuck: {last}\nAttempts so far: {}\n\
+         What was tried (latest tool calls):\n{}\nFiles that exist: {}\nRecent errors:\n{}\n\
+         Allowed actions: {}{}",
+        s.question.trim(),
+        current.id,
+        current.task,
+        current.attempts,
+        listed(&tried, "\n", "(nothing)"),
+        listed(files, ", ", "(none)"),
+        listed(&errors, "\n", "(none)"),
+        actions
+            .iter()
+            .map(|a| a.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        if why_not.is_empty() {
+            String::new()
+        } else {
+            format!(" (not allowed: {})", why_not.join("; "))
+        }
+    )
+}
+
+/// Asks the model for an [`Escalation`] among `actions` only (the schema's enum is narrowed,
+/// and a reply outside it is sent back); a decomposition must have 2 to `room` subtasks.
+async fn choose(
+    agent: &ResearchAgent,
+    ctx: &Context,
+    settings: &ResearchSettings,
+    messages: Vec<Message>,
+    actions: Vec<EscalationAction>,
+    room: usize,
+) -> Result<(Escalation, Usage), NodeError> {
+    let mut schema = schema_for::<Escalation>();
+    schema["properties"]["action"] = json!({
+        "type": "string",
+        "enum": actions.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
+        "description": "decompose, zoom_out or give_up"
+    });
+    let opts = options("Escalation", settings).with_schema(schema);
+    let call = structured_validated(
+        agent.model().as_ref(),
+        messages,
+        opts,
+        move |e: &Escalation| {
+            if !actions.contains(&e.action) {
+                return Err(format!(
+                    "action `{}` is not allowed here",
+                    e.action.as_str()
+                ));
+            }
+            let n = e.subtasks.iter().filter(|t| !t.trim().is_empty()).count();
+            if e.action == EscalationAction::Decompose && !(2..=room).contains(&n) {
+                return Err(format!(
+                    "decompose needs 2 to {room} non-empty subtasks, not {n}"
+                ));
+            }
+            Ok(())
+        },
+    );
+    let unusable = "the model's escalation choice was unusable";
+    ask(ctx, ("escalation", unusable), settings, call).await
+}
+
+/// The sub-todos of a decomposed `todo`, one per non-empty subtask, with ids `{id}.{n}` not
+/// taken in the plan yet; they depend on what `todo` depends on.
+fn subtodos(s: &PlanState, todo: &Todo, subtasks: &[String]) -> Vec<Todo> {
+    let mut children: Vec<Todo> = Vec::new();
+    for (k, task) in subtasks.iter().filter(|t| !t.trim().is_empty()).enumerate() {
+        let mut n = k + 1;
+        let mut id = format!("{}.{n}", todo.id);
+        while s.plan.iter().any(|t| t.id == id) || children.iter().any(|c| c.id == id) {
+            n += 1;
+            id = format!("{}.{n}", todo.id);
+        }
+        let mut child =
+            Todo::new(id, one_line(task), Kind::Tool).depends_on(todo.dependencies.clone());
+        child.parent = Some(todo.id.clone());
+        children.push(child);
+    }
+    children
 }
 
 /// `give_up`: ends the run as a failure, with the summary of what was tried (kept in the state
