@@ -4,7 +4,7 @@
 use super::{failed_call, ledger, options, settings, system};
 use crate::agents::research::plan::one_line;
 use crate::agents::research::state::{Kind, PlanState, PlanStateUpdate, Status, Todo};
-use crate::agents::research::{prompts, ResearchAgent};
+use crate::agents::research::{prompts, ResearchAgent, ResearchSettings};
 use crate::llm::{structured_validated, Message, Usage};
 use crate::runtime::{Context, NodeError};
 use schemars::JsonSchema;
@@ -88,62 +88,12 @@ pub(crate) async fn run(
     let split = match why_not {
         Some(why) => Err(why),
         None => {
-            let messages = vec![
-                system(&settings.prompts.split, prompts::SPLIT),
-                Message::user(format!(
-                    "Research question: {}\nFailed todo: {}\nWhy it failed: {last}\nSplit it into 2 to {room} sub-tasks.",
-                    s.question.trim(),
-                    current.task
-                )),
-            ];
-            let model = agent.model().clone();
-            let opts = options("Split", &settings);
-            let (task, call_settings) = (&ctx, &settings);
-            let result: Result<(Split, Usage), SplitFailed> = ctx
-                .record("split", || async move {
-                    let reply =
-                        structured_validated(model.as_ref(), messages, opts, move |sp: &Split| {
-                            let n = sp
-                                .sub_tasks
-                                .iter()
-                                .filter(|t| !t.task.trim().is_empty())
-                                .count();
-                            if (2..=room).contains(&n) {
-                                Ok(())
-                            } else {
-                                Err(format!(
-                                    "give between 2 and {room} non-empty sub_tasks, not {n}"
-                                ))
-                            }
-                        })
-                        .await;
-                    match reply {
-                        Ok(ok) => Ok(Ok(ok)),
-                        Err(e) if e.is_transient() => Err(failed_call(
-                            task,
-                            ("split", "splitting the todo failed"),
-                            call_settings,
-                            e,
-                        )
-                        .await),
-                        // Splitting is the escalation; its failure leads to zooming out, not to
-                        // a failed run. Its attempts were answered and billed all the same.
-                        Err(e) => Ok(Err(SplitFailed {
-                            why: format!("splitting failed: {e}"),
-                            usage: e.usage().unwrap_or_default(),
-                        })),
-                    }
-                })
-                .await?;
-            let (split, usage) = match result {
-                Ok((sp, usage)) => (Ok(sp), Some(usage)),
-                // No answered request (a refused one, or an older journal that kept no usage):
-                // nothing to add.
-                Err(failed) => (
-                    Err(failed.why),
-                    Some(failed.usage).filter(|u| u.requests > 0),
-                ),
-            };
+            let user = format!(
+                "Research question: {}\nFailed todo: {}\nWhy it failed: {last}\nSplit it into 2 to {room} sub-tasks.",
+                s.question.trim(),
+                current.task
+            );
+            let (split, usage) = ask_split(agent, &ctx, &settings, user, room).await?;
             if let Some(usage) = usage {
                 update = update.usage(ledger(&ctx, "split", "escalate", usage, &settings).await?);
             }
@@ -157,25 +107,12 @@ pub(crate) async fn run(
     let log;
     match split {
         Ok(split) => {
-            let mut ids = Vec::new();
-            for (k, sub) in split
-                .sub_tasks
-                .iter()
-                .filter(|t| !t.task.trim().is_empty())
-                .enumerate()
-            {
-                let mut n = k + 1;
-                let mut id = format!("{}.{n}", todo.id);
-                while s.plan.iter().any(|t| t.id == id) || ids.contains(&id) {
-                    n += 1;
-                    id = format!("{}.{n}", todo.id);
-                }
-                let mut child = Todo::new(id.clone(), one_line(&sub.task), sub.kind)
-                    .depends_on(todo.dependencies.clone());
-                child.parent = Some(todo.id.clone());
-                changed.push(child);
-                ids.push(id);
-            }
+            changed = sub_todos(
+                &s,
+                &todo,
+                split.sub_tasks.iter().map(|t| (t.task.as_str(), t.kind)),
+            );
+            let ids: Vec<String> = changed.iter().map(|t| t.id.clone()).collect();
             todo.status = Status::Pending;
             todo.attempts = 0;
             todo.result = None;
@@ -200,4 +137,87 @@ pub(crate) async fn run(
     );
     changed.insert(0, todo);
     Ok(update.plan(changed).log(vec![log]))
+}
+
+/// Asks the model to split the todo into 2 to `room` sub-tasks (journaled, so a resume does
+/// not ask again). A reply that never fits is a failed split (`Err(why)`), not a failed node;
+/// with it comes the usage of the requests answered, if any.
+async fn ask_split(
+    agent: &ResearchAgent,
+    ctx: &Context,
+    settings: &ResearchSettings,
+    user: String,
+    room: usize,
+) -> Result<(Result<Split, String>, Option<Usage>), NodeError> {
+    let messages = vec![
+        system(&settings.prompts.split, prompts::SPLIT),
+        Message::user(user),
+    ];
+    let model = agent.model().clone();
+    let opts = options("Split", settings);
+    let result: Result<(Split, Usage), SplitFailed> = ctx
+        .record("split", || async move {
+            let reply = structured_validated(model.as_ref(), messages, opts, move |sp: &Split| {
+                let n = sp
+                    .sub_tasks
+                    .iter()
+                    .filter(|t| !t.task.trim().is_empty())
+                    .count();
+                if (2..=room).contains(&n) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "give between 2 and {room} non-empty sub_tasks, not {n}"
+                    ))
+                }
+            })
+            .await;
+            match reply {
+                Ok(ok) => Ok(Ok(ok)),
+                Err(e) if e.is_transient() => {
+                    Err(failed_call(ctx, ("split", "splitting the todo failed"), settings, e).await)
+                }
+                // Splitting is the escalation; its failure leads to zooming out, not to
+                // a failed run. Its attempts were answered and billed all the same.
+                Err(e) => Ok(Err(SplitFailed {
+                    why: format!("splitting failed: {e}"),
+                    usage: e.usage().unwrap_or_default(),
+                })),
+            }
+        })
+        .await?;
+    Ok(match result {
+        Ok((sp, usage)) => (Ok(sp), Some(usage)),
+        // No answered request (a refused one, or an older journal that kept no usage):
+        // nothing to add.
+        Err(failed) => (
+            Err(failed.why),
+            Some(failed.usage).filter(|u| u.requests > 0),
+        ),
+    })
+}
+
+/// The sub-todos of a split `todo`, one per non-empty task, with ids `{id}.{n}` not taken in
+/// the plan yet; each is under `todo` and depends on what it depends on.
+pub(super) fn sub_todos<'a>(
+    s: &PlanState,
+    todo: &Todo,
+    tasks: impl IntoIterator<Item = (&'a str, Kind)>,
+) -> Vec<Todo> {
+    let mut children: Vec<Todo> = Vec::new();
+    let tasks = tasks
+        .into_iter()
+        .filter(|(task, _)| !task.trim().is_empty());
+    for (k, (task, kind)) in tasks.enumerate() {
+        let mut n = k + 1;
+        let mut id = format!("{}.{n}", todo.id);
+        while s.plan.iter().any(|t| t.id == id) || children.iter().any(|c| c.id == id) {
+            n += 1;
+            id = format!("{}.{n}", todo.id);
+        }
+        let mut child = Todo::new(id, one_line(task), kind).depends_on(todo.dependencies.clone());
+        child.parent = Some(todo.id.clone());
+        children.push(child);
+    }
+    children
 }

@@ -13,6 +13,7 @@
 //! An action that is not allowed is not offered (the schema's enum is narrowed). The prompt
 //! says what was tried, which files exist and the recent errors.
 
+use super::escalate::sub_todos;
 use super::tool_loop::{recent_errors, workspace_files};
 use super::{ask, ledger, options, settings, system};
 use crate::agents::research::plan::one_line;
@@ -136,7 +137,8 @@ pub(crate) async fn run(
     let mut goto = "execution_router";
     match choice.action {
         EscalationAction::Decompose => {
-            changed = subtodos(&s, &todo, &choice.subtasks);
+            let tasks = choice.subtasks.iter().map(|t| (t.as_str(), Kind::Tool));
+            changed = sub_todos(&s, &todo, tasks);
             let ids: Vec<&str> = changed.iter().map(|t| t.id.as_str()).collect();
             todo.failure_reason = Some(format!(
                 "escalated (decompose): {reason}; split into {} after: {last}",
@@ -261,25 +263,6 @@ async fn choose(
     );
     let unusable = "the model's escalation choice was unusable";
     ask(ctx, ("escalation", unusable), settings, call).await
-}
-
-/// The sub-todos of a decomposed `todo`, one per non-empty subtask, with ids `{id}.{n}` not
-/// taken in the plan yet; they depend on what `todo` depends on.
-fn subtodos(s: &PlanState, todo: &Todo, subtasks: &[String]) -> Vec<Todo> {
-    let mut children: Vec<Todo> = Vec::new();
-    for (k, task) in subtasks.iter().filter(|t| !t.trim().is_empty()).enumerate() {
-        let mut n = k + 1;
-        let mut id = format!("{}.{n}", todo.id);
-        while s.plan.iter().any(|t| t.id == id) || children.iter().any(|c| c.id == id) {
-            n += 1;
-            id = format!("{}.{n}", todo.id);
-        }
-        let mut child =
-            Todo::new(id, one_line(task), Kind::Tool).depends_on(todo.dependencies.clone());
-        child.parent = Some(todo.id.clone());
-        children.push(child);
-    }
-    children
 }
 
 /// `give_up`: ends the run as a failure, with the summary of what was tried (kept in the state
