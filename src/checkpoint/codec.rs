@@ -80,7 +80,8 @@ pub(crate) fn encode_checkpoint_with(
     record: &CheckpointRecord,
     chunked: Option<&ChunkRoot>,
 ) -> Result<Vec<u8>, FrameError> {
-    let mut out = vec![0u8; HEADER];
+    let mut out = Vec::with_capacity(HEADER + super::compact::size_hint(record, chunked));
+    out.resize(HEADER, 0);
     super::compact::encode(record, chunked, &mut out).map_err(FrameError::Encode)?;
     seal(out, SLIM_CHECKPOINT)
 }
