@@ -114,7 +114,14 @@ impl Checkpointer for MemoryCheckpointer {
         _flush: bool,
     ) -> Result<(), CheckpointError> {
         let mut threads = self.lock();
-        let t = threads.entry(record.thread_id.clone()).or_default();
+        // Looked up before inserting: `entry` wants an owned key, a copy of the thread id per
+        // checkpoint.
+        if !threads.contains_key(&record.thread_id) {
+            threads.insert(record.thread_id.clone(), ThreadRecords::default());
+        }
+        let t = threads
+            .get_mut(&record.thread_id)
+            .expect("the thread's records were just inserted");
         let bytes = chunks::encode_checkpoint(record, &mut t.pieces)?;
         t.checkpoints.insert(record.id, bytes);
         Ok(())
