@@ -289,8 +289,15 @@ impl CheckpointWriter {
         &self.store
     }
 
-    /// Saves a checkpoint (sync: on disk before returning; async: queued).
-    pub(crate) async fn save(&mut self, record: CheckpointRecord) -> Result<(), RunError> {
+    /// True when checkpoints are queued for a background writer (async mode): they must be
+    /// handed over whole ([`CheckpointWriter::queue`]); otherwise [`CheckpointWriter::write`]
+    /// writes one in place.
+    pub(crate) fn queues(&self) -> bool {
+        self.background.is_some()
+    }
+
+    /// Queues a checkpoint for the background writer (async mode).
+    pub(crate) async fn queue(&mut self, record: CheckpointRecord) -> Result<(), RunError> {
         match &self.background {
             Some((tx, _)) => {
                 if tx.send(record).is_err() {
@@ -299,11 +306,17 @@ impl CheckpointWriter {
                 }
                 Ok(())
             }
-            None => Ok(self
-                .store
-                .put_checkpoint(&record, self.mode == Durability::Sync)
-                .await?),
+            None => self.write(&record).await,
         }
+    }
+
+    /// Writes a checkpoint now (sync: on disk before returning). The caller keeps the record,
+    /// so what it lent the record comes back without copies.
+    pub(crate) async fn write(&self, record: &CheckpointRecord) -> Result<(), RunError> {
+        Ok(self
+            .store
+            .put_checkpoint(record, self.mode == Durability::Sync)
+            .await?)
     }
 
     /// Waits for queued checkpoints and flushes them to disk.

@@ -53,19 +53,39 @@ impl<S: State> Run<S> {
             self.snapshots.took_delta(delta_bytes);
             StateData::Delta(writes)
         };
+        let next = self.events.is_active().then(|| self.frontier.next_nodes());
+        let queues = writer.queues();
+        // Written in place, the record borrows the frontier and the writers (moved in, taken
+        // back after the write) instead of copying them for every checkpoint; a queued record
+        // outlives this call and gets copies.
+        let (frontier, metadata) = if queues {
+            let metadata = self.metadata(source, writers.clone());
+            self.last_writers = writers;
+            (self.frontier.clone(), metadata)
+        } else {
+            (
+                std::mem::take(&mut self.frontier),
+                self.metadata(source, writers),
+            )
+        };
         let record = CheckpointRecord {
             thread_id: self.thread_id.to_string(),
             id: self.checkpoint_id,
             parent_id: parent,
             step: self.step,
             state,
-            frontier: self.frontier.clone(),
-            metadata: self.metadata(source, writers.clone()),
+            frontier,
+            metadata,
         };
-        self.last_writers = writers;
-        let next = self.events.is_active().then(|| self.frontier.next_nodes());
         if let Some(writer) = &mut self.writer {
-            writer.save(record).await?;
+            if queues {
+                writer.queue(record).await?;
+            } else {
+                let written = writer.write(&record).await;
+                self.frontier = record.frontier;
+                self.last_writers = record.metadata.writers;
+                written?;
+            }
         }
         self.persisted = Some(self.checkpoint_id);
         if let Some(next) = next {
