@@ -3,7 +3,7 @@
 use super::{ask, ledger, options, settings, system};
 use crate::agents::research::plan::one_line;
 use crate::agents::research::state::{Kind, PlanState, PlanStateUpdate, Status, Todo};
-use crate::agents::research::{next_id, prompts, ResearchAgent};
+use crate::agents::research::{next_id, prompts, Limits, ResearchAgent, ResearchSettings};
 use crate::graph::Command;
 use crate::llm::{schema_for, structured_validated, Message, Usage};
 use crate::runtime::{Context, NodeError};
@@ -95,84 +95,15 @@ pub(crate) async fn run(
             Vec::new(),
         ),
         (None, Some(result)) => {
-            let ids: Vec<String> = s.plan.iter().map(|t| t.id.clone()).collect();
-            let schema = plan_update_schema(&current.id, &ids);
-            let messages = vec![
-                system(&settings.prompts.reflect, prompts::REFLECT),
-                Message::user(format!(
-                    "Research question: {}\nPlan:\n{}\n\nReviewed todo `{}`: {}\nResult:\n{result}",
-                    s.question.trim(),
-                    s.plan
-                        .iter()
-                        .map(|t| format!("- {} [{}]: {}", t.id, t.status.as_str(), t.task))
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                    current.id,
-                    current.task
-                )),
-            ];
-            let opts = options("PlanUpdate", &settings).with_schema(schema);
-            let id = current.id.clone();
-            let call = structured_validated(
-                agent.model().as_ref(),
-                messages,
-                opts,
-                move |u: &PlanUpdate| {
-                    if u.completed_task_id != id {
-                        return Err(format!("completed_task_id must be `{id}`"));
-                    }
-                    for t in &u.new_tasks {
-                        if let Some(d) = t.dependencies.iter().find(|d| !ids.contains(d)) {
-                            return Err(format!(
-                                "new task `{}` depends on `{d}`, which is not in the plan",
-                                t.task
-                            ));
-                        }
-                    }
-                    Ok(())
-                },
-            );
-            let unusable = "the model's review of the result was unusable";
-            let (reply, usage): (PlanUpdate, Usage) =
-                ask(&ctx, ("review", unusable), &settings, call).await?;
+            let (reply, usage) = review(agent, &ctx, &settings, &s, &current, result).await?;
             update = update.usage(ledger(&ctx, "review", "reflect", usage, &settings).await?);
             (reply.status, one_line(&reply.task_outcome), reply.new_tasks)
         }
     };
 
     let mut todo = current.clone();
-    let mut changed: Vec<Todo> = Vec::new();
     let mut log = Vec::new();
-
-    // Follow-ups, within the per-todo and total caps.
-    let room = limits
-        .max_followups_per_todo
-        .saturating_sub(todo.followups as usize)
-        .min(limits.max_todos.saturating_sub(s.plan.len()));
-    let mut all = s.plan.clone();
-    for task in new_tasks
-        .iter()
-        .filter(|t| !t.task.trim().is_empty())
-        .take(room)
-    {
-        let id = next_id(&all);
-        let follow =
-            Todo::new(id, one_line(&task.task), task.kind).depends_on(task.dependencies.clone());
-        log.push(format!(
-            "{} follow-up {}: {}",
-            todo.id, follow.id, follow.task
-        ));
-        all.push(follow.clone());
-        changed.push(follow);
-        todo.followups += 1;
-    }
-    if new_tasks.len() > room {
-        log.push(format!(
-            "{} dropped {} follow-ups (limits)",
-            todo.id,
-            new_tasks.len() - room
-        ));
-    }
+    let mut changed = follow_ups(&s, &mut todo, &new_tasks, limits, &mut log);
 
     let mut goto = "execution_router";
     match outcome {
@@ -207,4 +138,96 @@ pub(crate) async fn run(
     );
     changed.insert(0, todo);
     Ok(Command::from_update(update.plan(changed).log(log)).goto(goto))
+}
+
+/// Asks the model to review `result`, the current todo's: done or failed, and follow-ups,
+/// whose dependencies may only name todos of the plan.
+async fn review(
+    agent: &ResearchAgent,
+    ctx: &Context,
+    settings: &ResearchSettings,
+    s: &PlanState,
+    current: &Todo,
+    result: &str,
+) -> Result<(PlanUpdate, Usage), NodeError> {
+    let ids: Vec<String> = s.plan.iter().map(|t| t.id.clone()).collect();
+    let schema = plan_update_schema(&current.id, &ids);
+    let messages = vec![
+        system(&settings.prompts.reflect, prompts::REFLECT),
+        Message::user(format!(
+            "Research question: {}\nPlan:\n{}\n\nReviewed todo `{}`: {}\nResult:\n{result}",
+            s.question.trim(),
+            s.plan
+                .iter()
+                .map(|t| format!("- {} [{}]: {}", t.id, t.status.as_str(), t.task))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            current.id,
+            current.task
+        )),
+    ];
+    let opts = options("PlanUpdate", settings).with_schema(schema);
+    let id = current.id.clone();
+    let call = structured_validated(
+        agent.model().as_ref(),
+        messages,
+        opts,
+        move |u: &PlanUpdate| {
+            if u.completed_task_id != id {
+                return Err(format!("completed_task_id must be `{id}`"));
+            }
+            for t in &u.new_tasks {
+                if let Some(d) = t.dependencies.iter().find(|d| !ids.contains(d)) {
+                    return Err(format!(
+                        "new task `{}` depends on `{d}`, which is not in the plan",
+                        t.task
+                    ));
+                }
+            }
+            Ok(())
+        },
+    );
+    let unusable = "the model's review of the result was unusable";
+    ask(ctx, ("review", unusable), settings, call).await
+}
+
+/// The follow-up todos of `todo`, within the per-todo and total caps (counted on `todo`);
+/// what they are, and how many were dropped, goes to `log`.
+fn follow_ups(
+    s: &PlanState,
+    todo: &mut Todo,
+    new_tasks: &[NewTask],
+    limits: &Limits,
+    log: &mut Vec<String>,
+) -> Vec<Todo> {
+    let room = limits
+        .max_followups_per_todo
+        .saturating_sub(todo.followups as usize)
+        .min(limits.max_todos.saturating_sub(s.plan.len()));
+    let mut all = s.plan.clone();
+    let mut changed = Vec::new();
+    for task in new_tasks
+        .iter()
+        .filter(|t| !t.task.trim().is_empty())
+        .take(room)
+    {
+        let id = next_id(&all);
+        let follow =
+            Todo::new(id, one_line(&task.task), task.kind).depends_on(task.dependencies.clone());
+        log.push(format!(
+            "{} follow-up {}: {}",
+            todo.id, follow.id, follow.task
+        ));
+        all.push(follow.clone());
+        changed.push(follow);
+        todo.followups += 1;
+    }
+    if new_tasks.len() > room {
+        log.push(format!(
+            "{} dropped {} follow-ups (limits)",
+            todo.id,
+            new_tasks.len() - room
+        ));
+    }
+    changed
 }
