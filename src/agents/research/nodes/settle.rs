@@ -96,11 +96,32 @@ pub(crate) async fn settle(
             .filter(|c| c.parent.as_deref() == Some(parent.id.as_str()))
             .cloned()
             .collect();
-        let done = children.iter().filter(|c| c.status == Status::Done).count();
         let errors = recent_errors(&s.messages, 3);
-        let all_done = done == children.len();
-        let most_done = done * 2 > children.len() && errors.is_empty();
-        let verdict = match (&settings.limits.verify_command, all_done, most_done) {
+        let verdict = judge(agent, settings, ctx, &parent, &children, &errors, &mut out).await?;
+        if out.plan.iter().any(|t| t.id == parent.id) {
+            apply(&mut out, &parent, &children, verdict);
+            out.changed.push(parent.id.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Whether `parent` is done through its sub-todos (`Ok(how)`) or must be re-planned
+/// (`Err(why)`); a verification run is also recorded in `out.verifications`.
+async fn judge(
+    agent: &ResearchAgent,
+    settings: &ResearchSettings,
+    ctx: &Context,
+    parent: &Todo,
+    children: &[Todo],
+    errors: &[String],
+    out: &mut Settled,
+) -> Result<Result<String, String>, NodeError> {
+    let done = children.iter().filter(|c| c.status == Status::Done).count();
+    let all_done = done == children.len();
+    let most_done = done * 2 > children.len() && errors.is_empty();
+    Ok(
+        match (&settings.limits.verify_command, all_done, most_done) {
             (Some(command), true, _) | (Some(command), _, true) => {
                 let (passed, output) = verify(agent, settings, ctx, &parent.id, command).await?;
                 let tail: String = output
@@ -144,43 +165,46 @@ pub(crate) async fn settle(
                     format!("; recent errors: {}", errors.join(" | "))
                 }
             )),
-        };
-        let Some(slot) = out.plan.iter_mut().find(|t| t.id == parent.id) else {
-            continue;
-        };
-        match verdict {
-            Ok(how) => {
-                slot.status = Status::Done;
-                slot.result = Some(format!(
-                    "done through its sub-todos ({how}):\n{}",
-                    children
-                        .iter()
-                        .filter_map(|c| c.result.as_ref().map(|r| format!("- {}: {r}", c.task)))
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                ));
-                out.log.push(format!("{} done: {how}", parent.id));
-            }
-            Err(why) => {
-                // Zoom out to the parent: clear its sub-todos and try it again with what exists.
-                let ids: Vec<String> = children.iter().map(|c| c.id.clone()).collect();
-                slot.status = Status::Pending;
-                slot.rounds = 0;
-                slot.failure_reason = Some(format!(
-                    "re-planning (zoom out) after its sub-todos {} were cleared: {why}; before: {}",
-                    ids.join(", "),
-                    parent.failure_reason.as_deref().unwrap_or("")
-                ));
-                out.plan.retain(|t| !ids.contains(&t.id));
-                out.removed = true;
-                out.log.push(format!(
-                    "{} zoomed out: cleared {} and re-planning: {why}",
-                    parent.id,
-                    ids.join(", ")
-                ));
-            }
+        },
+    )
+}
+
+/// Marks `parent` done with its sub-todos' results, or zooms out to it: its sub-todos are
+/// cleared from the plan and it is tried again, told why.
+fn apply(out: &mut Settled, parent: &Todo, children: &[Todo], verdict: Result<String, String>) {
+    let Some(slot) = out.plan.iter_mut().find(|t| t.id == parent.id) else {
+        return;
+    };
+    match verdict {
+        Ok(how) => {
+            slot.status = Status::Done;
+            slot.result = Some(format!(
+                "done through its sub-todos ({how}):\n{}",
+                children
+                    .iter()
+                    .filter_map(|c| c.result.as_ref().map(|r| format!("- {}: {r}", c.task)))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ));
+            out.log.push(format!("{} done: {how}", parent.id));
         }
-        out.changed.push(parent.id.clone());
+        Err(why) => {
+            // Zoom out to the parent: clear its sub-todos and try it again with what exists.
+            let ids: Vec<String> = children.iter().map(|c| c.id.clone()).collect();
+            slot.status = Status::Pending;
+            slot.rounds = 0;
+            slot.failure_reason = Some(format!(
+                "re-planning (zoom out) after its sub-todos {} were cleared: {why}; before: {}",
+                ids.join(", "),
+                parent.failure_reason.as_deref().unwrap_or("")
+            ));
+            out.plan.retain(|t| !ids.contains(&t.id));
+            out.removed = true;
+            out.log.push(format!(
+                "{} zoomed out: cleared {} and re-planning: {why}",
+                parent.id,
+                ids.join(", ")
+            ));
+        }
     }
-    Ok(out)
 }
