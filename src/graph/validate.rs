@@ -1,4 +1,7 @@
-//! Compile-time checks, on a petgraph view of the graph.
+//! Compile-time checks, on a petgraph view of the graph: first the names (nodes, and what
+//! every edge, join, router and command destination refers to), then, when those are sound,
+//! the flow (an entry point; every node reachable from START, with a way out and a path to
+//! END).
 
 use super::builder::StateGraph;
 use super::command::{END, START};
@@ -10,31 +13,93 @@ use std::collections::HashMap;
 /// Every problem of the graph, each phrased as what to fix. Empty when the graph is sound.
 pub(crate) fn check<S: State>(g: &StateGraph<S>) -> Vec<String> {
     let mut problems = Vec::new();
-    let mut pg: DiGraph<String, ()> = DiGraph::new();
-    let mut ids: HashMap<String, NodeIndex> = HashMap::new();
-    let start = pg.add_node(START.to_string());
-    let end = pg.add_node(END.to_string());
-    ids.insert(START.to_string(), start);
-    ids.insert(END.to_string(), end);
+    let mut view = View::new();
+    view.add_nodes(g, &mut problems);
+    view.add_links(g, &mut problems);
+    if !problems.is_empty() {
+        return problems;
+    }
+    view.flow_problems()
+}
 
-    for n in &g.nodes {
-        let name = n.name.to_string();
-        if name.is_empty() {
-            problems.push("a node has an empty name: give every node a name".to_string());
-        } else if name == START || name == END {
-            problems.push(format!("a node is named `{name}`, which is reserved for the graph's start and end: rename it"));
-        } else if ids.contains_key(&name) {
-            problems.push(format!(
-                "two nodes are named `{name}`: node names must be unique, rename one"
-            ));
-        } else {
-            ids.insert(name.clone(), pg.add_node(name));
+/// The graph as petgraph sees it: START, END and the nodes, joined by every way a run can go.
+struct View {
+    pg: DiGraph<String, ()>,
+    ids: HashMap<String, NodeIndex>,
+    start: NodeIndex,
+    end: NodeIndex,
+}
+
+impl View {
+    fn new() -> View {
+        let mut pg: DiGraph<String, ()> = DiGraph::new();
+        let start = pg.add_node(START.to_string());
+        let end = pg.add_node(END.to_string());
+        let ids = HashMap::from([(START.to_string(), start), (END.to_string(), end)]);
+        View {
+            pg,
+            ids,
+            start,
+            end,
         }
     }
 
-    let mut link = |problems: &mut Vec<String>, from: &str, to: &str, what: &str| {
-        let a = ids.get(from);
-        let b = ids.get(to);
+    /// Adds each node, refusing empty, reserved and repeated names.
+    fn add_nodes<S: State>(&mut self, g: &StateGraph<S>, problems: &mut Vec<String>) {
+        for n in &g.nodes {
+            let name = n.name.to_string();
+            if name.is_empty() {
+                problems.push("a node has an empty name: give every node a name".to_string());
+            } else if name == START || name == END {
+                problems.push(format!("a node is named `{name}`, which is reserved for the graph's start and end: rename it"));
+            } else if self.ids.contains_key(&name) {
+                problems.push(format!(
+                    "two nodes are named `{name}`: node names must be unique, rename one"
+                ));
+            } else {
+                let index = self.pg.add_node(name.clone());
+                self.ids.insert(name, index);
+            }
+        }
+    }
+
+    /// Adds every edge, join, conditional edge and command destination.
+    fn add_links<S: State>(&mut self, g: &StateGraph<S>, problems: &mut Vec<String>) {
+        for (from, to) in &g.edges {
+            self.link(problems, from, to, "an edge");
+        }
+        for j in &g.joins {
+            if j.sources.is_empty() {
+                problems.push(format!(
+                    "the join into `{}` has no sources: name the nodes it waits for",
+                    j.target
+                ));
+            }
+            for s in &j.sources {
+                self.link(problems, s, &j.target, "a join");
+            }
+        }
+        for r in &g.routers {
+            if r.targets.is_empty() {
+                problems.push(format!(
+                    "the router after `{}` declares no targets: list every node (or END) it may return",
+                    r.from
+                ));
+            }
+            for t in &r.targets {
+                self.link(problems, &r.from, t, "a conditional edge");
+            }
+        }
+        for n in &g.nodes {
+            for t in &n.options.destinations {
+                self.link(problems, &n.name, t, "a command destination");
+            }
+        }
+    }
+
+    fn link(&mut self, problems: &mut Vec<String>, from: &str, to: &str, what: &str) {
+        let a = self.ids.get(from).copied();
+        let b = self.ids.get(to).copied();
         if a.is_none() {
             problems.push(format!("{what} starts at `{from}`, which is not a node: add_node(\"{from}\", ..) first or fix the name"));
         }
@@ -51,74 +116,45 @@ pub(crate) fn check<S: State>(g: &StateGraph<S>) -> Vec<String> {
                 "{what} from `{from}` goes to START: route to a node instead"
             ));
         }
-        if let (Some(&a), Some(&b)) = (a, b) {
-            pg.add_edge(a, b, ());
+        if let (Some(a), Some(b)) = (a, b) {
+            self.pg.add_edge(a, b, ());
         }
-    };
-
-    for (from, to) in &g.edges {
-        link(&mut problems, from, to, "an edge");
-    }
-    for j in &g.joins {
-        if j.sources.is_empty() {
-            problems.push(format!(
-                "the join into `{}` has no sources: name the nodes it waits for",
-                j.target
-            ));
-        }
-        for s in &j.sources {
-            link(&mut problems, s, &j.target, "a join");
-        }
-    }
-    for r in &g.routers {
-        if r.targets.is_empty() {
-            problems.push(format!(
-                "the router after `{}` declares no targets: list every node (or END) it may return",
-                r.from
-            ));
-        }
-        for t in &r.targets {
-            link(&mut problems, &r.from, t, "a conditional edge");
-        }
-    }
-    for n in &g.nodes {
-        for t in &n.options.destinations {
-            link(&mut problems, &n.name, t, "a command destination");
-        }
-    }
-    if !problems.is_empty() {
-        return problems;
     }
 
-    if pg.neighbors(start).next().is_none() {
-        problems.push(
-            "the graph has no entry point: add an edge from START to the first node".to_string(),
-        );
-        return problems;
-    }
-    let mut reachable = vec![false; pg.node_count()];
-    let mut bfs = Bfs::new(&pg, start);
-    while let Some(i) = bfs.next(&pg) {
-        reachable[i.index()] = true;
-    }
-    let mut reaches_end = vec![false; pg.node_count()];
-    let reversed = Reversed(&pg);
-    let mut bfs = Bfs::new(reversed, end);
-    while let Some(i) = bfs.next(reversed) {
-        reaches_end[i.index()] = true;
-    }
-    for i in pg.node_indices() {
-        if i == start || i == end {
-            continue;
+    /// What stops a run from going START to END through every node.
+    fn flow_problems(&self) -> Vec<String> {
+        let pg = &self.pg;
+        if pg.neighbors(self.start).next().is_none() {
+            return vec![
+                "the graph has no entry point: add an edge from START to the first node"
+                    .to_string(),
+            ];
         }
-        let name = &pg[i];
-        if !reachable[i.index()] {
-            problems.push(format!("node `{name}` can never run: nothing leads to it from START; add an edge to it or remove it"));
-        } else if pg.neighbors(i).next().is_none() {
-            problems.push(format!("node `{name}` has no way out: add an edge from it (to END if the run finishes there)"));
-        } else if !reaches_end[i.index()] {
-            problems.push(format!("from node `{name}` the run can never reach END: give one of the nodes it leads to a way to END"));
+        let mut reachable = vec![false; pg.node_count()];
+        let mut bfs = Bfs::new(pg, self.start);
+        while let Some(i) = bfs.next(pg) {
+            reachable[i.index()] = true;
         }
+        let mut reaches_end = vec![false; pg.node_count()];
+        let reversed = Reversed(pg);
+        let mut bfs = Bfs::new(reversed, self.end);
+        while let Some(i) = bfs.next(reversed) {
+            reaches_end[i.index()] = true;
+        }
+        let mut problems = Vec::new();
+        for i in pg.node_indices() {
+            if i == self.start || i == self.end {
+                continue;
+            }
+            let name = &pg[i];
+            if !reachable[i.index()] {
+                problems.push(format!("node `{name}` can never run: nothing leads to it from START; add an edge to it or remove it"));
+            } else if pg.neighbors(i).next().is_none() {
+                problems.push(format!("node `{name}` has no way out: add an edge from it (to END if the run finishes there)"));
+            } else if !reaches_end[i.index()] {
+                problems.push(format!("from node `{name}` the run can never reach END: give one of the nodes it leads to a way to END"));
+            }
+        }
+        problems
     }
-    problems
 }
