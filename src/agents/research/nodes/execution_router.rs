@@ -7,7 +7,7 @@
 
 use super::settle::Settled;
 use crate::agents::research::state::{Kind, PlanState, PlanStateUpdate, Status, Todo};
-use crate::agents::research::ResearchAgent;
+use crate::agents::research::{ResearchAgent, ResearchSettings};
 use crate::runtime::{Context, NodeError};
 use std::sync::Arc;
 
@@ -136,42 +136,12 @@ pub(crate) async fn run(
     if let (None, true, Some(command)) = (&next, tool_loop, &settings.limits.verify_command) {
         let verified = s.verifications.iter().any(|v| v.starts_with("goal:"));
         if !verified && plan.iter().any(|t| t.status == Status::Done) {
-            // The goal's own check before the report, journaled like every command.
-            let (passed, output) =
-                super::settle::verify(agent, &settings, &ctx, "goal", command).await?;
-            let tail: String = output
-                .lines()
-                .rev()
-                .take(5)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect::<Vec<_>>()
-                .join(" | ");
-            verifications.push(format!(
-                "goal: `{command}` {}: {tail}",
-                if passed { "passed" } else { "failed" }
-            ));
+            verifications.push(verify_goal(agent, &settings, &ctx, command).await?);
         }
     }
     let nothing_done = !plan.iter().any(|t| t.status == Status::Done);
     if next.is_none() && tool_loop && nothing_done && plan.iter().any(|t| t.kind == Kind::Tool) {
-        let tried: Vec<String> = plan
-            .iter()
-            .map(|t| {
-                format!(
-                    "{} ({}): {}",
-                    t.id,
-                    t.status.as_str(),
-                    t.failure_reason.as_deref().unwrap_or("not run")
-                )
-            })
-            .collect();
-        update = update.gave_up(Some(format!(
-            "gave up on the goal \"{}\": nothing of the plan could be completed. Tried: {}",
-            s.question.trim(),
-            tried.join("; ")
-        )));
+        update = update.gave_up(Some(gave_up(&s, &plan)));
         log.push("nothing left to run and nothing done: giving up".to_string());
     } else {
         match &next {
@@ -203,4 +173,49 @@ pub(crate) async fn run(
         }
     }
     Ok(update)
+}
+
+/// The goal's own check before the report, journaled like every command: its verification
+/// line, with the last lines of its output.
+async fn verify_goal(
+    agent: &ResearchAgent,
+    settings: &ResearchSettings,
+    ctx: &Context,
+    command: &str,
+) -> Result<String, NodeError> {
+    let (passed, output) = super::settle::verify(agent, settings, ctx, "goal", command).await?;
+    let tail: String = output
+        .lines()
+        .rev()
+        .take(5)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join(" | ");
+    Ok(format!(
+        "goal: `{command}` {}: {tail}",
+        if passed { "passed" } else { "failed" }
+    ))
+}
+
+/// Why a tool-using run gives up when nothing of its plan could be done: each todo and what
+/// stopped it.
+fn gave_up(s: &PlanState, plan: &[Todo]) -> String {
+    let tried: Vec<String> = plan
+        .iter()
+        .map(|t| {
+            format!(
+                "{} ({}): {}",
+                t.id,
+                t.status.as_str(),
+                t.failure_reason.as_deref().unwrap_or("not run")
+            )
+        })
+        .collect();
+    format!(
+        "gave up on the goal \"{}\": nothing of the plan could be completed. Tried: {}",
+        s.question.trim(),
+        tried.join("; ")
+    )
 }
