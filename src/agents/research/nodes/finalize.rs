@@ -1,7 +1,7 @@
 //! `finalize`: the answer, citing sources `[n]`, with the numbered source list appended.
 
 use super::{journaled_text, settings, system};
-use crate::agents::research::state::{PlanState, PlanStateUpdate, Status};
+use crate::agents::research::state::{PlanState, PlanStateUpdate, Status, Todo};
 use crate::agents::research::{prompts, ResearchAgent};
 use crate::llm::Message;
 use crate::runtime::{Context, NodeError};
@@ -55,27 +55,7 @@ pub(crate) async fn run(
             open.join("\n")
         )
     } else {
-        let findings: Vec<String> = done
-            .iter()
-            .map(|t| format!("- {}: {}", t.task, t.result.as_deref().unwrap_or("")))
-            .collect();
-        let sources: Vec<String> = s
-            .sources
-            .iter()
-            .enumerate()
-            .map(|(i, src)| format!("[{}] {} ({})", i + 1, src.title, src.url))
-            .collect();
-        let user = format!(
-            "Research question: {}\n\nFindings:\n{}\n\nNot found:\n{}\n\nSources:\n{}",
-            s.question.trim(),
-            findings.join("\n"),
-            if open.is_empty() {
-                "(nothing)".to_string()
-            } else {
-                open.join("\n")
-            },
-            sources.join("\n")
-        );
+        let user = answer_prompt(&s, &done, &open);
         let messages = vec![
             system(&settings.prompts.finalize, prompts::FINALIZE),
             Message::user(user),
@@ -102,18 +82,51 @@ pub(crate) async fn run(
             "the answer cites sources that do not exist: {unknown:?}"
         ));
     }
+    answer.push_str(&appendix(&s));
+    log.push("answer written".to_string());
+    Ok(update.answer(Some(answer)).log(log))
+}
+
+/// What the model writes the answer from: the findings of the done todos, what was not
+/// found, and the sources by number.
+fn answer_prompt(s: &PlanState, done: &[&Todo], open: &[String]) -> String {
+    let findings: Vec<String> = done
+        .iter()
+        .map(|t| format!("- {}: {}", t.task, t.result.as_deref().unwrap_or("")))
+        .collect();
+    let sources: Vec<String> = s
+        .sources
+        .iter()
+        .enumerate()
+        .map(|(i, src)| format!("[{}] {} ({})", i + 1, src.title, src.url))
+        .collect();
+    format!(
+        "Research question: {}\n\nFindings:\n{}\n\nNot found:\n{}\n\nSources:\n{}",
+        s.question.trim(),
+        findings.join("\n"),
+        if open.is_empty() {
+            "(nothing)".to_string()
+        } else {
+            open.join("\n")
+        },
+        sources.join("\n")
+    )
+}
+
+/// What follows the answer: its sources by number, and the verifications run, if any.
+fn appendix(s: &PlanState) -> String {
+    let mut out = String::new();
     if !s.sources.is_empty() {
-        answer.push_str("\n\nSources:\n");
+        out.push_str("\n\nSources:\n");
         for (i, src) in s.sources.iter().enumerate() {
-            answer.push_str(&format!("[{}] {} — {}\n", i + 1, src.title, src.url));
+            out.push_str(&format!("[{}] {} — {}\n", i + 1, src.title, src.url));
         }
     }
     if !s.verifications.is_empty() {
-        answer.push_str("\n\nVerification:\n");
+        out.push_str("\n\nVerification:\n");
         for line in &s.verifications {
-            answer.push_str(&format!("- {line}\n"));
+            out.push_str(&format!("- {line}\n"));
         }
     }
-    log.push("answer written".to_string());
-    Ok(update.answer(Some(answer)).log(log))
+    out
 }
