@@ -36,7 +36,9 @@ impl<S: State> Run<S> {
                 self.persisted = parent;
             }
         }
-        let raw = if self.writer.is_some() {
+        // Only a delta keeps the input as a write: the first checkpoint of a thread is always a
+        // snapshot (see save_checkpoint), and a fresh same-type child's input is a whole state.
+        let raw = if self.writer.is_some() && parent.is_some() {
             Some(persist::to_raw(&input)?)
         } else {
             None
