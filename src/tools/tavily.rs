@@ -109,17 +109,12 @@ pub struct TavilySearch {
 impl TavilySearch {
     /// Builds the client; fails on an invalid base URL or key.
     pub fn new(config: TavilyConfig) -> Result<Self, ToolError> {
-        let base = config.base_url.trim().trim_end_matches('/').to_string();
-        reqwest::Url::parse(&base).map_err(|e| {
-            ToolError::Config(format!("Tavily base URL `{base}` is not a valid URL: {e}"))
-        })?;
+        let base = Endpoint::checked_base("Tavily", &config.base_url).map_err(ToolError::Config)?;
         let endpoint = Endpoint::new("Tavily", base.clone()).with_key_var("TAVILY_API_KEY");
-        let auth = config.api_key.header_value("Bearer ").ok_or_else(|| {
-            ToolError::Config(
-                "the Tavily API key contains characters that cannot be sent in a header"
-                    .to_string(),
-            )
-        })?;
+        let auth = config
+            .api_key
+            .auth_header("Tavily", "Bearer ")
+            .map_err(ToolError::Config)?;
         Ok(TavilySearch {
             http: HttpClient::new(config.http, &endpoint)?,
             url: format!("{base}/search"),

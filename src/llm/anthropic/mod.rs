@@ -54,24 +54,17 @@ pub struct AnthropicChat {
 impl AnthropicChat {
     /// Builds a client; fails on an invalid base URL or a key that cannot be sent.
     pub fn new(config: AnthropicConfig) -> Result<Self, LlmError> {
-        let base = config.base_url.trim().trim_end_matches('/').to_string();
-        reqwest::Url::parse(&base).map_err(|e| {
-            LlmError::Config(format!(
-                "Anthropic base URL `{base}` is not a valid URL: {e}"
-            ))
-        })?;
+        let base =
+            Endpoint::checked_base("Anthropic", &config.base_url).map_err(LlmError::Config)?;
         let endpoint = Endpoint::new(PROVIDER, base.clone())
             .with_model(config.model.clone())
             .with_key_var("ANTHROPIC_API_KEY");
-        let auth = match &config.api_key {
-            Some(key) => Some(key.header_value("").ok_or_else(|| {
-                LlmError::Config(
-                    "the Anthropic API key contains characters that cannot be sent in a header"
-                        .to_string(),
-                )
-            })?),
-            None => None,
-        };
+        let auth = config
+            .api_key
+            .as_ref()
+            .map(|key| key.auth_header("Anthropic", ""))
+            .transpose()
+            .map_err(LlmError::Config)?;
         Ok(AnthropicChat {
             http: HttpClient::new(config.http, &endpoint)?,
             url: format!("{base}/v1/messages"),

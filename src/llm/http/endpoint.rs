@@ -26,6 +26,18 @@ impl Endpoint {
         }
     }
 
+    /// `url` without surrounding space or a trailing `/`, checked to be a URL; the error names
+    /// whose base URL it is (`service`, e.g. `Anthropic`).
+    pub fn checked_base(service: &str, url: &str) -> Result<String, String> {
+        let base = url.trim().trim_end_matches('/').to_string();
+        match reqwest::Url::parse(&base) {
+            Ok(_) => Ok(base),
+            Err(e) => Err(format!(
+                "{service} base URL `{base}` is not a valid URL: {e}"
+            )),
+        }
+    }
+
     /// Names the model in error messages.
     pub fn with_model(mut self, model: impl Into<String>) -> Self {
         self.model = Some(model.into());
@@ -60,5 +72,35 @@ impl fmt::Display for Endpoint {
             write!(f, " (model `{model}`)")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::http::Secret;
+
+    #[test]
+    fn a_base_url_is_trimmed_and_checked_and_a_key_that_cannot_be_a_header_is_named() {
+        assert_eq!(
+            Endpoint::checked_base("Anthropic", " http://127.0.0.1:9/v1/ ").unwrap(),
+            "http://127.0.0.1:9/v1"
+        );
+        let bad = Endpoint::checked_base("Tavily", "no url").unwrap_err();
+        assert!(
+            bad.starts_with("Tavily base URL `no url` is not a valid URL:"),
+            "{bad}"
+        );
+        let header = Secret::new("sk-1")
+            .auth_header("OpenAI", "Bearer ")
+            .unwrap();
+        assert!(header.is_sensitive());
+        assert_eq!(header.to_str().unwrap(), "Bearer sk-1");
+        assert_eq!(
+            Secret::new("sk\n1")
+                .auth_header("OpenAI", "Bearer ")
+                .unwrap_err(),
+            "the OpenAI API key contains characters that cannot be sent in a header"
+        );
     }
 }

@@ -50,6 +50,16 @@ impl Secret {
     }
 }
 
+impl Secret {
+    /// [`header_value`](Self::header_value), or the error that says `service`'s key cannot be
+    /// sent.
+    pub fn auth_header(&self, service: &str, prefix: &str) -> Result<HeaderValue, String> {
+        self.header_value(prefix).ok_or_else(|| {
+            format!("the {service} API key contains characters that cannot be sent in a header")
+        })
+    }
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(***)")

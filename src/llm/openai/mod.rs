@@ -54,22 +54,16 @@ pub struct OpenAiChat {
 impl OpenAiChat {
     /// Builds a client; fails on an invalid base URL or a key that cannot be sent.
     pub fn new(config: OpenAiConfig) -> Result<Self, LlmError> {
-        let base = config::trim_base(&config.base_url).to_string();
-        reqwest::Url::parse(&base).map_err(|e| {
-            LlmError::Config(format!("OpenAI base URL `{base}` is not a valid URL: {e}"))
-        })?;
+        let base = Endpoint::checked_base("OpenAI", &config.base_url).map_err(LlmError::Config)?;
         let endpoint = Endpoint::new(PROVIDER, base.clone())
             .with_model(config.model.clone())
             .with_key_var("OPENAI_API_KEY");
-        let auth = match &config.api_key {
-            Some(key) => Some(key.header_value("Bearer ").ok_or_else(|| {
-                LlmError::Config(
-                    "the OpenAI API key contains characters that cannot be sent in a header"
-                        .to_string(),
-                )
-            })?),
-            None => None,
-        };
+        let auth = config
+            .api_key
+            .as_ref()
+            .map(|key| key.auth_header("OpenAI", "Bearer "))
+            .transpose()
+            .map_err(LlmError::Config)?;
         Ok(OpenAiChat {
             http: HttpClient::new(config.http, &endpoint)?,
             url: format!("{base}/chat/completions"),
