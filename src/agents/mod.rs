@@ -20,7 +20,6 @@ pub mod agent;
 pub mod memo;
 pub mod pipeline;
 pub mod research;
-pub(crate) mod spend;
 pub mod tree;
 
 use crate::registry::AnyFactory;

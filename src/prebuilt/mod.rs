@@ -8,6 +8,7 @@
 
 mod agent;
 mod messages;
+pub mod spend;
 mod tool_node;
 
 pub use agent::{

@@ -12,10 +12,10 @@ use super::solve::{inputs, progress_text, solve_request, SolvePlan};
 use super::state::{CurrentTask, Mode, SolvedTask, TreeState, TreeStateUpdate};
 use super::task_tree::{TaskTree, TreeView};
 use super::TreeAgent;
-use crate::agents::spend;
 use crate::llm::{
     structured_validated, ChatRequest, LlmError, Message, StructuredOptions, Usage, UsageLedger,
 };
+use crate::prebuilt::spend;
 use crate::runtime::{Context, NodeError};
 use std::path::Path;
 use std::sync::Arc;

@@ -1,12 +1,12 @@
 //! `threads`, `state` and `history`: reading threads, including running ones.
 
-use crate::agents::spend::{as_usage, off_ledger, pricing_of};
 use crate::checkpoint::{CheckpointId, ThreadListing, ThreadStatus};
 use crate::cli::args::{HistoryArgs, StateArgs};
 use crate::cli::error::{bad_input, EXIT_DONE};
 use crate::cli::pause;
 use crate::cli::progress::tasks_text;
 use crate::cli::{format_ago, format_time, out, root_of_thread_arg, status_of, Ctx};
+use crate::prebuilt::spend::{as_usage, off_ledger, pricing_of};
 use crate::runtime::{HistoryQuery, SubgraphState};
 use serde_json::{json, Value};
 

@@ -14,11 +14,11 @@ use super::outline::{stage_number, STAGES};
 use super::settings::MemoSettings;
 use super::state::{MemoState, MemoStateUpdate, Mode};
 use super::MemoAgent;
-use crate::agents::spend;
 use crate::llm::{
     structured_validated, usd, ChatRequest, LlmError, Message, StructuredOptions, Usage,
     UsageLedger,
 };
+use crate::prebuilt::spend;
 use crate::runtime::{Context, NodeError, PROGRESS_EVENT};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;

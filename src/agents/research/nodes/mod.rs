@@ -12,10 +12,10 @@ pub(crate) mod settle;
 pub(crate) mod tool_loop;
 
 use super::settings::ResearchSettings;
-use crate::agents::spend;
 use crate::llm::{
     ChatModel, ChatRequest, LlmError, Message, StructuredOptions, Usage, UsageLedger,
 };
+use crate::prebuilt::spend;
 use crate::runtime::{Context, NodeError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;

@@ -6,7 +6,6 @@
 use super::report::{report_as, Ended, Output};
 use super::stop::{Stop, Stops};
 use super::Action;
-use crate::agents::spend::{off_ledger, pricing_of};
 use crate::checkpoint::{
     record_verdict, summarize, CheckpointError, Checkpointer, ThreadStatus, ThreadSummary, Verdict,
 };
@@ -17,6 +16,7 @@ use crate::cli::output::{self, stdout_closed};
 use crate::cli::progress::Progress;
 use crate::cli::{out, Ctx};
 use crate::llm::UsageLedger;
+use crate::prebuilt::spend::{off_ledger, pricing_of};
 use crate::registry::{ErasedGraph, Resolved};
 use crate::runtime::{Event, RunConfig, RunError, RunOutcome, RunStatus};
 use serde_json::Value;

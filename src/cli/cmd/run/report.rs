@@ -30,7 +30,7 @@ pub(in crate::cli::cmd) struct Ended {
     /// ledger), read when the run failed or was stopped: a run that ends badly has paid too.
     pub(super) usage: Option<UsageLedger>,
     /// What the thread's branch paid for that no step's ledger holds: failed attempts, and
-    /// results an edit or a rerun set aside ([`off_ledger`](crate::agents::spend::off_ledger)).
+    /// results an edit or a rerun set aside ([`off_ledger`](crate::prebuilt::spend::off_ledger)).
     pub(super) off_ledger: Option<UsageLedger>,
     /// What stopped the run (Ctrl+C, SIGTERM, SIGHUP, a `--stream`'s stdout closed), if
     /// anything did.
@@ -90,7 +90,7 @@ pub(super) fn report_as(
     });
     if let Some(off) = &meta.off_ledger {
         // As `graph state --json` says it: what the branch paid for that no step's ledger holds.
-        doc["failed_usage"] = json!(crate::agents::spend::as_usage(off));
+        doc["failed_usage"] = json!(crate::prebuilt::spend::as_usage(off));
     }
     let code = match result {
         Ok(mut outcome) => {

@@ -1,4 +1,5 @@
-//! What a step's model calls spent when the step failed. A failed task writes no state, so the
+//! What a step's model calls spent when the step failed, for agents that keep a usage ledger
+//! (the built-in research, tree and memo agents use it; so can one's own). A failed task writes no state, so the
 //! requests it paid for would be in no usage ledger: they are kept in the task's journal
 //! instead ([`Context::journal`], which survives the failure), summed over the task's failed
 //! attempts and runs, and the call's next success (a retry, or the resumed run) adds them to
@@ -26,7 +27,7 @@ type FailedSpend = BTreeMap<String, Usage>;
 /// after keeping what its answered requests used ([`LlmError::usage`]) in the task's journal.
 /// The error then says what the task's failed attempts have spent so far (priced when
 /// `pricing` is given), so a failed run shows what it cost.
-pub(crate) async fn failed_call(
+pub async fn failed_call(
     ctx: &Context,
     key: &str,
     e: LlmError,
@@ -56,7 +57,7 @@ pub(crate) async fn failed_call(
 
 /// Adds to `ledger`, as calls of `node`, what the failed attempts of the call under `key` spent
 /// in earlier attempts or runs of this task: for the node's update once that call succeeded.
-pub(crate) async fn add_failed(
+pub async fn add_failed(
     ctx: &Context,
     key: &str,
     node: &str,
@@ -91,7 +92,7 @@ pub(crate) async fn add_failed(
 /// attempts at the forked checkpoint stay with the source thread, where they were made.
 ///
 /// Failed attempts are priced with `pricing` (the thread's [`pricing_of`] its settings).
-pub(crate) async fn off_ledger(
+pub async fn off_ledger(
     store: &dyn Checkpointer,
     thread: &str,
     head: Option<CheckpointId>,
@@ -137,12 +138,12 @@ pub(crate) async fn off_ledger(
 }
 
 /// The prices a graph's settings give (`pricing`, the built-in agents' setting), if any.
-pub(crate) fn pricing_of(settings: &serde_json::Map<String, serde_json::Value>) -> Option<Pricing> {
+pub fn pricing_of(settings: &serde_json::Map<String, serde_json::Value>) -> Option<Pricing> {
     serde_json::from_value(settings.get("pricing")?.clone()).ok()
 }
 
 /// A ledger's total as one usage, its calls as requests (for `failed_usage`).
-pub(crate) fn as_usage(ledger: &UsageLedger) -> Usage {
+pub fn as_usage(ledger: &UsageLedger) -> Usage {
     let total = ledger.total();
     Usage {
         requests: total.calls,
