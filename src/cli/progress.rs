@@ -129,7 +129,7 @@ impl Progress {
         }
     }
 
-    /// Shows one event.
+    /// Shows one event. Each kind of event has its own helper below: this only dispatches.
     pub(crate) fn event(&mut self, event: &Event) {
         match event {
             Event::RunStarted { step, .. } => {
@@ -141,39 +141,7 @@ impl Progress {
                 task,
                 attempt,
                 ..
-            } => {
-                let label = self.label(node, *task);
-                let retry = if *attempt > 1 {
-                    format!(" (attempt {attempt})")
-                } else {
-                    String::new()
-                };
-                match &self.mode {
-                    Mode::Quiet => {}
-                    Mode::Plain => {
-                        say!("{} step {step}: {label} started{retry}", self.stamp())
-                    }
-                    Mode::Live(multi) => {
-                        let style = ProgressStyle::with_template(
-                            "{spinner:.cyan} step {prefix} {msg} {elapsed:.dim}",
-                        )
-                        .unwrap_or_else(|_| ProgressStyle::default_spinner());
-                        // Hidden until the multi owns it: a bar made with its own stderr
-                        // target (`new_spinner`) draws itself there as its text is set, behind
-                        // the multi's back, and that line is never cleared. Its text is set
-                        // before it joins, so no blank line flashes first.
-                        let bar = multi.add(
-                            ProgressBar::hidden()
-                                .with_style(style)
-                                .with_prefix(step.to_string())
-                                .with_message(format!("{label}{retry} · {} ·", self.steps_text())),
-                        );
-                        bar.enable_steady_tick(Duration::from_millis(100));
-                        self.bars.insert((*step, *task), (node.clone(), bar));
-                        self.note_live();
-                    }
-                }
-            }
+            } => self.node_started(*step, node, *task, *attempt),
             Event::NodeFinished {
                 step,
                 node,
@@ -181,23 +149,7 @@ impl Progress {
                 duration_ms,
                 update,
                 ..
-            } => {
-                if let Some((_, bar)) = self.bars.remove(&(*step, *task)) {
-                    bar.finish_and_clear();
-                    self.note_live();
-                }
-                self.stream_text(node, "", true);
-                let label = self.label(node, *task);
-                let secs = duration_ms / 1000.0;
-                let text = match &self.mode {
-                    Mode::Live(_) => format!("✓ step {step} {label} ({secs:.2}s)"),
-                    _ => format!("{} step {step}: {label} done in {secs:.2}s", self.stamp()),
-                };
-                self.line(&text);
-                if self.verbose {
-                    self.line(&format!("    update: {update}"));
-                }
-            }
+            } => self.node_finished(*step, node, *task, *duration_ms, update),
             Event::NodeFailed {
                 step,
                 node,
@@ -206,45 +158,113 @@ impl Progress {
                 error,
                 will_retry,
                 ..
-            } => {
-                let then = if *will_retry { "; retrying" } else { "" };
-                let label = self.label(node, *task);
-                let text = match &self.mode {
-                    Mode::Live(_) => {
-                        format!("✗ step {step} {label} attempt {attempt} failed: {error}{then}")
-                    }
-                    _ => format!(
-                        "{} step {step}: {label} attempt {attempt} failed: {error}{then}",
-                        self.stamp()
-                    ),
-                };
-                if !will_retry {
-                    self.clear_task(*step, *task);
-                }
-                self.line(&text);
-            }
-            Event::Custom {
-                node,
-                kind,
-                payload,
-                ..
-            } if kind == TOKEN_EVENT => {
-                if let Some(text) = payload.as_str() {
-                    self.stream_text(node, text, false);
-                }
-            }
-            Event::Custom { kind, payload, .. } if kind == PROGRESS_EVENT => {
-                if let Some(text) = payload.as_str() {
-                    self.line(text);
-                }
-            }
+            } => self.node_failed(*step, node, *task, *attempt, error, *will_retry),
             Event::Custom {
                 step,
                 node,
                 kind,
                 payload,
                 ..
-            } => {
+            } => self.custom(*step, node, kind, payload),
+            Event::CheckpointSaved { step, next, .. } => self.checkpoint_saved(*step, next),
+            Event::Interrupted { .. } | Event::RunFinished { .. } => self.clear(),
+            // Stream-mode events (`--stream`) are printed as NDJSON, not shown here.
+            Event::Values { .. } | Event::Updates { .. } | Event::Message { .. } => {}
+        }
+    }
+
+    /// A task began an attempt: a log line, or a live line that stays until it ends.
+    fn node_started(&mut self, step: u64, node: &str, task: usize, attempt: u32) {
+        let label = self.label(node, task);
+        let retry = if attempt > 1 {
+            format!(" (attempt {attempt})")
+        } else {
+            String::new()
+        };
+        match &self.mode {
+            Mode::Quiet => {}
+            Mode::Plain => {
+                say!("{} step {step}: {label} started{retry}", self.stamp())
+            }
+            Mode::Live(multi) => {
+                let text = format!("{label}{retry} · {} ·", self.steps_text());
+                let bar = live_line(multi, step, text);
+                self.bars.insert((step, task), (node.to_string(), bar));
+                self.note_live();
+            }
+        }
+    }
+
+    /// A task finished: its live line goes, its streamed text's last line is shown, then a
+    /// line that says how long it took (and, verbose, the update it made).
+    fn node_finished(
+        &mut self,
+        step: u64,
+        node: &str,
+        task: usize,
+        duration_ms: f64,
+        update: &serde_json::Value,
+    ) {
+        if let Some((_, bar)) = self.bars.remove(&(step, task)) {
+            bar.finish_and_clear();
+            self.note_live();
+        }
+        self.stream_text(node, "", true);
+        let label = self.label(node, task);
+        let secs = duration_ms / 1000.0;
+        let text = match &self.mode {
+            Mode::Live(_) => format!("✓ step {step} {label} ({secs:.2}s)"),
+            _ => format!("{} step {step}: {label} done in {secs:.2}s", self.stamp()),
+        };
+        self.line(&text);
+        if self.verbose {
+            self.line(&format!("    update: {update}"));
+        }
+    }
+
+    /// A task's attempt failed: said at once. Its live line goes only when it failed for good:
+    /// while another attempt follows, the task is still running.
+    fn node_failed(
+        &mut self,
+        step: u64,
+        node: &str,
+        task: usize,
+        attempt: u32,
+        error: &str,
+        will_retry: bool,
+    ) {
+        let then = if will_retry { "; retrying" } else { "" };
+        let label = self.label(node, task);
+        let text = match &self.mode {
+            Mode::Live(_) => {
+                format!("✗ step {step} {label} attempt {attempt} failed: {error}{then}")
+            }
+            _ => format!(
+                "{} step {step}: {label} attempt {attempt} failed: {error}{then}",
+                self.stamp()
+            ),
+        };
+        if !will_retry {
+            self.clear_task(step, task);
+        }
+        self.line(&text);
+    }
+
+    /// A node's own event: model tokens are streamed a line at a time, progress text is shown
+    /// as is, and any other kind only when verbose (it is meant for programs, not people).
+    fn custom(&mut self, step: u64, node: &str, kind: &str, payload: &serde_json::Value) {
+        match kind {
+            TOKEN_EVENT => {
+                if let Some(text) = payload.as_str() {
+                    self.stream_text(node, text, false);
+                }
+            }
+            PROGRESS_EVENT => {
+                if let Some(text) = payload.as_str() {
+                    self.line(text);
+                }
+            }
+            _ => {
                 if self.verbose {
                     self.line(&format!(
                         "{} step {step}: {node} {kind}: {payload}",
@@ -252,31 +272,31 @@ impl Progress {
                     ));
                 }
             }
-            Event::CheckpointSaved { step, next, .. } => {
-                self.steps_done = *step;
-                self.expect(next);
-                if let Mode::Live(_) = self.mode {
-                    let steps = self.steps_text();
-                    for (_, bar) in self.bars.values() {
-                        let msg = bar.message();
-                        let head = msg.split(" · ").next().unwrap_or_default().to_string();
-                        bar.set_message(format!("{head} · {steps} ·"));
-                    }
-                } else if self.verbose || matches!(self.mode, Mode::Plain) {
-                    let next = if next.is_empty() {
-                        "nothing (done)".to_string()
-                    } else {
-                        tasks_text(next)
-                    };
-                    self.line(&format!(
-                        "{} step {step}: checkpoint saved; next: {next}",
-                        self.stamp()
-                    ));
-                }
+        }
+    }
+
+    /// A step was saved: the live lines' step count moves on (they stay, as their tasks may
+    /// still run); without live lines, a log line says what runs next.
+    fn checkpoint_saved(&mut self, step: u64, next: &[String]) {
+        self.steps_done = step;
+        self.expect(next);
+        if let Mode::Live(_) = self.mode {
+            let steps = self.steps_text();
+            for (_, bar) in self.bars.values() {
+                let msg = bar.message();
+                let head = msg.split(" · ").next().unwrap_or_default().to_string();
+                bar.set_message(format!("{head} · {steps} ·"));
             }
-            Event::Interrupted { .. } | Event::RunFinished { .. } => self.clear(),
-            // Stream-mode events (`--stream`) are printed as NDJSON, not shown here.
-            Event::Values { .. } | Event::Updates { .. } | Event::Message { .. } => {}
+        } else if self.verbose || matches!(self.mode, Mode::Plain) {
+            let next = if next.is_empty() {
+                "nothing (done)".to_string()
+            } else {
+                tasks_text(next)
+            };
+            self.line(&format!(
+                "{} step {step}: checkpoint saved; next: {next}",
+                self.stamp()
+            ));
         }
     }
 
@@ -308,6 +328,23 @@ impl Drop for Progress {
             *live_lines() = None;
         }
     }
+}
+
+/// A spinner line for a running task, owned by `multi`, showing `step` and `text`.
+fn live_line(multi: &MultiProgress, step: u64, text: String) -> ProgressBar {
+    let style = ProgressStyle::with_template("{spinner:.cyan} step {prefix} {msg} {elapsed:.dim}")
+        .unwrap_or_else(|_| ProgressStyle::default_spinner());
+    // Hidden until the multi owns it: a bar made with its own stderr target (`new_spinner`)
+    // draws itself there as its text is set, behind the multi's back, and that line is never
+    // cleared. Its text is set before it joins, so no blank line flashes first.
+    let bar = multi.add(
+        ProgressBar::hidden()
+            .with_style(style)
+            .with_prefix(step.to_string())
+            .with_message(text),
+    );
+    bar.enable_steady_tick(Duration::from_millis(100));
+    bar
 }
 
 /// The live lines on the screen now, if any: where [`LogWriter`] puts log lines.
