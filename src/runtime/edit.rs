@@ -4,7 +4,7 @@
 //! starts a branch).
 
 use super::error::RunError;
-use super::persist::{self, LeaseGuard, SnapshotTracker};
+use super::persist::{self, ChainStats, LeaseGuard, SnapshotTracker};
 use super::threads::check_thread;
 use super::triggers::{self, Finished};
 use crate::checkpoint::{
@@ -85,6 +85,35 @@ fn kept_pauses(pending: &[PendingWrite], old: &Frontier, new: &Frontier) -> Vec<
         })
         .cloned()
         .collect()
+}
+
+/// One step's worth of edits, each tagged with the node it stands for.
+struct EditedStep<S: State> {
+    /// Whose output each edit stands for, and that writer's name.
+    writers: Vec<(Writer, String)>,
+    /// The updates as the reducers merge them.
+    batch: Vec<TaggedUpdate<S::Update>>,
+    /// The updates as a delta checkpoint stores them.
+    writes: Vec<NodeWrite>,
+}
+
+/// How the edited state is stored: the edits as a delta on `latest`'s chain, or the whole state
+/// when that chain has grown enough to want a snapshot (the default snapshot policy), or when
+/// `latest` was stored under another schema version (its chain is in the old shape; a snapshot
+/// starts one in the current shape).
+fn stored_state<S: State>(
+    latest: &CheckpointRecord,
+    stats: ChainStats,
+    state: &S,
+    writes: Vec<NodeWrite>,
+) -> Result<StateData, RunError> {
+    let delta_bytes: usize = writes.iter().map(|w| w.update.get().len()).sum();
+    let tracker = SnapshotTracker::new(Default::default(), stats);
+    if latest.metadata.schema_version != S::VERSION || tracker.wants_snapshot(delta_bytes) {
+        Ok(StateData::Snapshot(persist::to_raw(state)?))
+    } else {
+        Ok(StateData::Delta(writes))
+    }
 }
 
 impl<S: State> CompiledGraph<S> {
@@ -256,52 +285,13 @@ impl<S: State> CompiledGraph<S> {
     ) -> Result<CheckpointId, RunError> {
         let thread_id = &latest.thread_id;
         let implicit = edits.iter().all(|e| e.as_node.is_none());
-        let mut writers = Vec::with_capacity(edits.len());
-        let mut batch = Vec::with_capacity(edits.len());
-        let mut writes = Vec::with_capacity(edits.len());
-        for edit in edits {
-            let writer = match &edit.as_node {
-                Some(name) => self.writer_named(name)?,
-                None => self.last_writer(store.as_ref(), latest).await?,
-            };
-            let name = match writer {
-                Writer::Node(i) => self.topology.node_name(i).to_string(),
-                Writer::Start => crate::START.to_string(),
-                Writer::End => crate::END.to_string(),
-            };
-            writes.push(NodeWrite {
-                node: name.clone(),
-                update: persist::to_raw(&edit.update)?,
-            });
-            batch.push(TaggedUpdate::new(name.as_str(), edit.update));
-            writers.push((writer, name));
-        }
+        let mut step = self.edits_as_step(store.as_ref(), latest, edits).await?;
         let (mut state, stats) = persist::load_state::<S>(store.as_ref(), latest).await?;
         state
-            .apply(&mut batch)
+            .apply(&mut step.batch)
             .map_err(|e| RunError::InvalidInput(e.to_string()))?;
-        let frontier = if writers.iter().any(|(w, _)| matches!(w, Writer::End)) {
-            Frontier::default()
-        } else {
-            let nodes: Vec<Option<usize>> = writers
-                .iter()
-                .map(|(w, _)| match w {
-                    Writer::Node(i) => Some(*i),
-                    _ => None,
-                })
-                .collect();
-            self.next_after_edit(&state, latest, &nodes)?
-        };
-        let delta_bytes: usize = writes.iter().map(|w| w.update.get().len()).sum();
-        let mut tracker = SnapshotTracker::new(Default::default(), stats);
-        let state_data = if latest.metadata.schema_version != S::VERSION
-            || tracker.wants_snapshot(delta_bytes)
-        {
-            StateData::Snapshot(persist::to_raw(&state)?)
-        } else {
-            tracker.took_delta(delta_bytes);
-            StateData::Delta(writes)
-        };
+        let frontier = self.frontier_after_edit(&state, latest, &step.writers)?;
+        let state_data = stored_state(latest, stats, &state, step.writes)?;
         let id = persist::new_checkpoint_id();
         // Only an edit without as_node keeps pauses (it stands in for "edit, then answer"); an
         // edit as a named node starts that node's successors afresh, as before.
@@ -314,16 +304,91 @@ impl<S: State> CompiledGraph<S> {
         } else {
             Vec::new()
         };
-        let record = CheckpointRecord {
-            thread_id: thread_id.clone(),
+        let writers = step.writers.into_iter().map(|(_, name)| name).collect();
+        let record = self.update_record(latest, id, state_data, frontier, writers);
+        if !carried.is_empty() {
+            store.put_writes(thread_id, id, &carried, false).await?;
+        }
+        store.put_checkpoint(&record, true).await?;
+        Ok(id)
+    }
+
+    /// Names each edit's writer (`as_node`, else the node that wrote last before `latest`) and
+    /// tags its update with it, both as the reducers merge it and as a delta stores it.
+    async fn edits_as_step(
+        &self,
+        store: &dyn Checkpointer,
+        latest: &CheckpointRecord,
+        edits: Vec<StateEdit<S>>,
+    ) -> Result<EditedStep<S>, RunError> {
+        let mut step = EditedStep {
+            writers: Vec::with_capacity(edits.len()),
+            batch: Vec::with_capacity(edits.len()),
+            writes: Vec::with_capacity(edits.len()),
+        };
+        for edit in edits {
+            let writer = match &edit.as_node {
+                Some(name) => self.writer_named(name)?,
+                None => self.last_writer(store, latest).await?,
+            };
+            let name = match writer {
+                Writer::Node(i) => self.topology.node_name(i).to_string(),
+                Writer::Start => crate::START.to_string(),
+                Writer::End => crate::END.to_string(),
+            };
+            step.writes.push(NodeWrite {
+                node: name.clone(),
+                update: persist::to_raw(&edit.update)?,
+            });
+            step.batch
+                .push(TaggedUpdate::new(name.as_str(), edit.update));
+            step.writers.push((writer, name));
+        }
+        Ok(step)
+    }
+
+    /// What runs after the edits: nothing when one stands for END (the thread ends there),
+    /// else what the writers' edges and routers choose.
+    fn frontier_after_edit(
+        &self,
+        state: &S,
+        latest: &CheckpointRecord,
+        writers: &[(Writer, String)],
+    ) -> Result<Frontier, RunError> {
+        if writers.iter().any(|(w, _)| matches!(w, Writer::End)) {
+            return Ok(Frontier::default());
+        }
+        let nodes: Vec<Option<usize>> = writers
+            .iter()
+            .map(|(w, _)| match w {
+                Writer::Node(i) => Some(*i),
+                _ => None,
+            })
+            .collect();
+        self.next_after_edit(state, latest, &nodes)
+    }
+
+    /// The checkpoint an edit writes: parent `latest`, one step on, source `update`, its
+    /// writers the nodes the edits stand for. The graph's name is kept from `latest` when this
+    /// graph has none, so a thread stays tied to the graph that made it.
+    fn update_record(
+        &self,
+        latest: &CheckpointRecord,
+        id: CheckpointId,
+        state: StateData,
+        frontier: Frontier,
+        writers: Vec<String>,
+    ) -> CheckpointRecord {
+        CheckpointRecord {
+            thread_id: latest.thread_id.clone(),
             id,
             parent_id: Some(latest.id),
             step: latest.step + 1,
-            state: state_data,
+            state,
             frontier,
             metadata: CheckpointMetadata {
                 source: Source::Update,
-                writers: writers.into_iter().map(|(_, name)| name).collect(),
+                writers,
                 created_at_ms: now_ms(),
                 schema_version: S::VERSION,
                 run_id: uuid::Uuid::now_v7().to_string(),
@@ -332,12 +397,7 @@ impl<S: State> CompiledGraph<S> {
                     .map(str::to_string)
                     .or_else(|| latest.metadata.graph.clone()),
             },
-        };
-        if !carried.is_empty() {
-            store.put_writes(thread_id, id, &carried, false).await?;
         }
-        store.put_checkpoint(&record, true).await?;
-        Ok(id)
     }
 
     /// The frontier after edits that stand for `nodes`' outputs (`None`: START's): what their
