@@ -2,7 +2,7 @@
 //! code or from the environment.
 
 use super::{DEFAULT_BASE_URL, DEFAULT_MODEL};
-use crate::llm::http::{non_empty_env, HttpSettings, Secret};
+use crate::llm::http::{non_empty_env, Endpoint, HttpSettings, Secret};
 use crate::llm::LlmError;
 
 /// Settings of an [`OpenAiChat`](super::OpenAiChat).
@@ -46,7 +46,14 @@ impl OpenAiConfig {
         let base_url = env("OPENAI_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
         let model = match model.or_else(|| env("GRAPH_MODEL")) {
             Some(model) => model,
-            None if trim_base(&base_url) == DEFAULT_BASE_URL => DEFAULT_MODEL.to_string(),
+            // OpenAI's own server, its URL read as the client reads it (no surrounding space,
+            // no trailing `/`). Text that is no URL is not OpenAI's; the client says what is
+            // wrong with it.
+            None if Endpoint::checked_base("OpenAI", &base_url)
+                .is_ok_and(|base| base == DEFAULT_BASE_URL) =>
+            {
+                DEFAULT_MODEL.to_string()
+            }
             None => {
                 return Err(LlmError::NotConfigured(format!(
                     "OPENAI_BASE_URL is {base_url} but no model is set: set GRAPH_MODEL to a \
@@ -78,11 +85,6 @@ impl OpenAiConfig {
         self.http = http;
         self
     }
-}
-
-/// The base URL without surrounding space or a trailing `/`.
-pub(super) fn trim_base(url: &str) -> &str {
-    url.trim().trim_end_matches('/')
 }
 
 #[cfg(test)]
@@ -120,5 +122,15 @@ mod tests {
         .unwrap();
         assert_eq!(config.model, "llama3.2");
         assert!(!format!("{config:?}").contains("sk-hidden"));
+        // OpenAI's URL written another way is still OpenAI's: its default model applies.
+        let config = OpenAiConfig::from_lookup(
+            None,
+            &env(&[("OPENAI_BASE_URL", " https://api.openai.com/v1/ ")]),
+        )
+        .unwrap();
+        assert_eq!(config.model, DEFAULT_MODEL);
+        let err =
+            OpenAiConfig::from_lookup(None, &env(&[("OPENAI_BASE_URL", "not a url")])).unwrap_err();
+        assert!(err.to_string().contains("GRAPH_MODEL"), "{err}");
     }
 }
