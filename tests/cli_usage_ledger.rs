@@ -8,7 +8,9 @@
 //! failed step without it succeeding (an edit, a rerun of it), `graph state` (`failed_usage`,
 //! the `off-ledger` line) and the run's summary (rows marked `(failed)`) count the failed
 //! attempts beside the ledger, once per branch: a rerun of a step that finished on another
-//! branch does not count them again. No network, no key.
+//! branch does not count them again. A fork into a new thread shows what its shared history
+//! paid, as its source does, and counts it once. (Inside subgraphs: cli_usage_subgraphs.rs.)
+//! No network, no key.
 
 #[path = "support/fake_openai.rs"]
 mod fake_openai;
@@ -566,5 +568,61 @@ fn failed_spend_is_counted_when_a_plan_edit_moves_the_thread_past_it() {
     assert!(
         out.stderr.contains("reflect (failed)"),
         "the summary says which requests failed: {out}"
+    );
+}
+
+#[test]
+fn a_fork_shows_what_its_shared_history_paid_and_counts_it_once() {
+    let (r, refuse) = refusing_plans();
+    let thread = r.run(&["--yes"]).expect(1).thread();
+    let failed_at = r.graph(&["state", &thread, "--json"]).expect(0).json()["checkpoint_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The source moves past the failed plan with an edit, then finishes: its readout is the
+    // ledger (8) and the failed attempts beside it (3).
+    r.graph(&[
+        "update",
+        &thread,
+        "--set-json",
+        r#"{"log": ["asking for the plan again"]}"#,
+    ])
+    .expect(0);
+    refuse.store(false, Ordering::SeqCst);
+    r.graph(&["resume", &thread]).expect(0);
+    assert_eq!(r.server.calls().len(), 3 + 8);
+    let source = (ledger_calls(&r, &thread), off_ledger_calls(&r, &thread));
+    assert_eq!(source, (8, 3));
+
+    // A fork of its newest checkpoint shares all of its history: the same readout.
+    let head = r.graph(&["state", &thread, "--json"]).expect(0).json()["checkpoint_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    r.graph(&["fork", &thread, "--checkpoint", &head, "--to", "copy"])
+        .expect(0);
+    assert_eq!(
+        (ledger_calls(&r, "copy"), off_ledger_calls(&r, "copy")),
+        source,
+        "the fork shows what its history paid, as its source does"
+    );
+
+    // A fork where the plan failed shares the failed attempts; its own run asks for the plan
+    // again and counts its own requests, the shared ones once, beside its ledger.
+    r.graph(&["fork", &thread, "--checkpoint", &failed_at, "--to", "retry"])
+        .expect(0);
+    assert_eq!(off_ledger_calls(&r, "retry"), 3);
+    let out = r.graph(&["resume", "retry"]).expect(0);
+    assert_eq!(r.server.calls().len(), 3 + 8 + 8);
+    assert_eq!(
+        (ledger_calls(&r, "retry"), off_ledger_calls(&r, "retry")),
+        (8, 3),
+        "the fork's own requests in its ledger, the shared failed ones beside it, once"
+    );
+    assert_eq!(summary_calls(&out), 8 + 3, "{out}");
+    assert_eq!(
+        (ledger_calls(&r, &thread), off_ledger_calls(&r, &thread)),
+        source,
+        "the source's readout is unchanged"
     );
 }

@@ -43,6 +43,10 @@ pub(crate) enum Command {
     /// Show or edit the plan of a thread whose graph keeps one (e.g. research).
     Plan(PlanArgs),
     /// Copy a checkpoint of a thread into a new thread.
+    ///
+    /// The fork's usage readout (`graph state`: the ledger in `values.usage` and, beside it,
+    /// `failed_usage`) starts as its source's at that checkpoint: what the shared history paid
+    /// for, failed model requests included, counted once. What the fork runs adds its own.
     Fork(ForkArgs),
     /// Run a thread again from the newest checkpoint where a node was about to run (into a new
     /// artifact version folder).

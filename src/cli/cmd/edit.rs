@@ -7,6 +7,7 @@ use crate::cli::args::{DeleteArgs, ForkArgs, PruneArgs, RepairArgs, UpdateArgs};
 use crate::cli::error::{bad_input, EXIT_DONE};
 use crate::cli::origin::{Origin, OriginDamaged};
 use crate::cli::{check_thread_id, out, parse_json, root_of_thread_arg, Ctx};
+use crate::prebuilt::spend::{carry_into_fork, pricing_of};
 use crate::runtime::RunError;
 use serde_json::{json, Value};
 
@@ -74,6 +75,22 @@ pub(crate) async fn fork(ctx: &Ctx, args: ForkArgs) -> anyhow::Result<u8> {
         // Nothing was copied: the new thread does not stay behind empty.
         let _ = ctx.store.delete_thread(&new).await;
         return Err(e.into());
+    }
+    // The fork's readout shows what its shared history paid for that no ledger holds.
+    let pricing = pricing_of(&resolved.file.settings);
+    let carried = carry_into_fork(
+        ctx.store.as_ref(),
+        &args.thread,
+        checkpoint,
+        &new,
+        pricing.as_ref(),
+    );
+    if let Err(e) = carried.await {
+        say!(
+            "warning: what {}'s failed attempts paid for could not be kept with the fork, \
+             whose usage readout leaves it out: {e}",
+            args.thread
+        );
     }
     let mut origin =
         origin.unwrap_or_else(|| Origin::new(&resolved.file.graph, &resolved.origin, Vec::new()));
