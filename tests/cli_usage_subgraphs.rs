@@ -135,14 +135,18 @@ struct Setup {
 
 impl Setup {
     fn new() -> Self {
+        Self::refusing("Plan", json!({"todos": []}))
+    }
+
+    /// Requests of `kind` get the unusable `reply` until the test clears `refuse`.
+    fn refusing(kind: &'static str, reply: Value) -> Self {
         let refuse = Arc::new(AtomicBool::new(true));
         let refusing = refuse.clone();
         let server = FakeOpenAi::start_overriding(
             three_todos(),
             |_| done(),
             move |call| {
-                (call.kind == "Plan" && refusing.load(Ordering::SeqCst))
-                    .then(|| json!({"todos": []}).to_string())
+                (call.kind == kind && refusing.load(Ordering::SeqCst)).then(|| reply.to_string())
             },
         );
         Setup {
@@ -380,4 +384,49 @@ fn a_fork_from_inside_the_failed_child_shares_what_it_paid_once() {
     );
     assert_eq!(s.ledger_calls("retry"), 8);
     assert!(out.stderr.contains(CHILD_ROW), "{out}");
+}
+
+#[test]
+fn what_a_failed_childs_saved_steps_paid_is_counted_until_its_parent_step_finishes() {
+    // The child plans and reads t1 (two requests, saved in the child's steps), then t1's
+    // review never fits (three requests): the parent's task fails, so neither reaches its
+    // ledger. The person edits the parent and the step runs again in a new child.
+    let s = Setup::refusing(
+        "PlanUpdate",
+        json!({"completed_task_id": "t9", "task_outcome": "?", "status": "done", "new_tasks": []}),
+    );
+    let out = s.run().expect(1);
+    let thread = out.thread();
+    assert_eq!(s.paid(), 2 + 3, "{:?}", s.kinds());
+    assert_eq!(
+        total_after(&out, "model usage of this thread's saved steps"),
+        5,
+        "the failed run counts what the child's saved steps paid: {out}"
+    );
+    assert!(out.stderr.contains("research > reflect (failed)"), "{out}");
+    assert!(
+        out.stderr.contains("research > generate_plan (pending)"),
+        "{out}"
+    );
+    assert_eq!(s.off_ledger_calls(&thread), 5);
+    s.graph(&[
+        "update",
+        &thread,
+        "--set-json",
+        &json!({"question": QUESTION}).to_string(),
+    ])
+    .expect(0);
+    assert_eq!(s.off_ledger_calls(&thread), 5, "set aside by the edit");
+    s.refuse.store(false, Ordering::SeqCst);
+    let out = s.graph(&["resume", &thread]).expect(0);
+    assert_eq!(s.paid(), 5 + 8, "{:?}", s.kinds());
+    s.assert_counted(
+        &thread,
+        &out,
+        "the first child's requests once, beside the ledger",
+    );
+    assert!(
+        out.stderr.contains("research > generate_plan (set aside)"),
+        "{out}"
+    );
 }

@@ -2,8 +2,10 @@
 //! subgraph namespaces its tasks started, and, for a fork, in its source's history.
 
 use super::{FailedSpend, FAILED_SPEND};
-use crate::checkpoint::{CheckpointError, CheckpointId, Checkpointer, PendingKind, Source};
-use crate::llm::{Pricing, Usage, UsageLedger};
+use crate::checkpoint::{
+    CheckpointError, CheckpointId, Checkpointer, PendingKind, PendingWrite, Source, StateData,
+};
+use crate::llm::{NodeUsage, Pricing, Usage, UsageLedger};
 use crate::runtime::namespace::task_id;
 use crate::runtime::{task_journal_key, ThreadPath};
 use std::collections::{HashMap, HashSet};
@@ -34,7 +36,10 @@ const INHERITED: &str = "usage/inherited";
 ///   its own namespace: each such child's branch (to its newest checkpoint) is walked the same
 ///   way, once, and its rows are named with the path that ran it (`research > plan (failed)`,
 ///   as errors name a child's node). What a child's steps added to its own ledger reaches the
-///   parent's through the parent task's update;
+///   parent's through the parent task's result; while that task has not finished, it is
+///   counted here too, as `research > plan (pending)` at the thread's newest checkpoint, and
+///   `(set aside)` once the branch moved past the task (read from the child's states: its
+///   ledger at its head beyond the one it started with);
 /// - a thread forked from another (`graph fork`) starts with what its source's history paid
 ///   for up to the fork that no ledger holds ([`carry_into_fork`]): its readout shows it as
 ///   the source's did, and never counts it twice (the fork's tasks do not fold it into their
@@ -54,7 +59,8 @@ pub async fn off_ledger(
         keep_heads: false,
         heads: HashMap::new(),
     };
-    Ok(walk.branch(thread, head).await?.unwrap_or_default())
+    let spent = walk.branch(thread, head, false).await?;
+    Ok(spent.map(|s| s.off).unwrap_or_default())
 }
 
 /// Keeps with `new_thread`, a fork of `source` at `checkpoint` (as
@@ -95,10 +101,8 @@ pub async fn carry_into_fork(
         keep_heads: true,
         heads,
     };
-    let ledger = walk
-        .branch(path.root(), Some(first.id))
-        .await?
-        .unwrap_or_default();
+    let spent = walk.branch(path.root(), Some(first.id), false).await?;
+    let ledger = spent.map(|s| s.off).unwrap_or_default();
     if !ledger.is_empty() {
         let value = serde_json::to_value(&ledger)
             .map_err(|e| CheckpointError::Storage(format!("a usage ledger as JSON: {e}")))?;
@@ -113,8 +117,7 @@ fn inherited_key(checkpoint: CheckpointId) -> String {
     format!("{checkpoint}/{INHERITED}")
 }
 
-type Walked<'a> =
-    Pin<Box<dyn Future<Output = Result<Option<UsageLedger>, CheckpointError>> + Send + 'a>>;
+type Walked<'a> = Pin<Box<dyn Future<Output = Result<Option<Spent>, CheckpointError>> + Send + 'a>>;
 
 /// One readout's walk over a thread and its children.
 struct Walk<'a> {
@@ -126,99 +129,188 @@ struct Walk<'a> {
     heads: HashMap<String, CheckpointId>,
 }
 
+/// What the walk of one thread's branch found.
+#[derive(Default)]
+struct Spent {
+    /// Paid for and in no step's ledger of the thread.
+    off: UsageLedger,
+    /// What the results of the branch's finished tasks hold (asked for a child whose parent
+    /// task never finished: its steps' ledger then reaches no ledger of the parent), by node.
+    saved: UsageLedger,
+}
+
+/// What the walk knows of a checkpoint whose children it reads.
+#[derive(Clone, Copy)]
+struct Seen {
+    /// A step finished there (on this branch or another): its tasks' results are saved.
+    step_done: bool,
+    /// It is the head of the branch walked.
+    at_head: bool,
+    /// It is the thread's newest checkpoint, whose tasks may still finish.
+    pending: bool,
+}
+
+/// Where a checkpoint is on the branch walked.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Place {
+    /// The branch's head.
+    Head,
+    /// A step finished there and the branch went on from it.
+    Finished,
+    /// The branch left it by an edit or a rerun.
+    Left,
+}
+
 impl Walk<'_> {
-    /// The off-ledger spend of `thread`'s branch that ends at `head` (its newest when `None`);
-    /// `None` when the thread has no checkpoint (a child namespace never started).
-    fn branch<'s>(&'s self, thread: &'s str, head: Option<CheckpointId>) -> Walked<'s> {
+    /// The off-ledger spend of `thread`'s branch that ends at `head` (its newest when `None`),
+    /// and with `saved` what its finished tasks' results hold; `None` when the thread has no
+    /// checkpoint (a child namespace never started).
+    fn branch<'s>(
+        &'s self,
+        thread: &'s str,
+        head: Option<CheckpointId>,
+        saved: bool,
+    ) -> Walked<'s> {
         Box::pin(async move {
-            let links = branch_links(self.store, thread).await?;
-            let Some(mut at) = head.or(links.newest) else {
+            let links = branch_links(self.store, thread, saved).await?;
+            let Some(head) = head.or(links.newest) else {
                 return Ok(None);
             };
-            let mut ledger = UsageLedger::default();
-            if let Some(link) = links.by_id.get(&at) {
-                if !links.finished.contains(&at) {
-                    // The newest state shows its finished tasks' results applied: only the open
-                    // ones' spend is missing. An older one does not apply them.
-                    let set_aside = !self.keep_heads && Some(at) != links.newest;
-                    self.left_at(thread, (at, &link.tasks), set_aside, &mut ledger)
-                        .await?;
-                }
-                self.children(thread, (at, &link.tasks), &mut ledger)
-                    .await?;
-            }
-            // Up the branch: a checkpoint left by an edit or a rerun, where no step ever
-            // finished; every checkpoint's children.
+            let mut spent = Spent::default();
+            let (mut at, mut place) = (head, Place::Head);
             while let Some(link) = links.by_id.get(&at) {
+                let tasks = (at, link.tasks.as_slice());
+                let writes = self
+                    .visit(thread, &links, (tasks, place), saved, &mut spent)
+                    .await?;
+                let at_head = place == Place::Head;
+                let seen = Seen {
+                    step_done: links.finished.contains(&at),
+                    at_head,
+                    pending: at_head && Some(at) == links.newest,
+                };
+                self.children(thread, tasks, writes, seen, &mut spent.off)
+                    .await?;
                 let Some(parent) = link.parent else {
                     if link.source == Source::Fork && !thread.contains('/') {
-                        self.inherited(thread, at, &mut ledger).await?;
+                        self.inherited(thread, at, &mut spent.off).await?;
                     }
                     break;
                 };
-                if let Some(from) = links.by_id.get(&parent) {
-                    if link.source != Source::Loop && !links.finished.contains(&parent) {
-                        self.left_at(thread, (parent, &from.tasks), true, &mut ledger)
-                            .await?;
-                    }
-                    self.children(thread, (parent, &from.tasks), &mut ledger)
-                        .await?;
-                }
+                place = match link.source {
+                    Source::Loop => Place::Finished,
+                    _ => Place::Left,
+                };
                 at = parent;
             }
-            Ok(Some(ledger))
+            if saved {
+                // What the steps of the branch added to the thread's ledger: its state's
+                // ledger at the head beyond the one it started with (`at`, the branch's first).
+                let added = grown(&usage_at(&links, head), &usage_at(&links, at));
+                spent.saved.merge(&added);
+            }
+            Ok(Some(spent))
         })
     }
 
+    /// Adds to `spent` what the tasks at `checkpoint` (`nodes`, in task order), at `place` of
+    /// the branch, left off-ledger, and with `saved` the results its head's finished tasks
+    /// saved; returns the tasks' saved results when it read them.
+    async fn visit(
+        &self,
+        thread: &str,
+        links: &Links,
+        (tasks, place): ((CheckpointId, &[String]), Place),
+        saved: bool,
+        spent: &mut Spent,
+    ) -> Result<Option<Vec<PendingWrite>>, CheckpointError> {
+        let at = tasks.0;
+        // A step that finished at a checkpoint on another branch holds what was paid there (a
+        // rerun of it never counts it again).
+        let elsewhere = place != Place::Finished && links.finished.contains(&at);
+        if place == Place::Finished || (elsewhere && !(saved && place == Place::Head)) {
+            return Ok(None);
+        }
+        let writes = self.store.get_writes(thread, at).await?;
+        if !elsewhere {
+            // The newest state shows its finished tasks' results applied: only the open ones'
+            // spend is missing. An older one does not apply them.
+            let set_aside = place == Place::Left || (!self.keep_heads && Some(at) != links.newest);
+            self.left_at(thread, tasks, &writes, set_aside, &mut spent.off)
+                .await?;
+        }
+        if saved && place == Place::Head {
+            // Finished beside a task that did not: in no state of the branch yet.
+            for (node, usage) in results(&writes) {
+                spent.saved.merge(&one_row(node.to_string(), &usage));
+            }
+        }
+        Ok(Some(writes))
+    }
+
     /// Adds the off-ledger spend of the children the tasks (`nodes`, in task order) at
-    /// `checkpoint` of `thread` ran, each under its node's name (`node > row`).
+    /// `checkpoint` of `thread` ran, each under its node's name (`node > row`); for a task
+    /// that did not finish there (no result in `writes`, read when `None`), also what its
+    /// child's steps saved, which reached no ledger of `thread`: `(pending)` at the thread's
+    /// newest checkpoint (the task may still finish), else `(set aside)`.
     async fn children(
         &self,
         thread: &str,
         (checkpoint, nodes): (CheckpointId, &[String]),
-        ledger: &mut UsageLedger,
+        mut writes: Option<Vec<PendingWrite>>,
+        seen: Seen,
+        off: &mut UsageLedger,
     ) -> Result<(), CheckpointError> {
         for (task, node) in nodes.iter().enumerate() {
             // A task's n-th subgraph call has the namespace `node:{id}` (runtime/namespace.rs),
             // its calls numbered from 0 without gaps.
             for call in 0u32.. {
                 let child = format!("{thread}/{node}:{}", task_id(checkpoint, task, call));
+                if !exists(self.store, &child).await? {
+                    break;
+                }
+                if writes.is_none() {
+                    writes = Some(self.store.get_writes(thread, checkpoint).await?);
+                }
+                let writes = writes.as_deref().unwrap_or(&[]);
+                // A task that finished holds what its child's steps added (its result, in the
+                // step's checkpoint when the step finished, else in `writes`). A fork keeps
+                // its head's unfinished children: what they saved is in the fork's copy and
+                // reaches its ledger when they finish there.
+                let done = seen.step_done || finished(writes, task);
+                let saved = !(done || self.keep_heads && seen.at_head);
                 let head = self.heads.get(&child).copied();
-                let Some(spent) = self.branch(&child, head).await? else {
+                let Some(spent) = self.branch(&child, head, saved).await? else {
                     break;
                 };
-                let named = UsageLedger {
-                    nodes: (spent.nodes.into_iter())
-                        .map(|(row, usage)| (format!("{node} > {row}"), usage))
-                        .collect(),
-                };
-                ledger.merge(&named);
+                off.merge(&renamed(&spent.off, |row| format!("{node} > {row}")));
+                let why = if seen.pending { "pending" } else { "set aside" };
+                off.merge(&renamed(&spent.saved, |row| {
+                    format!("{node} > {row} ({why})")
+                }));
             }
         }
         Ok(())
     }
 
     /// Adds what the tasks (`nodes`, in task order) at `checkpoint` paid for and left there:
-    /// the failed attempts of those that did not finish (a finished task's update holds its
-    /// own), and with `set_aside` the usage in the results of those that did.
+    /// the failed attempts of those that did not finish (a finished task's result in `writes`
+    /// holds its own), and with `set_aside` the usage in the results of those that did.
     async fn left_at(
         &self,
         thread: &str,
         (checkpoint, nodes): (CheckpointId, &[String]),
+        writes: &[PendingWrite],
         set_aside: bool,
-        ledger: &mut UsageLedger,
+        off: &mut UsageLedger,
     ) -> Result<(), CheckpointError> {
-        let mut finished = HashSet::new();
-        for write in self.store.get_writes(thread, checkpoint).await? {
-            if let PendingKind::Update { update, .. } = &write.kind {
-                finished.insert(write.task);
-                if set_aside {
-                    add_set_aside(update.get(), &write.node, ledger);
-                }
+        if set_aside {
+            for (node, usage) in results(writes) {
+                off.merge(&one_row(format!("{node} (set aside)"), &usage));
             }
         }
         for (task, node) in nodes.iter().enumerate() {
-            if finished.contains(&task) {
+            if finished(writes, task) {
                 continue;
             }
             let key = task_journal_key(checkpoint, task, FAILED_SPEND);
@@ -227,7 +319,7 @@ impl Walk<'_> {
                 let failed: FailedSpend = serde_json::from_value(value).unwrap_or_default();
                 let spent = failed.into_values().fold(Usage::default(), |a, b| a + b);
                 if !spent.is_empty() {
-                    ledger.record(&format!("{node} (failed)"), spent, self.pricing);
+                    off.record(&format!("{node} (failed)"), spent, self.pricing);
                 }
             }
         }
@@ -266,9 +358,24 @@ struct Link {
     source: Source,
     /// The nodes of the checkpoint's tasks, in task order.
     tasks: Vec<String>,
+    /// The state's usage ledger (`usage`), when asked for.
+    usage: Option<StateUsage>,
 }
 
-async fn branch_links(store: &dyn Checkpointer, thread: &str) -> Result<Links, CheckpointError> {
+/// A checkpoint's usage ledger, as its state stores it.
+enum StateUsage {
+    /// A snapshot's whole ledger.
+    Whole(UsageLedger),
+    /// What a delta's writes add to its parent's (the built-in agents' ledgers merge).
+    Added(UsageLedger),
+}
+
+/// The thread's checkpoints; with `usage`, each one's usage ledger too.
+async fn branch_links(
+    store: &dyn Checkpointer,
+    thread: &str,
+    usage: bool,
+) -> Result<Links, CheckpointError> {
     let mut links = Links {
         newest: None,
         by_id: HashMap::new(),
@@ -284,11 +391,20 @@ async fn branch_links(store: &dyn Checkpointer, thread: &str) -> Result<Links, C
             if let (Source::Loop, Some(parent)) = (record.metadata.source, record.parent_id) {
                 links.finished.insert(parent);
             }
+            let usage = usage.then(|| match &record.state {
+                StateData::Snapshot(raw) => StateUsage::Whole(usage_in(raw.get())),
+                StateData::Delta(writes) => {
+                    StateUsage::Added((writes.iter()).fold(UsageLedger::default(), |sum, w| {
+                        sum.merged(&usage_in(w.update.get()))
+                    }))
+                }
+            });
             let tasks = record.frontier.tasks.into_iter().map(|t| t.node).collect();
             let link = Link {
                 parent: record.parent_id,
                 source: record.metadata.source,
                 tasks,
+                usage,
             };
             links.by_id.insert(record.id, link);
         }
@@ -296,17 +412,99 @@ async fn branch_links(store: &dyn Checkpointer, thread: &str) -> Result<Links, C
     Ok(links)
 }
 
-/// Adds the usage ledger a finished task saved in its update (`usage`, the built-in agents'
-/// convention), when an edit or a rerun set that result aside.
-fn add_set_aside(update: &str, node: &str, ledger: &mut UsageLedger) {
-    let usage = serde_json::from_str::<serde_json::Value>(update)
-        .ok()
-        .and_then(|mut v| v.get_mut("usage").map(serde_json::Value::take))
-        .and_then(|u| serde_json::from_value::<UsageLedger>(u).ok());
-    if let Some(usage) = usage.filter(|u| !u.is_empty()) {
-        let total = usage.total();
-        let mut entry = UsageLedger::default();
-        entry.nodes.insert(format!("{node} (set aside)"), total);
-        ledger.merge(&entry);
+/// The usage ledger in a state or an update (`usage`, the built-in agents' convention); empty
+/// when there is none or it does not read (this is a readout).
+fn usage_in(json: &str) -> UsageLedger {
+    #[derive(serde::Deserialize)]
+    struct WithUsage {
+        #[serde(default)]
+        usage: Option<UsageLedger>,
     }
+    serde_json::from_str::<WithUsage>(json)
+        .ok()
+        .and_then(|w| w.usage)
+        .unwrap_or_default()
+}
+
+/// The usage ledger of the state at `at`: its snapshot's, plus the deltas after it.
+fn usage_at(links: &Links, mut at: CheckpointId) -> UsageLedger {
+    let mut sum = UsageLedger::default();
+    while let Some(link) = links.by_id.get(&at) {
+        match &link.usage {
+            Some(StateUsage::Whole(whole)) => return sum.merged(whole),
+            Some(StateUsage::Added(added)) => sum.merge(added),
+            None => break,
+        }
+        match link.parent {
+            Some(parent) => at = parent,
+            None => break,
+        }
+    }
+    sum
+}
+
+/// What `later` holds beyond `earlier`, row by row: `later` grew from `earlier` by merges.
+fn grown(later: &UsageLedger, earlier: &UsageLedger) -> UsageLedger {
+    let less = |a: Usage, b: Usage| Usage {
+        input_tokens: a.input_tokens.saturating_sub(b.input_tokens),
+        output_tokens: a.output_tokens.saturating_sub(b.output_tokens),
+        requests: a.requests.saturating_sub(b.requests),
+    };
+    let mut out = UsageLedger::default();
+    for (row, l) in &later.nodes {
+        let e = earlier.nodes.get(row).copied().unwrap_or_default();
+        let row_grown = NodeUsage {
+            calls: l.calls.saturating_sub(e.calls),
+            usage: less(l.usage, e.usage),
+            cost: l
+                .cost
+                .map(|c| c - e.cost.unwrap_or(0.0))
+                .filter(|c| *c > 0.0),
+            unpriced_calls: l.unpriced_calls.saturating_sub(e.unpriced_calls),
+            replayed_calls: l.replayed_calls.saturating_sub(e.replayed_calls),
+            replayed: less(l.replayed, e.replayed),
+        };
+        if row_grown.calls > 0 || !row_grown.usage.is_empty() {
+            out.nodes.insert(row.clone(), row_grown);
+        }
+    }
+    out
+}
+
+/// True when `task` saved its result (it finished) in `writes`.
+fn finished(writes: &[PendingWrite], task: usize) -> bool {
+    writes
+        .iter()
+        .any(|w| w.task == task && matches!(w.kind, PendingKind::Update { .. }))
+}
+
+/// The usage ledgers the finished tasks' results in `writes` hold (`usage`, the built-in
+/// agents' convention), each with its node, in one row each.
+fn results(writes: &[PendingWrite]) -> impl Iterator<Item = (&str, NodeUsage)> {
+    writes.iter().filter_map(|w| {
+        let PendingKind::Update { update, .. } = &w.kind else {
+            return None;
+        };
+        let usage = usage_in(update.get());
+        (!usage.is_empty()).then(|| (w.node.as_str(), usage.total()))
+    })
+}
+
+fn one_row(name: String, usage: &NodeUsage) -> UsageLedger {
+    UsageLedger {
+        nodes: [(name, *usage)].into(),
+    }
+}
+
+fn renamed(ledger: &UsageLedger, name: impl Fn(&str) -> String) -> UsageLedger {
+    UsageLedger {
+        nodes: (ledger.nodes.iter())
+            .map(|(row, usage)| (name(row), *usage))
+            .collect(),
+    }
+}
+
+/// True when `thread` has a checkpoint.
+async fn exists(store: &dyn Checkpointer, thread: &str) -> Result<bool, CheckpointError> {
+    Ok(!store.list_checkpoints(thread, None, 1).await?.is_empty())
 }
