@@ -1,0 +1,111 @@
+//! `prebuilt::spend::off_ledger` two subgraph levels down, through the public API: a
+//! grandchild's task that paid for model requests and failed keeps them in its own namespace's
+//! journal; the root thread's readout finds them, names them with the whole path
+//! (`outer > inner > ask (failed)`, as errors name the node), and still counts them, once,
+//! after an edit of the root moved past the failed step and the step ran again.
+
+use serde::{Deserialize, Serialize};
+use stategraph::checkpoint::MemoryCheckpointer;
+use stategraph::graph::CompiledGraph;
+use stategraph::llm::{LlmError, Usage, UsageLedger};
+use stategraph::prebuilt::spend::{failed_call, off_ledger};
+use stategraph::runtime::{Context, NodeError, RunConfig};
+use stategraph::{State, StateGraph, END, START};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+#[derive(State, Clone, Debug, Default, Serialize, Deserialize)]
+struct Ask {
+    question: String,
+    answer: Option<String>,
+    #[state(with = stategraph::agents::research::merge_usage)]
+    usage: UsageLedger,
+}
+
+/// A model call that was answered twice and never fitted its schema.
+fn unfit() -> LlmError {
+    LlmError::Structured {
+        name: "Answer".into(),
+        attempts: 2,
+        error: "not an answer".into(),
+        last_reply: "{}".into(),
+        usage: Usage {
+            input_tokens: 40,
+            output_tokens: 20,
+            requests: 2,
+        },
+    }
+}
+
+/// `ask`, which fails (after two paid requests) while `failing` is set, else answers.
+fn grandchild(failing: Arc<AtomicBool>) -> CompiledGraph<Ask> {
+    let mut g = StateGraph::<Ask>::named("ask");
+    g.add_node("ask", move |_s: Arc<Ask>, ctx: Context| {
+        let failing = failing.clone();
+        async move {
+            if failing.load(Ordering::SeqCst) {
+                return Err(failed_call(&ctx, "answer", unfit(), None, |e| {
+                    NodeError::new(e.to_string())
+                })
+                .await);
+            }
+            Ok(AskUpdate::default().answer(Some("42".into())))
+        }
+    });
+    g.add_edge(START, "ask").add_edge("ask", END);
+    g.compile().unwrap()
+}
+
+/// `prepare`, then `outer` (a graph whose node `inner` is the grandchild's graph).
+fn root(failing: Arc<AtomicBool>) -> CompiledGraph<Ask> {
+    let mut child = StateGraph::<Ask>::named("inner");
+    child.add_node("inner", grandchild(failing));
+    child.add_edge(START, "inner").add_edge("inner", END);
+    let mut g = StateGraph::<Ask>::named("outer");
+    g.add_node("prepare", |_s: Arc<Ask>, _c: Context| async move {
+        Ok::<_, NodeError>(AskUpdate::default())
+    });
+    g.add_node("outer", child.compile().unwrap());
+    g.add_edge(START, "prepare")
+        .add_edge("prepare", "outer")
+        .add_edge("outer", END);
+    g.compile().unwrap()
+}
+
+#[tokio::test]
+async fn a_grandchilds_failed_requests_are_named_with_their_path_and_counted_once() {
+    let store = Arc::new(MemoryCheckpointer::new());
+    let failing = Arc::new(AtomicBool::new(true));
+    let graph = root(failing.clone()).with_checkpointer(store.clone());
+    let config = RunConfig::new().thread("t");
+    let input = AskUpdate::default().question("why?".to_string());
+    assert!(graph.invoke(input, config.clone()).await.is_err());
+
+    let off = off_ledger(store.as_ref(), "t", None, None).await.unwrap();
+    let names: Vec<&String> = off.nodes.keys().collect();
+    assert_eq!(names, ["outer > inner > ask (failed)"], "{off}");
+    assert_eq!(off.total().calls, 2, "{off}");
+
+    // The person edits the root instead of resuming: `outer` runs again at the edit's
+    // checkpoint, in new namespaces, and succeeds there.
+    graph
+        .update_state(
+            "t",
+            AskUpdate::default().question("why not?".to_string()),
+            None,
+        )
+        .await
+        .unwrap();
+    failing.store(false, Ordering::SeqCst);
+    let done = graph
+        .resume("t", stategraph::runtime::Resume::Continue, config)
+        .await
+        .unwrap();
+    assert_eq!(done.state.answer.as_deref(), Some("42"));
+    let off = off_ledger(store.as_ref(), "t", None, None).await.unwrap();
+    assert_eq!(
+        (off.total().calls, off.nodes.len()),
+        (2, 1),
+        "the failed requests, once, beside the ledger: {off}"
+    );
+}
