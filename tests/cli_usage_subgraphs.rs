@@ -430,3 +430,40 @@ fn what_a_failed_childs_saved_steps_paid_is_counted_until_its_parent_step_finish
         "{out}"
     );
 }
+
+#[test]
+fn a_fork_where_the_child_failed_counts_its_saved_and_failed_requests_once() {
+    // As above, the child plans and reads t1 (2 requests), then t1's review never fits (3).
+    let s = Setup::refusing(
+        "PlanUpdate",
+        json!({"completed_task_id": "t9", "task_outcome": "?", "status": "done", "new_tasks": []}),
+    );
+    let thread = s.run().expect(1).thread();
+    let head = s.state(&thread)["checkpoint_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The fork copies the open child: its saved steps are the fork's (pending, then in its
+    // ledger once the child finishes there); the failed review's requests are shared history.
+    s.graph(&["fork", &thread, "--checkpoint", &head, "--to", "retry"])
+        .expect(0);
+    assert_eq!(s.off_ledger_calls("retry"), 5, "as its source shows it");
+    s.refuse.store(false, Ordering::SeqCst);
+    let out = s.graph(&["resume", "retry"]).expect(0);
+    assert_eq!(
+        s.paid(),
+        5 + 6,
+        "the fork resumed inside the child: t1's review, t2 and t3, the answer: {:?}",
+        s.kinds()
+    );
+    s.assert_counted(
+        "retry",
+        &out,
+        "the child's saved and failed requests once each",
+    );
+    assert_eq!(
+        s.off_ledger_calls("retry"),
+        3,
+        "the failed review's, beside the ledger"
+    );
+}

@@ -1,5 +1,6 @@
 //! Where the requests a thread paid for that no step's ledger holds are: on its branch, in the
-//! subgraph namespaces its tasks started, and, for a fork, in its source's history.
+//! subgraph namespaces its tasks started, and, for a fork, in its source's history (kept with
+//! the fork by `fork.rs`).
 
 use super::{FailedSpend, FAILED_SPEND};
 use crate::checkpoint::{
@@ -7,7 +8,7 @@ use crate::checkpoint::{
 };
 use crate::llm::{NodeUsage, Pricing, Usage, UsageLedger};
 use crate::runtime::namespace::task_id;
-use crate::runtime::{task_journal_key, ThreadPath};
+use crate::runtime::task_journal_key;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
@@ -15,6 +16,9 @@ use std::pin::Pin;
 /// The journal entry of a fork's first checkpoint (`{checkpoint}/usage/inherited`): what its
 /// source's history paid for that no step's ledger holds, as [`carry_into_fork`] found it.
 const INHERITED: &str = "usage/inherited";
+
+/// The journal entry of a copied child's first checkpoint (`{checkpoint}/usage/started_with`).
+const STARTED_WITH: &str = "usage/started_with";
 
 /// What the branch of `thread` that ends at `head` (its newest checkpoint when `None`) paid
 /// for that no step's ledger holds, by node, as a ledger of its own: the model requests a
@@ -41,7 +45,8 @@ const INHERITED: &str = "usage/inherited";
 ///   `(set aside)` once the branch moved past the task (read from the child's states: its
 ///   ledger at its head beyond the one it started with);
 /// - a thread forked from another (`graph fork`) starts with what its source's history paid
-///   for up to the fork that no ledger holds ([`carry_into_fork`]): its readout shows it as
+///   for up to the fork that no ledger holds ([`carry_into_fork`](super::carry_into_fork)):
+///   its readout shows it as
 ///   the source's did, and never counts it twice (the fork's tasks do not fold it into their
 ///   ledger: their journal starts empty).
 ///
@@ -63,77 +68,35 @@ pub async fn off_ledger(
     Ok(spent.map(|s| s.off).unwrap_or_default())
 }
 
-/// Keeps with `new_thread`, a fork of `source` at `checkpoint` (as
-/// [`CompiledGraph::fork`](crate::graph::CompiledGraph::fork) made it), what the source's
-/// history up to that checkpoint paid for that no step's ledger holds ([`off_ledger`] of the
-/// source at the checkpoint), so the fork's readout shows what its shared history paid, as the
-/// source's does. The results the checkpoint's finished tasks saved are not counted: the fork
-/// keeps them and applies them. `source` may be a subgraph namespace (a fork from inside a
-/// child): the source's root branch is then read up to the step that ran the child, and the
-/// child's up to `checkpoint`.
-///
-/// Call it right after the fork, before the fork runs; `graph fork` does. Returns what was kept.
-pub async fn carry_into_fork(
-    store: &dyn Checkpointer,
-    source: &str,
-    checkpoint: CheckpointId,
-    new_thread: &str,
-    pricing: Option<&Pricing>,
-) -> Result<UsageLedger, CheckpointError> {
-    let path = match source.contains('/') {
-        true => source
-            .parse()
-            .unwrap_or_else(|_| ThreadPath::root_of(source)),
-        false => ThreadPath::root_of(source),
-    };
-    // The fork's first checkpoint keeps its source checkpoint's id: for a fork from inside a
-    // child, the id of the parent's checkpoint whose step ran it.
-    let Some(first) = store.get_checkpoint(new_thread, None).await? else {
-        return Ok(UsageLedger::default());
-    };
-    let mut heads = HashMap::new();
-    if !path.is_root() {
-        heads.insert(source.to_string(), checkpoint);
-    }
-    let walk = Walk {
-        store,
-        pricing,
-        keep_heads: true,
-        heads,
-    };
-    let spent = walk.branch(path.root(), Some(first.id), false).await?;
-    let ledger = spent.map(|s| s.off).unwrap_or_default();
-    if !ledger.is_empty() {
-        let value = serde_json::to_value(&ledger)
-            .map_err(|e| CheckpointError::Storage(format!("a usage ledger as JSON: {e}")))?;
-        store
-            .put_journal(new_thread, &inherited_key(first.id), &value)
-            .await?;
-    }
-    Ok(ledger)
+/// The journal key of a fork's first checkpoint that keeps what its source's history paid for
+/// off-ledger ([`carry_into_fork`](super::carry_into_fork)).
+pub(super) fn inherited_key(checkpoint: CheckpointId) -> String {
+    format!("{checkpoint}/{INHERITED}")
 }
 
-fn inherited_key(checkpoint: CheckpointId) -> String {
-    format!("{checkpoint}/{INHERITED}")
+/// The journal key of a copied child's first checkpoint (a fork copies a child from its newest
+/// snapshot on) that keeps the usage ledger the child's state started with.
+pub(super) fn start_key(checkpoint: CheckpointId) -> String {
+    format!("{checkpoint}/{STARTED_WITH}")
 }
 
 type Walked<'a> = Pin<Box<dyn Future<Output = Result<Option<Spent>, CheckpointError>> + Send + 'a>>;
 
 /// One readout's walk over a thread and its children.
-struct Walk<'a> {
-    store: &'a dyn Checkpointer,
-    pricing: Option<&'a Pricing>,
+pub(super) struct Walk<'a> {
+    pub(super) store: &'a dyn Checkpointer,
+    pub(super) pricing: Option<&'a Pricing>,
     /// The results saved at a branch's head are kept (a fork copies them), never set aside.
-    keep_heads: bool,
+    pub(super) keep_heads: bool,
     /// A child namespace's head other than its newest checkpoint (a fork from inside it).
-    heads: HashMap<String, CheckpointId>,
+    pub(super) heads: HashMap<String, CheckpointId>,
 }
 
 /// What the walk of one thread's branch found.
 #[derive(Default)]
-struct Spent {
+pub(super) struct Spent {
     /// Paid for and in no step's ledger of the thread.
-    off: UsageLedger,
+    pub(super) off: UsageLedger,
     /// What the results of the branch's finished tasks hold (asked for a child whose parent
     /// task never finished: its steps' ledger then reaches no ledger of the parent), by node.
     saved: UsageLedger,
@@ -165,7 +128,7 @@ impl Walk<'_> {
     /// The off-ledger spend of `thread`'s branch that ends at `head` (its newest when `None`),
     /// and with `saved` what its finished tasks' results hold; `None` when the thread has no
     /// checkpoint (a child namespace never started).
-    fn branch<'s>(
+    pub(super) fn branch<'s>(
         &'s self,
         thread: &'s str,
         head: Option<CheckpointId>,
@@ -205,8 +168,10 @@ impl Walk<'_> {
             }
             if saved {
                 // What the steps of the branch added to the thread's ledger: its state's
-                // ledger at the head beyond the one it started with (`at`, the branch's first).
-                let added = grown(&usage_at(&links, head), &usage_at(&links, at));
+                // ledger at the head beyond the one it started with (at `at`, the branch's
+                // first checkpoint, or as kept when a fork copied the child from mid-way).
+                let started = self.started_with(thread, &links, at).await?;
+                let added = grown(&usage_at(&links, head), &started);
                 spent.saved.merge(&added);
             }
             Ok(Some(spent))
@@ -326,6 +291,29 @@ impl Walk<'_> {
         Ok(())
     }
 
+    /// The usage ledger `thread`'s state started with, its branch's first checkpoint being
+    /// `first`: that state's, unless a fork copied the thread from mid-way and kept the one its
+    /// source started with.
+    async fn started_with(
+        &self,
+        thread: &str,
+        links: &Links,
+        first: CheckpointId,
+    ) -> Result<UsageLedger, CheckpointError> {
+        let copied = links
+            .by_id
+            .get(&first)
+            .is_some_and(|l| l.source != Source::Input);
+        if copied {
+            let kept = self.store.get_journal(thread, &start_key(first)).await?;
+            // An entry that does not read is left out: this is a readout, not the ledger.
+            if let Some(kept) = kept.and_then(|v| serde_json::from_value(v).ok()) {
+                return Ok(kept);
+            }
+        }
+        Ok(usage_at(links, first))
+    }
+
     /// Adds what the fork's source had paid for off-ledger when the fork was made.
     async fn inherited(
         &self,
@@ -346,8 +334,8 @@ impl Walk<'_> {
 }
 
 /// The thread's checkpoints as links of its branches.
-struct Links {
-    newest: Option<CheckpointId>,
+pub(super) struct Links {
+    pub(super) newest: Option<CheckpointId>,
     by_id: HashMap<CheckpointId, Link>,
     /// Checkpoints a step finished at: the parents of `loop` checkpoints.
     finished: HashSet<CheckpointId>,
@@ -371,7 +359,7 @@ enum StateUsage {
 }
 
 /// The thread's checkpoints; with `usage`, each one's usage ledger too.
-async fn branch_links(
+pub(super) async fn branch_links(
     store: &dyn Checkpointer,
     thread: &str,
     usage: bool,
@@ -427,7 +415,7 @@ fn usage_in(json: &str) -> UsageLedger {
 }
 
 /// The usage ledger of the state at `at`: its snapshot's, plus the deltas after it.
-fn usage_at(links: &Links, mut at: CheckpointId) -> UsageLedger {
+pub(super) fn usage_at(links: &Links, mut at: CheckpointId) -> UsageLedger {
     let mut sum = UsageLedger::default();
     while let Some(link) = links.by_id.get(&at) {
         match &link.usage {
@@ -502,6 +490,25 @@ fn renamed(ledger: &UsageLedger, name: impl Fn(&str) -> String) -> UsageLedger {
             .map(|(row, usage)| (name(row), *usage))
             .collect(),
     }
+}
+
+/// The first checkpoint of the branch of `links` that ends at `head`, and why it was written.
+pub(super) fn first_of(links: &Links, mut head: CheckpointId) -> (CheckpointId, Option<Source>) {
+    while let Some(link) = links.by_id.get(&head) {
+        match link.parent {
+            Some(parent) => head = parent,
+            None => return (head, Some(link.source)),
+        }
+    }
+    (head, None)
+}
+
+/// The nodes of the tasks of `checkpoint`, in task order.
+pub(super) fn tasks_of(links: &Links, checkpoint: CheckpointId) -> &[String] {
+    links
+        .by_id
+        .get(&checkpoint)
+        .map_or(&[], |l| l.tasks.as_slice())
 }
 
 /// True when `thread` has a checkpoint.

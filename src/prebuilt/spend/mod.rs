@@ -15,8 +15,10 @@
 //! ([`carry_into_fork`]).
 
 mod branches;
+mod fork;
 
-pub use branches::{carry_into_fork, off_ledger};
+pub use branches::off_ledger;
+pub use fork::carry_into_fork;
 
 use crate::llm::{usd, LlmError, Pricing, Usage, UsageLedger};
 use crate::runtime::{Context, NodeError};
