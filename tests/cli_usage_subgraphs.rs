@@ -2,8 +2,11 @@
 //! them in the child namespace's journal, not in its root thread's. The readouts (`graph state`
 //! `failed_usage` and its `off-ledger` line, the run's summary rows `PARENT > NODE (failed)`,
 //! run `--json`) walk the child namespaces too, so when the thread moves past the failed step
-//! (an edit, a rerun) the requests are still counted, once per branch, and when the failed step
-//! later succeeds they are counted once, by the ledger.
+//! (an edit of the parent or of the child, a rerun) the requests are still counted, once per
+//! branch, and when the failed step later succeeds they are counted once, by the ledger. What
+//! a failed child's saved steps paid is shown too (`PARENT > NODE (pending)`, `(set aside)`)
+//! until its parent task finishes, and a fork (of the parent, or from inside the child) shows
+//! what its shared history paid, once.
 //!
 //! The built-in graphs have no subgraphs, so the commands run in a child process that is this
 //! test binary again (the hidden `nested_child` test) running the `graph` app with a `nested`
@@ -466,4 +469,30 @@ fn a_fork_where_the_child_failed_counts_its_saved_and_failed_requests_once() {
         3,
         "the failed review's, beside the ledger"
     );
+}
+
+#[test]
+fn failed_spend_is_counted_when_an_edit_inside_the_child_moves_it_past() {
+    let s = Setup::new();
+    let thread = s.run().expect(1).thread();
+    let state = s.state(&thread);
+    let child = state["subgraphs"][0]["thread"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the failed child is listed: {state:#}"))
+        .to_string();
+    // The person edits the child's state instead: the child's plan step runs again at the
+    // edit's checkpoint (in the same namespace), where the failed attempts' journal is not read.
+    s.graph(&[
+        "update",
+        &child,
+        "--set-json",
+        &json!({"question": QUESTION}).to_string(),
+    ])
+    .expect(0);
+    s.refuse.store(false, Ordering::SeqCst);
+    let out = s.graph(&["resume", &thread]).expect(0);
+    assert_eq!(s.paid(), 3 + 8, "{:?}", s.kinds());
+    s.assert_counted(&thread, &out, "the child's failed plan requests, once");
+    assert_eq!(s.off_ledger_calls(&thread), 3);
+    assert!(out.stderr.contains(CHILD_ROW), "{out}");
 }
