@@ -354,8 +354,9 @@ impl ShownState<'_> {
             let u = as_usage(ledger);
             lines.push(format!(
                 "off-ledger  {} model request{}, {} tokens in and {} out, paid for but in no \
-                 step's ledger (values.usage): failed attempts, or results an edit or a rerun set \
-                 aside",
+                 step's ledger (values.usage): failed attempts, results an edit or a rerun set \
+                 aside, a subgraph's steps whose parent task has not finished, and for a fork \
+                 what its source's history had paid so",
                 u.requests,
                 if u.requests == 1 { "" } else { "s" },
                 u.input_tokens,
