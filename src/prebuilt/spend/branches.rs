@@ -64,7 +64,7 @@ pub async fn off_ledger(
         keep_heads: false,
         heads: HashMap::new(),
     };
-    let spent = walk.branch(thread, head, false).await?;
+    let spent = walk.branch(thread, head, (false, true)).await?;
     Ok(spent.map(|s| s.off).unwrap_or_default())
 }
 
@@ -127,12 +127,13 @@ enum Place {
 impl Walk<'_> {
     /// The off-ledger spend of `thread`'s branch that ends at `head` (its newest when `None`),
     /// and with `saved` what its finished tasks' results hold; `None` when the thread has no
-    /// checkpoint (a child namespace never started).
+    /// checkpoint (a child namespace never started). `pending`: every level above is at its
+    /// newest checkpoint with the task that runs this one unfinished (true for a root thread).
     pub(super) fn branch<'s>(
         &'s self,
         thread: &'s str,
         head: Option<CheckpointId>,
-        saved: bool,
+        (saved, pending): (bool, bool),
     ) -> Walked<'s> {
         Box::pin(async move {
             let links = branch_links(self.store, thread, saved).await?;
@@ -150,7 +151,7 @@ impl Walk<'_> {
                 let seen = Seen {
                     step_done: links.finished.contains(&at),
                     at_head,
-                    pending: at_head && Some(at) == links.newest,
+                    pending: pending && at_head && Some(at) == links.newest,
                 };
                 self.children(thread, tasks, writes, seen, &mut spent.off)
                     .await?;
@@ -245,7 +246,8 @@ impl Walk<'_> {
                 let done = seen.step_done || finished(writes, task);
                 let saved = !(done || self.keep_heads && seen.at_head);
                 let head = self.heads.get(&child).copied();
-                let Some(spent) = self.branch(&child, head, saved).await? else {
+                let wanted = (saved, seen.pending);
+                let Some(spent) = self.branch(&child, head, wanted).await? else {
                     break;
                 };
                 off.merge(&renamed(&spent.off, |row| format!("{node} > {row}")));

@@ -53,7 +53,9 @@ pub async fn carry_into_fork(
         keep_heads: true,
         heads,
     };
-    let spent = walk.branch(path.root(), Some(first.id), false).await?;
+    let spent = walk
+        .branch(path.root(), Some(first.id), (false, true))
+        .await?;
     let ledger = spent.map(|s| s.off).unwrap_or_default();
     if !ledger.is_empty() {
         let value = serde_json::to_value(&ledger)
