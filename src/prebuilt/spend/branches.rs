@@ -14,7 +14,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 /// The journal entry of a fork's first checkpoint (`{checkpoint}/usage/inherited`): what its
-/// source's history paid for that no step's ledger holds, as [`carry_into_fork`] found it.
+/// source's history paid for that no step's ledger holds, as `carry_into_fork` found it.
 const INHERITED: &str = "usage/inherited";
 
 /// The journal entry of a copied child's first checkpoint (`{checkpoint}/usage/started_with`).
@@ -46,9 +46,8 @@ const STARTED_WITH: &str = "usage/started_with";
 ///   ledger at its head beyond the one it started with);
 /// - a thread forked from another (`graph fork`) starts with what its source's history paid
 ///   for up to the fork that no ledger holds ([`carry_into_fork`](super::carry_into_fork)):
-///   its readout shows it as
-///   the source's did, and never counts it twice (the fork's tasks do not fold it into their
-///   ledger: their journal starts empty).
+///   its readout shows it as the source's did, and never counts it twice (the fork's tasks do
+///   not fold it into their ledger: their journal starts empty).
 ///
 /// Failed attempts are priced with `pricing` (the thread's [`pricing_of`](super::pricing_of)
 /// its settings).
@@ -109,7 +108,8 @@ struct Seen {
     step_done: bool,
     /// It is the head of the branch walked.
     at_head: bool,
-    /// It is the thread's newest checkpoint, whose tasks may still finish.
+    /// It is the thread's newest checkpoint, whose tasks may still finish, and so is every
+    /// level's above (the tasks that run this thread have not finished either).
     pending: bool,
 }
 
