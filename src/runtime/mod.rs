@@ -42,6 +42,7 @@ use crate::checkpoint::{CheckpointId, InterruptRecord};
 use crate::graph::CompiledGraph;
 use crate::state::{State, WriteMarks};
 use events::EventSink;
+
 use executor::{Identity, Run, Start};
 use std::collections::BTreeMap;
 use tracing::Instrument;
@@ -153,32 +154,22 @@ pub(crate) async fn execute<S: State>(
     config: RunConfig,
     events: EventSink,
 ) -> Result<RunOutcome<S>, RunError> {
-    execute_at(graph, start, config, events, None).await
+    let (run, status) = execute_run(graph, start, config, events, None, false).await?;
+    Ok(run.into_outcome(status))
 }
 
-/// Runs a graph; `nested` (its namespace and what it shares with its parent's run) for a
-/// subgraph run inside a parent's task.
-pub(crate) async fn execute_at<S: State>(
-    graph: CompiledGraph<S>,
-    start: Start<S>,
-    config: RunConfig,
-    events: EventSink,
-    nested: Option<Identity>,
-) -> Result<RunOutcome<S>, RunError> {
-    execute_marking(graph, start, config, events, nested, false)
-        .await
-        .map(|(outcome, _)| outcome)
-}
-
-/// [`execute_at`], and with `mark` also which fields the run's steps wrote (its input aside).
-pub(crate) async fn execute_marking<S: State>(
+/// Runs a graph to its end or pause and hands back the finished run, for its caller to shape
+/// the result: a root run's [`RunOutcome`], or a subgraph's state (`nested`, its namespace and
+/// what it shares with its parent's run), which needs no ids written out. With `mark`, the
+/// run records which fields its steps wrote (its input aside).
+pub(crate) async fn execute_run<S: State>(
     graph: CompiledGraph<S>,
     start: Start<S>,
     config: RunConfig,
     events: EventSink,
     nested: Option<Identity>,
     mark: bool,
-) -> Result<(RunOutcome<S>, Option<WriteMarks>), RunError> {
+) -> Result<(Run<S>, RunStatus), RunError> {
     let span = tracing::info_span!(
         "run",
         graph = graph.name().unwrap_or("graph"),
@@ -191,25 +182,29 @@ pub(crate) async fn execute_marking<S: State>(
             run.marks = Some(WriteMarks::new());
         }
         let span = tracing::Span::current();
-        span.record("thread_id", run.thread_id());
-        span.record("run_id", run.run_id());
+        if !span.is_disabled() {
+            span.record("thread_id", run.thread_id());
+            span.record("run_id", run.run_id());
+        }
         events.emit(|| Event::RunStarted {
             namespace: String::new(),
             thread_id: run.thread_id().to_string(),
             run_id: run.run_id().to_string(),
             step: run.step(),
         });
-        let result = match &lease {
-            Some(lease) => {
-                let drive = run.drive();
-                tokio::pin!(drive);
-                tokio::select! {
+        // One drive future, watched beside the lease when there is one: it is the bulk of
+        // the run's future, which is moved (and for a subgraph boxed) whole.
+        let result = {
+            let drive = run.drive();
+            tokio::pin!(drive);
+            match &lease {
+                Some(lease) => tokio::select! {
                     result = &mut drive => result,
                     // The lease was taken over; the run goes on, as it would with a lapsed one.
                     () = lease.keep_alive() => drive.await,
-                }
+                },
+                None => drive.await,
             }
-            None => run.drive().await,
         };
         let finished = run.finish().await;
         if let Some(lease) = lease {
@@ -228,8 +223,7 @@ pub(crate) async fn execute_marking<S: State>(
         });
         let status = result?;
         finished?;
-        let marks = run.marks.take();
-        Ok((run.into_outcome(status), marks))
+        Ok((run, status))
     }
     .instrument(span)
     .await

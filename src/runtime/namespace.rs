@@ -113,10 +113,16 @@ impl ThreadPath {
 
     /// The path one level down: the child run by `node`'s task `task`.
     pub fn child(&self, node: &str, task: &str) -> ThreadPath {
-        let mut segments = self.segments.clone();
+        self.child_of_task(node, task.to_string())
+    }
+
+    /// [`child`](Self::child) taking the task id it was just given (every child run's path).
+    pub(crate) fn child_of_task(&self, node: &str, task: String) -> ThreadPath {
+        let mut segments = Vec::with_capacity(self.segments.len() + 1);
+        segments.extend_from_slice(&self.segments);
         segments.push(Segment {
             node: node.to_string(),
-            task: task.to_string(),
+            task,
         });
         ThreadPath {
             root: self.root.clone(),
@@ -200,12 +206,19 @@ pub(crate) fn task_id(checkpoint: CheckpointId, task: usize, call: u32) -> Strin
     let mut h = crc32fast::Hasher::new();
     h.update(checkpoint.as_bytes());
     h.update(&(task as u64).to_le_bytes());
-    let base = format!("{:08x}", h.finalize());
-    if call == 0 {
-        base
-    } else {
-        format!("{base}-{call}")
+    // Written digit by digit: every child run needs one, and `format!` cost more than the
+    // hash.
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let hash = h.finalize();
+    let mut id = String::with_capacity(19);
+    for shift in (0..8).rev() {
+        id.push(char::from(HEX[((hash >> (shift * 4)) & 0xf) as usize]));
     }
+    if call != 0 {
+        id.push('-');
+        id.push_str(&call.to_string());
+    }
+    id
 }
 
 #[cfg(test)]
@@ -248,5 +261,23 @@ mod tests {
         assert_eq!(task_id(c, 1, 0), task_id(c, 1, 0));
         assert_ne!(task_id(c, 1, 0), task_id(c, 2, 0));
         assert_ne!(task_id(c, 1, 0), task_id(c, 1, 1));
+    }
+
+    /// Namespaces are stored: a thread saved by an earlier version must find its children.
+    #[test]
+    fn task_ids_keep_their_written_form() {
+        for (checkpoint, task, call) in [(7u128, 1usize, 0u32), (u128::MAX, 0, 0), (1, 3, 12)] {
+            let c = CheckpointId::from_u128(checkpoint);
+            let mut h = crc32fast::Hasher::new();
+            h.update(c.as_bytes());
+            h.update(&(task as u64).to_le_bytes());
+            let base = format!("{:08x}", h.finalize());
+            let expected = if call == 0 {
+                base
+            } else {
+                format!("{base}-{call}")
+            };
+            assert_eq!(task_id(c, task, call), expected);
+        }
     }
 }

@@ -11,14 +11,14 @@
 
 use super::context::{Context, TaskContext};
 use super::error::{NodeError, NodeErrorKind, RunError};
-use super::executor::{Identity, Start};
+use super::executor::{Identity, Run, Start};
 use super::namespace::{task_id, ThreadPath};
 use super::subgraph_view::{view_of, SubgraphView};
-use super::{execute_marking, Resume, RunConfig, RunOutcome, RunStatus};
+use super::{execute_run, Resume, RunConfig, RunOutcome, RunStatus};
 use crate::checkpoint::status::waiting_interrupts;
 use crate::checkpoint::InterruptRecord;
 use crate::graph::{Command, CompiledGraph, Node};
-use crate::state::{State, WriteMarks};
+use crate::state::State;
 use async_trait::async_trait;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -59,7 +59,10 @@ impl<S: State> Node<S> for CompiledGraph<S> {
         // A child run in one go from its input says which fields its steps wrote, so only those
         // are compared; one resumed from a checkpoint is compared whole (same rule, same result).
         let (after, marks) = match child_run(&ctx, self, input, call, None, true).await {
-            Ok((out, marks)) => (finished(t, out)?, marks),
+            Ok((mut run, status)) => {
+                let marks = run.marks.take();
+                (finished(t, run, status)?, marks)
+            }
             Err(e) => return Err(failed(e, &child_path(t, call).to_string())),
         };
         let update = after
@@ -176,15 +179,15 @@ async fn run_child<C: State>(
     let t = ctx.task();
     check_child_name(t).map_err(NodeError::new)?;
     match child_run(ctx, graph, input, call, None, false).await {
-        Ok((out, _)) => finished(t, out),
+        Ok((run, status)) => finished(t, run, status),
         Err(e) => Err(failed(e, &child_path(t, call).to_string())),
     }
 }
 
 /// A child run's final state, or the parent task's pause when it paused.
-fn finished<C: State>(t: &TaskContext, out: RunOutcome<C>) -> Result<C, NodeError> {
-    match out.status {
-        RunStatus::Done => Ok(out.state),
+fn finished<C: State>(t: &TaskContext, run: Run<C>, status: RunStatus) -> Result<C, NodeError> {
+    match status {
+        RunStatus::Done => Ok(run.into_state()),
         RunStatus::Interrupted { interrupts, .. } => Err(paused(&t.node, interrupts)),
     }
 }
@@ -202,7 +205,8 @@ pub(crate) async fn invoke_as_child<C: State>(
     let t = ctx.task();
     check_child_name(t).map_err(RunError::InvalidInput)?;
     let call = t.subgraph_calls.fetch_add(1, Ordering::Relaxed);
-    let (out, _) = child_run(ctx, graph, input, call, Some(config), false).await?;
+    let (run, status) = child_run(ctx, graph, input, call, Some(config), false).await?;
+    let out = run.into_outcome(status);
     if let RunStatus::Interrupted { interrupts, .. } = &out.status {
         ctx.child_paused(interrupts);
     }
@@ -223,13 +227,13 @@ pub(crate) fn check_child_name(t: &TaskContext) -> Result<(), String> {
 
 fn child_path(t: &TaskContext, call: u32) -> ThreadPath {
     t.path
-        .child(&t.node, &task_id(t.checkpoint_id, t.task, call))
+        .child_of_task(&t.node, task_id(t.checkpoint_id, t.task, call))
 }
 
 /// Runs (or, when its namespace has a checkpoint, continues) the task's `call`-th child.
 /// `caller` is the config a node gave `invoke`: its breakpoints apply to the child. With
-/// `mark`, a child that runs from its input (not continued) also says which fields its steps
-/// wrote.
+/// `mark`, a child that runs from its input (not continued) also records which fields its
+/// steps wrote (`Run::marks`).
 pub(crate) async fn child_run<C: State>(
     ctx: &Context,
     graph: &CompiledGraph<C>,
@@ -237,7 +241,7 @@ pub(crate) async fn child_run<C: State>(
     call: u32,
     caller: Option<&RunConfig>,
     mark: bool,
-) -> Result<(RunOutcome<C>, Option<WriteMarks>), RunError> {
+) -> Result<(Run<C>, RunStatus), RunError> {
     let t = ctx.task();
     let path = child_path(t, call);
     let thread = path.thread_id();
@@ -304,7 +308,7 @@ pub(crate) async fn child_run<C: State>(
     // node's future and copied each time that future moved or was boxed, and each level of
     // nesting grew the parent's future by a whole run.
     let mark = mark && matches!(start, Start::Fresh(_));
-    Box::pin(execute_marking(
+    Box::pin(execute_run(
         graph,
         start,
         config,

@@ -90,7 +90,7 @@ pub(crate) fn advance<S: State>(
         if !f.goto.is_empty() {
             let node = f
                 .node
-                .map(|i| topology.node_name(i).to_string())
+                .map(|i| topology.node_name(i).as_ref().to_owned())
                 .unwrap_or_default();
             let allowed = f
                 .node
@@ -143,7 +143,8 @@ pub(crate) fn advance<S: State>(
         list.sort_unstable();
         list.dedup();
     }
-    let name = |i: &usize| topology.node_name(*i).to_string();
+    // `str::to_owned`, not `to_string`: on an `Arc<str>` the latter goes through `Display`.
+    let name = |i: &usize| topology.node_name(*i).as_ref().to_owned();
     let mut tasks: Vec<TaskSpec> = next
         .pull
         .iter()

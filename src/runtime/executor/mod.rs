@@ -249,17 +249,21 @@ impl<S: State> Run<S> {
     /// The run's result. It takes the state instead of copying it: a copy of a large state
     /// (100 MB) was what a finished run peaked on.
     pub(crate) fn into_outcome(self, status: RunStatus) -> RunOutcome<S> {
-        let state = match self.shown {
-            Some(shown) => shown,
-            None => Arc::try_unwrap(self.state).unwrap_or_else(|shared| (*shared).clone()),
-        };
         RunOutcome {
-            thread_id: self.thread_id.to_string(),
-            run_id: self.run_id.to_string(),
-            state,
-            status,
+            thread_id: self.thread_id.as_ref().to_owned(),
+            run_id: self.run_id.as_ref().to_owned(),
             checkpoint_id: self.writer.as_ref().map(|_| self.checkpoint_id),
             step: self.step,
+            status,
+            state: self.into_state(),
+        }
+    }
+
+    /// The state the run's result shows (a subgraph's caller needs only this).
+    pub(crate) fn into_state(self) -> S {
+        match self.shown {
+            Some(shown) => shown,
+            None => Arc::try_unwrap(self.state).unwrap_or_else(|shared| (*shared).clone()),
         }
     }
 

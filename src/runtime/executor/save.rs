@@ -18,7 +18,7 @@ impl<S: State> Run<S> {
             writers,
             created_at_ms: now_ms(),
             schema_version: S::VERSION,
-            run_id: self.run_id.to_string(),
+            run_id: self.run_id.as_ref().to_owned(),
             graph: self.graph.name().map(str::to_string),
         }
     }
@@ -69,7 +69,7 @@ impl<S: State> Run<S> {
             )
         };
         let record = CheckpointRecord {
-            thread_id: self.thread_id.to_string(),
+            thread_id: self.thread_id.as_ref().to_owned(),
             id: self.checkpoint_id,
             parent_id: parent,
             step: self.step,
@@ -124,7 +124,7 @@ impl<S: State> Run<S> {
             if let Some(store) = self.store().cloned() {
                 let raw = persist::to_raw(&*self.state)?;
                 let record = CheckpointRecord {
-                    thread_id: self.thread_id.to_string(),
+                    thread_id: self.thread_id.as_ref().to_owned(),
                     id: self.checkpoint_id,
                     parent_id: self.persisted,
                     step: self.step,
