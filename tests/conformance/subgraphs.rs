@@ -6,7 +6,7 @@
 
 use crate::common::{entries, strings, Log, LogUpdate, Probe};
 use serde::{Deserialize, Serialize};
-use stategraph::checkpoint::{Checkpointer, InterruptWhen};
+use stategraph::checkpoint::{Checkpointer, InterruptWhen, Source};
 use stategraph::graph::CompiledGraph;
 use stategraph::runtime::{
     Context, NodeError, Resume, RunConfig, RunError, RunStatus, Subgraph, ThreadPath,
@@ -78,8 +78,10 @@ pub async fn a_compiled_graph_is_a_node_and_checkpoints_under_a_namespace(
         .list_checkpoints(&threads[0], None, 100)
         .await
         .unwrap();
-    // input, a, b, where: the child's own steps, saved in the parent's store.
-    assert_eq!(child_history.len(), 4, "the child's checkpoints");
+    // a, b, where: the child's own steps, saved in the parent's store. Its input has no
+    // record (nothing in its first step referred to it): the first step's starts the namespace.
+    assert_eq!(child_history.len(), 3, "the child's checkpoints");
+    assert_eq!(child_history[2].parent_id, None, "{child_history:?}");
     assert_eq!(
         store.list_threads().await.unwrap(),
         strings(&["t"]),
@@ -415,6 +417,56 @@ pub async fn a_failing_child_names_its_path_and_a_resume_reruns_only_what_failed
     assert_eq!((probe.runs("a"), probe.runs("b")), (1, 2));
 }
 
+/// A child's input has no record of its own unless its first step leaves something that must
+/// refer to it: here a sibling that finished beside one that failed. Its result is saved with
+/// the input's record, so the resume runs only the failed one.
+pub async fn a_childs_input_is_recorded_when_its_first_step_leaves_a_result(
+    saver: Arc<dyn Checkpointer>,
+) {
+    let probe = Probe::default();
+    let mut child = StateGraph::<Log>::named("child");
+    child.add_node("x", probe.appender("x"));
+    child.add_node("y", probe.appender("y"));
+    child
+        .add_edge(START, "x")
+        .add_edge(START, "y")
+        .add_edge("x", END)
+        .add_edge("y", END);
+    let graph = parent_of(&probe, child.compile().unwrap())
+        .compile()
+        .unwrap()
+        .with_checkpointer(saver.clone());
+    probe.break_node("y");
+    let err = graph
+        .invoke(entries(&[]), RunConfig::new().thread("t"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, RunError::NodeFailed { node, .. } if node == "child > y"),
+        "{err}"
+    );
+    let state = graph.get_state_with_subgraphs("t", None).await.unwrap();
+    let thread = state.subgraphs[0].thread.clone();
+    let records = saver.list_checkpoints(&thread, None, 100).await.unwrap();
+    assert_eq!(records.len(), 1, "only the child's input: {records:?}");
+    assert_eq!(records[0].metadata.source, Source::Input);
+    let writes = saver.get_writes(&thread, records[0].id).await.unwrap();
+    let kept: Vec<&str> = writes.iter().map(|w| w.node.as_str()).collect();
+    assert_eq!(
+        kept,
+        vec!["x", "y"],
+        "x's result and y's failure: {writes:?}"
+    );
+
+    probe.heal("y");
+    let out = graph
+        .resume("t", Resume::Continue, RunConfig::new())
+        .await
+        .unwrap();
+    assert_eq!(out.state.steps, strings(&["before", "x", "y", "after"]));
+    assert_eq!((probe.runs("x"), probe.runs("y")), (1, 2));
+}
+
 /// A node that runs two subgraphs itself, one after the other, and keeps both results.
 pub async fn a_node_runs_subgraphs_itself(saver: Arc<dyn Checkpointer>) {
     let probe = Probe::default();
@@ -522,13 +574,6 @@ pub async fn a_child_runs_as_part_of_its_parents_run(saver: Arc<dyn Checkpointer
         .iter()
         .map(|c| c.metadata.run_id.as_str())
         .collect();
-    // Newest first: `b` (the resume), `seen` and the child's input (the first run).
-    assert_eq!(
-        run_ids,
-        vec![
-            second.run_id.as_str(),
-            first.run_id.as_str(),
-            first.run_id.as_str()
-        ]
-    );
+    // Newest first: `b` (the resume), `seen` (the first run; the child's input has no record).
+    assert_eq!(run_ids, vec![second.run_id.as_str(), first.run_id.as_str()]);
 }

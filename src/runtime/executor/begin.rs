@@ -5,6 +5,7 @@ use super::{Run, INPUT_WRITER};
 use crate::checkpoint::{Frontier, NodeWrite, Source};
 use crate::checkpoint::{PendingKind, PendingWrite};
 use crate::graph::{Goto, GraphError};
+use crate::runtime::config::Durability;
 use crate::runtime::error::RunError;
 use crate::runtime::persist::{self, SnapshotTracker};
 use crate::runtime::saved::{add_command_tasks, COMMAND_TASK};
@@ -15,7 +16,8 @@ use std::sync::Arc;
 
 impl<S: State> Run<S> {
     /// Applies `input` on top of the thread's newest checkpoint, if it has one; `look_up` is
-    /// false when the caller already knows it has none (a child's namespace it just read).
+    /// false when the caller already knows it has none (a fresh child's namespace it just
+    /// read), and then the input's checkpoint is owed rather than written.
     pub(super) async fn begin_with_input(
         &mut self,
         input: S::Update,
@@ -61,6 +63,20 @@ impl<S: State> Run<S> {
             self.snapshots.force();
         }
         self.emit_values(self.step);
+        // A fresh subgraph's input needs no record of its own: nothing resumes from it that
+        // its parent's task would not redo (the task runs again and gives the same input), so
+        // it is written only if its first step leaves something that refers to it (a saved
+        // result, a pause, a failure: `save_pending`), and otherwise that step's checkpoint
+        // starts the namespace. One record fewer per child (a flush each on a disk store).
+        let deferred = self
+            .writer
+            .as_ref()
+            .is_some_and(|w| w.mode() != Durability::Exit);
+        if !look_up && deferred {
+            self.input_owed = true;
+            self.last_writers = vec![INPUT_WRITER.to_string()];
+            return Ok(());
+        }
         let writes = raw
             .map(|update| {
                 vec![NodeWrite {

@@ -100,7 +100,8 @@ impl<S: State> Run<S> {
         Ok(())
     }
 
-    /// Saves task results against the current checkpoint.
+    /// Saves task results against the current checkpoint (writing it first if it is a fresh
+    /// subgraph's owed input checkpoint).
     pub(super) async fn save_pending(
         &mut self,
         writes: Vec<PendingWrite>,
@@ -108,6 +109,11 @@ impl<S: State> Run<S> {
     ) -> Result<(), RunError> {
         if writes.is_empty() {
             return Ok(());
+        }
+        if std::mem::take(&mut self.input_owed) {
+            let writers = std::mem::take(&mut self.last_writers);
+            self.save_checkpoint(None, Vec::new(), Source::Input, writers)
+                .await?;
         }
         if let Some(store) = self.store() {
             store

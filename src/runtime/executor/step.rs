@@ -132,7 +132,8 @@ impl<S: State> Run<S> {
         self.emit_values(step);
         let ran = std::mem::replace(&mut self.frontier, next).tasks;
 
-        let parent = Some(self.checkpoint_id);
+        // A fresh subgraph whose input checkpoint was never needed starts its namespace here.
+        let parent = (!std::mem::take(&mut self.input_owed)).then_some(self.checkpoint_id);
         self.checkpoint_id = match &self.writer {
             Some(_) => persist::new_checkpoint_id(),
             // Unsaved checkpoints only need ids unique within the run (interrupt ids, keys).
