@@ -2,7 +2,9 @@
 //! flat in the parent, without a checkpointer (engine only) and with the memory checkpointer
 //! in sync mode (every step, the child's included, saves a checkpoint).
 //!
-//! `cargo bench --bench subgraph`. Criterion reports time per graph run. The nested run does
+//! `cargo bench --bench subgraph`. Criterion reports time per graph run. A third mode,
+//! `sled_sync`, runs on a sled store (the `graph` command's) in sync mode, where each record is
+//! a flush: one store per workload, a new thread per run. The nested run does
 //! the child's 10 steps plus one parent step, which starts a nested run (its namespace, its
 //! first checkpoint) and turns the child's final state into the parent's update; `nested -
 //! flat` is that overhead, quoted in BENCHMARKS.md against the cost of one flat step.
@@ -20,7 +22,7 @@
 
 use criterion::{criterion_group, BenchmarkId, Criterion};
 use serde::{Deserialize, Serialize};
-use stategraph::checkpoint::MemoryCheckpointer;
+use stategraph::checkpoint::{Checkpointer, MemoryCheckpointer, SledCheckpointer};
 use stategraph::runtime::{Context, Durability, RunConfig, Subgraph};
 use stategraph::{CompiledGraph, State, StateGraph, END, START};
 use std::sync::Arc;
@@ -77,25 +79,36 @@ fn config() -> RunConfig {
     RunConfig::new().durability(Durability::Sync)
 }
 
-/// One graph run of a workload: `memory_sync` with a fresh memory checkpointer, else none.
-async fn run_once(graph: &CompiledGraph<Count>, checkpointer: bool) {
-    if checkpointer {
-        // A fresh store per run, so no run reads a store the others grew.
-        let saved = graph
-            .clone()
-            .with_checkpointer(Arc::new(MemoryCheckpointer::new()));
-        let out = saved
-            .invoke(CountUpdate::default(), config())
-            .await
-            .expect("run");
-        assert_eq!(out.state.log.len(), STEPS);
-    } else {
-        let out = graph
-            .invoke(CountUpdate::default(), RunConfig::new())
-            .await
-            .expect("run");
-        assert_eq!(out.state.count, STEPS as u64);
-    }
+/// Where a workload's checkpoints go.
+#[derive(Clone)]
+enum Saver {
+    None,
+    /// A fresh memory store per run, so no run reads a store the others grew.
+    Memory,
+    /// One sled store for the workload's runs, each on a new thread.
+    Sled(Arc<dyn Checkpointer>),
+}
+
+/// One graph run of a workload.
+async fn run_once(graph: &CompiledGraph<Count>, saver: &Saver) {
+    let store: Arc<dyn Checkpointer> = match saver {
+        Saver::None => {
+            let out = graph
+                .invoke(CountUpdate::default(), RunConfig::new())
+                .await
+                .expect("run");
+            assert_eq!(out.state.count, STEPS as u64);
+            return;
+        }
+        Saver::Memory => Arc::new(MemoryCheckpointer::new()),
+        Saver::Sled(store) => store.clone(),
+    };
+    let saved = graph.clone().with_checkpointer(store);
+    let out = saved
+        .invoke(CountUpdate::default(), config())
+        .await
+        .expect("run");
+    assert_eq!(out.state.log.len(), STEPS);
 }
 
 fn bench(c: &mut Criterion) {
@@ -112,10 +125,17 @@ fn bench(c: &mut Criterion) {
     let flat = chain().compile().expect("valid chain");
     let nested = nested();
     let mapped = mapped();
+    let dir = tempfile::tempdir().expect("a temporary folder");
     for (name, graph) in [("flat", &flat), ("nested", &nested), ("mapped", &mapped)] {
-        for (mode, saved) in [("no_checkpointer", false), ("memory_sync", true)] {
-            group.bench_function(BenchmarkId::new(mode, name), |b| {
-                b.to_async(&rt).iter(|| run_once(graph, saved))
+        let sled = SledCheckpointer::open(dir.path().join(name)).expect("a new sled store");
+        let savers = [
+            ("no_checkpointer", Saver::None),
+            ("memory_sync", Saver::Memory),
+            ("sled_sync", Saver::Sled(Arc::new(sled))),
+        ];
+        for (mode, saver) in &savers {
+            group.bench_function(BenchmarkId::new(*mode, name), |b| {
+                b.to_async(&rt).iter(|| run_once(graph, saver))
             });
         }
     }
@@ -135,9 +155,9 @@ fn profile(spec: &str) {
         "mapped" => mapped(),
         _ => panic!("{usage}"),
     };
-    let saved = match mode {
-        "no_checkpointer" => false,
-        "memory_sync" => true,
+    let saver = match mode {
+        "no_checkpointer" => Saver::None,
+        "memory_sync" => Saver::Memory,
         _ => panic!("{usage}"),
     };
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -146,7 +166,7 @@ fn profile(spec: &str) {
         .expect("runtime");
     rt.block_on(async {
         for _ in 0..runs {
-            run_once(&graph, saved).await;
+            run_once(&graph, &saver).await;
         }
     });
 }

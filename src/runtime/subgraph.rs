@@ -16,7 +16,7 @@ use super::namespace::{task_id, ThreadPath};
 use super::subgraph_view::{view_of, SubgraphView};
 use super::{execute_run, Resume, RunConfig, RunOutcome, RunStatus};
 use crate::checkpoint::status::waiting_interrupts;
-use crate::checkpoint::InterruptRecord;
+use crate::checkpoint::{Checkpointer, InterruptRecord};
 use crate::graph::{Command, CompiledGraph, Node};
 use crate::state::State;
 use async_trait::async_trait;
@@ -249,52 +249,10 @@ pub(crate) async fn child_run<C: State>(
     if let Some(store) = &t.checkpointer {
         graph.checkpointer = Some(store.clone());
     }
-    // Its run id, settings and what it inherits are the parent run's (see `Identity`); the
-    // config only carries them for the run's own loop, and no settings map is copied.
-    let config = RunConfig {
-        durability: t.inherit.durability,
-        recursion_limit: t.inherit.recursion_limit,
-        cancel: t.inherit.cancel.clone(),
-        interrupt_before: caller
-            .map(|c| c.interrupt_before.clone())
-            .unwrap_or_default(),
-        interrupt_after: caller
-            .map(|c| c.interrupt_after.clone())
-            .unwrap_or_default(),
-        ..RunConfig::default()
-    };
-    let existing = match &graph.checkpointer {
-        Some(store) => store.get_checkpoint(&thread, None).await?,
-        None => None,
-    };
-    let start = match (existing, &graph.checkpointer) {
-        (Some(record), Some(store)) => {
-            let resume = if t.forwarded.is_empty() {
-                Resume::Continue
-            } else {
-                let pending = store.get_writes(&thread, record.id).await?;
-                // Only answers to what the child still waits for: an answer it consumed on an
-                // earlier resume stays in the parent's writes but is never delivered again.
-                let mine: BTreeMap<String, Value> = waiting_interrupts(&pending)
-                    .into_iter()
-                    .filter_map(|w| {
-                        let value = t.forwarded.get(&w.record.id)?;
-                        Some((w.record.id, value.clone()))
-                    })
-                    .collect();
-                if mine.is_empty() {
-                    Resume::Continue
-                } else {
-                    Resume::ById(mine)
-                }
-            };
-            Start::Resume {
-                thread_id: thread.clone(),
-                resume,
-            }
-        }
-        // Looked up just now: the run need not read the store again to learn it is new.
-        _ => Start::Fresh(input),
+    let config = child_config(t, caller);
+    let start = match &graph.checkpointer {
+        Some(store) => child_start(t, store.as_ref(), &thread, input).await?,
+        None => Start::Fresh(input),
     };
     let events = t.events.nested(|| path.namespace());
     let identity = Identity {
@@ -317,6 +275,61 @@ pub(crate) async fn child_run<C: State>(
         mark,
     ))
     .await
+}
+
+/// A child run's config. Its run id, settings and what it inherits are the parent run's (see
+/// `Identity`); the config only carries them for the run's own loop, and no settings map is
+/// copied. `caller`'s breakpoints (a node's own `invoke` config) apply to the child.
+fn child_config(t: &TaskContext, caller: Option<&RunConfig>) -> RunConfig {
+    RunConfig {
+        durability: t.inherit.durability,
+        recursion_limit: t.inherit.recursion_limit,
+        cancel: t.inherit.cancel.clone(),
+        interrupt_before: caller
+            .map(|c| c.interrupt_before.clone())
+            .unwrap_or_default(),
+        interrupt_after: caller
+            .map(|c| c.interrupt_after.clone())
+            .unwrap_or_default(),
+        ..RunConfig::default()
+    }
+}
+
+/// How a child begins: continued from its namespace's checkpoint (with the answers the parent
+/// task forwards to what it still waits for), or fresh from `input` when it has none.
+async fn child_start<C: State>(
+    t: &TaskContext,
+    store: &dyn Checkpointer,
+    thread: &str,
+    input: C::Update,
+) -> Result<Start<C>, RunError> {
+    // Looked up once: a fresh child's run need not read the store again to learn it is new.
+    let Some(record) = store.get_checkpoint(thread, None).await? else {
+        return Ok(Start::Fresh(input));
+    };
+    let resume = if t.forwarded.is_empty() {
+        Resume::Continue
+    } else {
+        let pending = store.get_writes(thread, record.id).await?;
+        // Only answers to what the child still waits for: an answer it consumed on an earlier
+        // resume stays in the parent's writes but is never delivered again.
+        let mine: BTreeMap<String, Value> = waiting_interrupts(&pending)
+            .into_iter()
+            .filter_map(|w| {
+                let value = t.forwarded.get(&w.record.id)?;
+                Some((w.record.id, value.clone()))
+            })
+            .collect();
+        if mine.is_empty() {
+            Resume::Continue
+        } else {
+            Resume::ById(mine)
+        }
+    };
+    Ok(Start::Resume {
+        thread_id: thread.to_owned(),
+        resume,
+    })
 }
 
 /// The parent task's pause for a child that paused on `interrupts`.
