@@ -13,6 +13,7 @@ use crate::state::State;
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
@@ -248,12 +249,8 @@ async fn run_task<S: State>(
 ) -> Outcome<S> {
     let span = tracing::info_span!("node", node = %task.name, step, task = task.index);
     async move {
+        // The clock is read only when events are streamed: durations only feed them.
         let started = events.is_active().then(Instant::now);
-        let elapsed_ms = || {
-            started
-                .map(|t| t.elapsed().as_secs_f64() * 1000.0)
-                .unwrap_or_default()
-        };
         let max_attempts = task
             .options
             .retry
@@ -271,66 +268,105 @@ async fn run_task<S: State>(
                 attempt,
             });
             let result = attempt_once(&task, state.clone()).await;
-            // A graph the node invoked itself paused: the task pauses, whatever the node made
-            // of it; it runs again on resume and the graph continues where it paused.
-            let mut pauses = task.ctx.take_child_pauses();
-            if !pauses.is_empty() {
-                if let Err(e) = result {
-                    pauses.extend(own_pauses(e));
-                }
-                return Outcome::Interrupted(pauses);
-            }
-            let error = match result {
-                Ok(command) => {
-                    events.live(|| Event::NodeFinished {
-                        namespace: String::new(),
-                        step,
-                        node: task.name.to_string(),
-                        task: task.index,
-                        duration_ms: elapsed_ms(),
-                        update: serde_json::to_value(&command.update)
-                            .unwrap_or(serde_json::Value::Null),
-                    });
-                    return Outcome::Done {
-                        command,
-                        raw: None,
-                        elapsed_ms: elapsed_ms(),
-                    };
-                }
-                Err(e) => e,
+            let error = match settle_attempt(&task, &events, step, started, result) {
+                Ok(outcome) => return outcome,
+                Err(error) => error,
             };
-            if matches!(error.kind(), NodeErrorKind::Interrupted(_)) {
-                return Outcome::Interrupted(own_pauses(error));
+            match retry_or_fail(&task, &events, step, attempt, max_attempts, error) {
+                ControlFlow::Continue(wait) => tokio::time::sleep(wait).await,
+                ControlFlow::Break(failed) => return failed,
             }
-            let retry = task.options.retry.as_ref().filter(|p| {
-                attempt < max_attempts
-                    && !matches!(error.kind(), NodeErrorKind::Panicked)
-                    && (p.retry_on)(&error)
-            });
-            events.live(|| Event::NodeFailed {
-                namespace: String::new(),
-                step,
-                node: task.name.to_string(),
-                task: task.index,
-                attempt,
-                error: error.message().to_string(),
-                will_retry: retry.is_some(),
-            });
-            let Some(policy) = retry else {
-                tracing::warn!(attempt, error = %error, "node failed");
-                return Outcome::Failed {
-                    error,
-                    attempts: attempt,
-                };
-            };
-            let wait = policy.backoff(attempt);
-            tracing::warn!(attempt, wait_ms = wait.as_millis() as u64, error = %error, "node attempt failed; retrying");
-            tokio::time::sleep(wait).await;
             attempt += 1;
         }
     }
     .instrument(span)
     .await
+}
+
+/// Milliseconds since `started` (0 when no events are streamed and the clock was not read).
+fn elapsed_ms(started: Option<Instant>) -> f64 {
+    started
+        .map(|t| t.elapsed().as_secs_f64() * 1000.0)
+        .unwrap_or_default()
+}
+
+/// What an attempt came to: the task's outcome (done or paused), or the error of a failed
+/// attempt, which the retry policy may give another go.
+fn settle_attempt<S: State>(
+    task: &PreparedTask<S>,
+    events: &EventSink,
+    step: u64,
+    started: Option<Instant>,
+    result: Result<Command<S>, NodeError>,
+) -> Result<Outcome<S>, NodeError> {
+    // A graph the node invoked itself paused: the task pauses, whatever the node made
+    // of it; it runs again on resume and the graph continues where it paused.
+    let mut pauses = task.ctx.take_child_pauses();
+    if !pauses.is_empty() {
+        if let Err(e) = result {
+            pauses.extend(own_pauses(e));
+        }
+        return Ok(Outcome::Interrupted(pauses));
+    }
+    let error = match result {
+        Ok(command) => {
+            events.live(|| Event::NodeFinished {
+                namespace: String::new(),
+                step,
+                node: task.name.to_string(),
+                task: task.index,
+                duration_ms: elapsed_ms(started),
+                update: serde_json::to_value(&command.update).unwrap_or(serde_json::Value::Null),
+            });
+            return Ok(Outcome::Done {
+                command,
+                raw: None,
+                elapsed_ms: elapsed_ms(started),
+            });
+        }
+        Err(e) => e,
+    };
+    if matches!(error.kind(), NodeErrorKind::Interrupted(_)) {
+        return Ok(Outcome::Interrupted(own_pauses(error)));
+    }
+    Err(error)
+}
+
+/// After attempt `attempt` failed with `error`: the wait before the next one if the retry
+/// policy allows it (never after a panic), else the task's failure. Either way the failure
+/// is reported, saying whether it will be retried.
+fn retry_or_fail<S: State>(
+    task: &PreparedTask<S>,
+    events: &EventSink,
+    step: u64,
+    attempt: u32,
+    max_attempts: u32,
+    error: NodeError,
+) -> ControlFlow<Outcome<S>, Duration> {
+    let retry = task.options.retry.as_ref().filter(|p| {
+        attempt < max_attempts
+            && !matches!(error.kind(), NodeErrorKind::Panicked)
+            && (p.retry_on)(&error)
+    });
+    events.live(|| Event::NodeFailed {
+        namespace: String::new(),
+        step,
+        node: task.name.to_string(),
+        task: task.index,
+        attempt,
+        error: error.message().to_string(),
+        will_retry: retry.is_some(),
+    });
+    let Some(policy) = retry else {
+        tracing::warn!(attempt, error = %error, "node failed");
+        return ControlFlow::Break(Outcome::Failed {
+            error,
+            attempts: attempt,
+        });
+    };
+    let wait = policy.backoff(attempt);
+    tracing::warn!(attempt, wait_ms = wait.as_millis() as u64, error = %error, "node attempt failed; retrying");
+    ControlFlow::Continue(wait)
 }
 
 /// The pauses an error carries: a subgraph's (all of them) or the node's own.
