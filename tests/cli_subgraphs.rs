@@ -193,8 +193,7 @@ fn state_nests_children_and_a_childs_namespace_is_read_edited_and_forked() {
         .iter()
         .map(|h| &h["next"])
         .collect();
-    // Only the step before `ask`: the child's input has no record of its own.
-    assert_eq!(next, vec![&json!(["ask"])]);
+    assert_eq!(next, vec![&json!(["ask"]), &json!(["draft"])]);
     let at_ask = history[0]["checkpoint_id"].as_str().unwrap().to_string();
     expect(
         db,

@@ -306,16 +306,21 @@ impl CheckpointWriter {
                 }
                 Ok(())
             }
-            None => self.write(&record).await,
+            None => self.write(&record, true).await,
         }
     }
 
-    /// Writes a checkpoint now (sync: on disk before returning). The caller keeps the record,
-    /// so what it lent the record comes back without copies.
-    pub(crate) async fn write(&self, record: &CheckpointRecord) -> Result<(), RunError> {
+    /// Writes a checkpoint now (sync: on disk before returning, unless `flush` is false: then
+    /// the next flushed write carries it). The caller keeps the record, so what it lent the
+    /// record comes back without copies.
+    pub(crate) async fn write(
+        &self,
+        record: &CheckpointRecord,
+        flush: bool,
+    ) -> Result<(), RunError> {
         Ok(self
             .store
-            .put_checkpoint(record, self.mode == Durability::Sync)
+            .put_checkpoint(record, flush && self.mode == Durability::Sync)
             .await?)
     }
 

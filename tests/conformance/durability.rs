@@ -238,3 +238,61 @@ pub async fn exit_writes_once_when_the_run_stops(backend: &dyn Backend) {
     s.probe.heal("b");
     finish(&s, "failed", mode, [3, 4, 3]).await;
 }
+
+/// Sync mode with a child: a fresh child's input record is the one write not flushed on its
+/// own, and a flushed write follows it (records survive in call order), so nesting adds no
+/// flush beyond the child's steps; every other record is flushed as it is written.
+pub async fn a_childs_input_rides_on_the_next_flush(backend: &dyn Backend) {
+    let probe = Probe::default();
+    let recorder = Arc::new(FaultyStore::over(backend.saver()));
+    let child = crate::subgraphs::chain(&probe, &["a", "b"])
+        .compile()
+        .unwrap();
+    let graph = crate::subgraphs::parent_of(&probe, child)
+        .compile()
+        .unwrap()
+        .with_checkpointer(recorder.clone());
+    graph
+        .invoke(entries(&[]), config("t", Durability::Sync))
+        .await
+        .unwrap();
+    let ops = recorder.take();
+    // (in a child's namespace, step, flushed)
+    let puts: Vec<(bool, u64, bool)> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::PutCheckpoint {
+                thread,
+                step,
+                flush,
+                ..
+            } => Some((thread.contains('/'), *step, *flush)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        puts,
+        vec![
+            (false, 0, true),
+            (false, 1, true),
+            (true, 0, false),
+            (true, 1, true),
+            (true, 2, true),
+            (false, 2, true),
+            (false, 3, true),
+        ],
+        "root input, before, the child's input (unflushed) and steps a, b, child, after"
+    );
+    let unflushed = ops
+        .iter()
+        .position(|op| matches!(op, Op::PutCheckpoint { flush: false, .. }))
+        .unwrap();
+    assert!(
+        matches!(
+            ops.get(unflushed + 1),
+            Some(Op::PutCheckpoint { flush: true, .. })
+        ),
+        "the child's input is carried by the next write's flush: {ops:?}"
+    );
+    assert_eq!(probe.runs("a"), 1);
+}

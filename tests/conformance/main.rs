@@ -49,6 +49,7 @@ macro_rules! conformance_suite {
                 durability::sync_flushes_every_step,
                 durability::async_flushes_at_the_end_on_interrupt_and_on_error,
                 durability::exit_writes_once_when_the_run_stops,
+                durability::a_childs_input_rides_on_the_next_flush,
 
                 storage::storage_grows_with_what_changed,
                 storage::replay_stays_bounded_within_and_across_runs,
@@ -117,7 +118,7 @@ macro_rules! subgraph_suite {
                 subgraphs::a_grandchild_that_asks_twice_is_answered_through_two_levels,
                 subgraphs::a_breakpoint_in_a_child_pauses_the_run,
                 subgraphs::a_failing_child_names_its_path_and_a_resume_reruns_only_what_failed,
-                subgraphs::a_childs_input_is_recorded_when_its_first_step_leaves_a_result,
+                subgraphs::a_childs_first_step_keeps_a_finished_sibling_beside_a_failed_one,
                 subgraphs::a_node_runs_subgraphs_itself,
                 subgraphs::a_child_runs_as_part_of_its_parents_run,
                 subgraph_state::a_paused_run_shows_each_childs_state_under_its_task,

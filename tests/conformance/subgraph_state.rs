@@ -156,14 +156,13 @@ pub async fn a_paused_childs_state_is_edited_and_the_resume_uses_it(saver: Arc<d
     let state = graph.get_state_with_subgraphs("t", None).await.unwrap();
     let child = state.subgraphs[0].thread.clone();
 
-    // The child's own history: the step before `ask` (its input has no record: its first
-    // step, `think`, ran in one go).
+    // The child's own history, newest first: the step before `ask`, then its input.
     let history = graph
         .history(&child, HistoryQuery::default())
         .await
         .unwrap();
     let next: Vec<_> = history.iter().map(|h| h.next.clone()).collect();
-    assert_eq!(next, vec![strings(&["ask"])]);
+    assert_eq!(next, vec![strings(&["ask"]), strings(&["think"])]);
 
     let bad = graph
         .update_subgraph_state(&child, json!({"question": 5}), None)
@@ -190,7 +189,7 @@ pub async fn a_paused_childs_state_is_edited_and_the_resume_uses_it(saver: Arc<d
             .await
             .unwrap()
             .len(),
-        2
+        3
     );
 
     let out = graph

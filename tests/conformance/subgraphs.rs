@@ -78,10 +78,8 @@ pub async fn a_compiled_graph_is_a_node_and_checkpoints_under_a_namespace(
         .list_checkpoints(&threads[0], None, 100)
         .await
         .unwrap();
-    // a, b, where: the child's own steps, saved in the parent's store. Its input has no
-    // record (nothing in its first step referred to it): the first step's starts the namespace.
-    assert_eq!(child_history.len(), 3, "the child's checkpoints");
-    assert_eq!(child_history[2].parent_id, None, "{child_history:?}");
+    // input, a, b, where: the child's own steps, saved in the parent's store.
+    assert_eq!(child_history.len(), 4, "the child's checkpoints");
     assert_eq!(
         store.list_threads().await.unwrap(),
         strings(&["t"]),
@@ -417,10 +415,10 @@ pub async fn a_failing_child_names_its_path_and_a_resume_reruns_only_what_failed
     assert_eq!((probe.runs("a"), probe.runs("b")), (1, 2));
 }
 
-/// A child's input has no record of its own unless its first step leaves something that must
-/// refer to it: here a sibling that finished beside one that failed. Its result is saved with
-/// the input's record, so the resume runs only the failed one.
-pub async fn a_childs_input_is_recorded_when_its_first_step_leaves_a_result(
+/// A child's first step where a sibling finished beside one that failed: the finished one's
+/// result is saved against the child's input record (written without a flush of its own, made
+/// durable by the result's), so the resume runs only the failed one.
+pub async fn a_childs_first_step_keeps_a_finished_sibling_beside_a_failed_one(
     saver: Arc<dyn Checkpointer>,
 ) {
     let probe = Probe::default();
@@ -574,6 +572,13 @@ pub async fn a_child_runs_as_part_of_its_parents_run(saver: Arc<dyn Checkpointer
         .iter()
         .map(|c| c.metadata.run_id.as_str())
         .collect();
-    // Newest first: `b` (the resume), `seen` (the first run; the child's input has no record).
-    assert_eq!(run_ids, vec![second.run_id.as_str(), first.run_id.as_str()]);
+    // Newest first: `b` (the resume), `seen` and the child's input (the first run).
+    assert_eq!(
+        run_ids,
+        vec![
+            second.run_id.as_str(),
+            first.run_id.as_str(),
+            first.run_id.as_str()
+        ]
+    );
 }

@@ -5,7 +5,6 @@ use super::{Run, INPUT_WRITER};
 use crate::checkpoint::{Frontier, NodeWrite, Source};
 use crate::checkpoint::{PendingKind, PendingWrite};
 use crate::graph::{Goto, GraphError};
-use crate::runtime::config::Durability;
 use crate::runtime::error::RunError;
 use crate::runtime::persist::{self, SnapshotTracker};
 use crate::runtime::saved::{add_command_tasks, COMMAND_TASK};
@@ -17,7 +16,7 @@ use std::sync::Arc;
 impl<S: State> Run<S> {
     /// Applies `input` on top of the thread's newest checkpoint, if it has one; `look_up` is
     /// false when the caller already knows it has none (a fresh child's namespace it just
-    /// read), and then the input's checkpoint is owed rather than written.
+    /// read), and then the input's checkpoint is written without waiting for the disk.
     pub(super) async fn begin_with_input(
         &mut self,
         input: S::Update,
@@ -63,20 +62,6 @@ impl<S: State> Run<S> {
             self.snapshots.force();
         }
         self.emit_values(self.step);
-        // A fresh subgraph's input needs no record of its own: nothing resumes from it that
-        // its parent's task would not redo (the task runs again and gives the same input), so
-        // it is written only if its first step leaves something that refers to it (a saved
-        // result, a pause, a failure: `save_pending`), and otherwise that step's checkpoint
-        // starts the namespace. One record fewer per child (a flush each on a disk store).
-        let deferred = self
-            .writer
-            .as_ref()
-            .is_some_and(|w| w.mode() != Durability::Exit);
-        if !look_up && deferred {
-            self.input_owed = true;
-            self.last_writers = vec![INPUT_WRITER.to_string()];
-            return Ok(());
-        }
         let writes = raw
             .map(|update| {
                 vec![NodeWrite {
@@ -85,11 +70,17 @@ impl<S: State> Run<S> {
                 }]
             })
             .unwrap_or_default();
+        // A fresh subgraph's input is written without a flush of its own: until something
+        // after it is flushed (its first step's checkpoint, a result or pause saved in that
+        // step) a crash costs nothing, as the parent's task, run again, gives the same input to
+        // a child that has no checkpoint. One flush fewer per child on a disk store.
+        let flush = look_up;
         self.save_checkpoint(
             parent,
             writes,
             Source::Input,
             vec![INPUT_WRITER.to_string()],
+            flush,
         )
         .await
     }
@@ -129,7 +120,7 @@ impl<S: State> Run<S> {
             let parent = Some(record.id);
             self.checkpoint_id = persist::new_checkpoint_id();
             return self
-                .save_checkpoint(parent, Vec::new(), Source::Fork, Vec::new())
+                .save_checkpoint(parent, Vec::new(), Source::Fork, Vec::new(), true)
                 .await;
         }
         self.pending = store.get_writes(&self.thread_id, record.id).await?;

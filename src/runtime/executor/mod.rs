@@ -103,10 +103,6 @@ pub(crate) struct Run<S: State> {
     skip_before: bool,
     last_writers: Vec<String>,
     unsaved: bool,
-    /// A fresh subgraph's input checkpoint, not written yet: it is written only when something
-    /// must refer to it (a result saved in its first step, a pause or failure there); otherwise
-    /// the first step's checkpoint starts the namespace (see `begin_with_input`).
-    input_owed: bool,
     /// What a paused run's result shows: the state with the step's finished results merged.
     shown: Option<S>,
     /// Which fields this run's steps wrote, when its caller asked (a graph used as a node of
@@ -220,7 +216,6 @@ impl<S: State> Run<S> {
             skip_before: false,
             last_writers: Vec::new(),
             unsaved: false,
-            input_owed: false,
             shown: None,
             marks: None,
             config,

@@ -24,13 +24,15 @@ impl<S: State> Run<S> {
     }
 
     /// Writes the checkpoint for the current state and frontier (or, in exit mode, notes that
-    /// one is owed).
+    /// one is owed). In sync mode it is on disk before this returns, unless `flush` is false
+    /// (a fresh subgraph's input: see `begin_with_input`).
     pub(super) async fn save_checkpoint(
         &mut self,
         parent: Option<CheckpointId>,
         writes: Vec<NodeWrite>,
         source: Source,
         writers: Vec<String>,
+        flush: bool,
     ) -> Result<(), RunError> {
         let Some(writer) = &self.writer else {
             return Ok(());
@@ -81,7 +83,7 @@ impl<S: State> Run<S> {
             if queues {
                 writer.queue(record).await?;
             } else {
-                let written = writer.write(&record).await;
+                let written = writer.write(&record, flush).await;
                 self.frontier = record.frontier;
                 self.last_writers = record.metadata.writers;
                 written?;
@@ -100,8 +102,7 @@ impl<S: State> Run<S> {
         Ok(())
     }
 
-    /// Saves task results against the current checkpoint (writing it first if it is a fresh
-    /// subgraph's owed input checkpoint).
+    /// Saves task results against the current checkpoint.
     pub(super) async fn save_pending(
         &mut self,
         writes: Vec<PendingWrite>,
@@ -109,11 +110,6 @@ impl<S: State> Run<S> {
     ) -> Result<(), RunError> {
         if writes.is_empty() {
             return Ok(());
-        }
-        if std::mem::take(&mut self.input_owed) {
-            let writers = std::mem::take(&mut self.last_writers);
-            self.save_checkpoint(None, Vec::new(), Source::Input, writers)
-                .await?;
         }
         if let Some(store) = self.store() {
             store

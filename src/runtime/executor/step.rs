@@ -132,8 +132,7 @@ impl<S: State> Run<S> {
         self.emit_values(step);
         let ran = std::mem::replace(&mut self.frontier, next).tasks;
 
-        // A fresh subgraph whose input checkpoint was never needed starts its namespace here.
-        let parent = (!std::mem::take(&mut self.input_owed)).then_some(self.checkpoint_id);
+        let parent = Some(self.checkpoint_id);
         self.checkpoint_id = match &self.writer {
             Some(_) => persist::new_checkpoint_id(),
             // Unsaved checkpoints only need ids unique within the run (interrupt ids, keys).
@@ -143,7 +142,7 @@ impl<S: State> Run<S> {
         self.pending.clear();
         if self.writer.is_some() {
             let writers = ran.iter().map(|t| t.node.clone()).collect();
-            self.save_checkpoint(parent, writes, Source::Loop, writers)
+            self.save_checkpoint(parent, writes, Source::Loop, writers, true)
                 .await?;
         }
         Ok(ran)
