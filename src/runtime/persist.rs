@@ -50,14 +50,45 @@ pub(crate) struct ChainStats {
     pub(crate) snapshot_cost: usize,
 }
 
+/// A delta checkpoint's writes with its id and the schema version they were written under.
+type Delta = (CheckpointId, u32, Vec<NodeWrite>);
+
 /// Rebuilds the state stored at `record`: its nearest snapshot plus the deltas since.
 pub(crate) async fn load_state<S: State>(
     store: &dyn Checkpointer,
     record: &CheckpointRecord,
 ) -> Result<(S, ChainStats), RunError> {
     let thread = &record.thread_id;
-    let mut deltas: Vec<(CheckpointId, u32, Vec<NodeWrite>)> = Vec::new();
     let mut stats = ChainStats::default();
+    let (current, deltas) = walk_to_snapshot(store, record, &mut stats).await?;
+    let base = current.as_ref().unwrap_or(record);
+    // The walk only stops at a snapshot; matching again (instead of its loop breaking out with a
+    // borrow, which the borrow checker refuses across the loop's reassignment) keeps this
+    // panic-free.
+    let StateData::Snapshot(snapshot) = &base.state else {
+        return Err(corrupt_chain(
+            thread,
+            base.id,
+            "no snapshot at the end of its chain".into(),
+        ));
+    };
+    stats.snapshot_bytes = snapshot.get().len();
+    stats.snapshot_cost = store.snapshot_cost(stats.snapshot_bytes);
+    let mut state = decode_snapshot::<S>(thread, base, snapshot)?;
+    apply_deltas(&mut state, thread, deltas)?;
+    Ok((state, stats))
+}
+
+/// Walks from `record` back to its nearest snapshot, collecting the deltas on the way (newest
+/// first) and counting them in `stats`. Returns the record holding the snapshot, or `None` when
+/// `record` itself holds it.
+async fn walk_to_snapshot(
+    store: &dyn Checkpointer,
+    record: &CheckpointRecord,
+    stats: &mut ChainStats,
+) -> Result<(Option<CheckpointRecord>, Vec<Delta>), RunError> {
+    let thread = &record.thread_id;
+    let mut deltas: Vec<Delta> = Vec::new();
     let mut current: Option<CheckpointRecord> = None;
     // The snapshot is borrowed where the walk stops, not cloned: a clone copied the whole state
     // (10 MB at 100k messages).
@@ -69,14 +100,7 @@ pub(crate) async fn load_state<S: State>(
                 stats.deltas += 1;
                 stats.delta_bytes += writes.iter().map(|w| w.update.get().len()).sum::<usize>();
                 deltas.push((rec.id, rec.metadata.schema_version, writes.clone()));
-                let missing = |what: String| {
-                    RunError::Checkpoint(CheckpointError::Corrupt {
-                        thread: thread.clone(),
-                        checkpoint: Some(rec.id),
-                        what: "checkpoint",
-                        source: crate::checkpoint::codec::FrameError::Decode(what),
-                    })
-                };
+                let missing = |what: String| corrupt_chain(thread, rec.id, what);
                 let parent = rec.parent_id.ok_or_else(|| {
                     missing("a delta checkpoint has no parent to apply to".into())
                 })?;
@@ -88,48 +112,67 @@ pub(crate) async fn load_state<S: State>(
             }
         }
     }
-    let base = current.as_ref().unwrap_or(record);
-    // The loop only stops at a snapshot; matching again (instead of breaking out with a borrow,
-    // which the borrow checker refuses across the loop's reassignment) keeps this panic-free.
-    let StateData::Snapshot(snapshot) = &base.state else {
-        return Err(RunError::Checkpoint(CheckpointError::Corrupt {
-            thread: thread.clone(),
-            checkpoint: Some(base.id),
-            what: "checkpoint",
-            source: crate::checkpoint::codec::FrameError::Decode(
-                "no snapshot at the end of its chain".into(),
-            ),
-        }));
-    };
-    let (version, snapshot_id) = (base.metadata.schema_version, base.id);
-    stats.snapshot_bytes = snapshot.get().len();
-    stats.snapshot_cost = store.snapshot_cost(stats.snapshot_bytes);
-    let mismatch = |checkpoint: CheckpointId, message: String| RunError::StateMismatch {
-        thread_id: thread.clone(),
+    Ok((current, deltas))
+}
+
+/// A chain of checkpoints that cannot be followed to a snapshot.
+fn corrupt_chain(thread: &str, checkpoint: CheckpointId, what: String) -> RunError {
+    RunError::Checkpoint(CheckpointError::Corrupt {
+        thread: thread.to_owned(),
+        checkpoint: Some(checkpoint),
+        what: "checkpoint",
+        source: crate::checkpoint::codec::FrameError::Decode(what),
+    })
+}
+
+/// A stored state or update that does not fit the state type.
+fn mismatch(thread: &str, checkpoint: CheckpointId, message: String) -> RunError {
+    RunError::StateMismatch {
+        thread_id: thread.to_owned(),
         checkpoint,
         message,
-    };
-    let mut state: S = if version == S::VERSION {
-        decode_named::<S>(snapshot.get()).map_err(|m| mismatch(snapshot_id, m))?
-    } else {
-        let value: serde_json::Value = serde_json::from_str(snapshot.get())
-            .map_err(|e| mismatch(snapshot_id, e.to_string()))?;
-        let migrated = S::migrate(version, value).map_err(|message| RunError::SchemaVersion {
-            thread_id: thread.clone(),
-            found: version,
-            expected: S::VERSION,
-            message,
-        })?;
-        serde_json::from_value(migrated)
-            .map_err(|e| mismatch(snapshot_id, format!("the migrated state does not fit: {e}")))?
-    };
+    }
+}
+
+/// Decodes the snapshot stored in `base`, through [`State::migrate`] when it was written under
+/// another schema version.
+fn decode_snapshot<S: State>(
+    thread: &str,
+    base: &CheckpointRecord,
+    snapshot: &RawValue,
+) -> Result<S, RunError> {
+    let (version, snapshot_id) = (base.metadata.schema_version, base.id);
+    if version == S::VERSION {
+        return decode_named::<S>(snapshot.get()).map_err(|m| mismatch(thread, snapshot_id, m));
+    }
+    let value: serde_json::Value = serde_json::from_str(snapshot.get())
+        .map_err(|e| mismatch(thread, snapshot_id, e.to_string()))?;
+    let migrated = S::migrate(version, value).map_err(|message| RunError::SchemaVersion {
+        thread_id: thread.to_owned(),
+        found: version,
+        expected: S::VERSION,
+        message,
+    })?;
+    serde_json::from_value(migrated).map_err(|e| {
+        mismatch(
+            thread,
+            snapshot_id,
+            format!("the migrated state does not fit: {e}"),
+        )
+    })
+}
+
+/// Applies the deltas (collected newest first) to `state`, oldest first, each checkpoint's
+/// writes as one batch, as the step that wrote them merged them.
+fn apply_deltas<S: State>(state: &mut S, thread: &str, deltas: Vec<Delta>) -> Result<(), RunError> {
     for (id, written_as, writes) in deltas.into_iter().rev() {
         let mut batch = writes
             .iter()
             .map(|w| {
                 let update = if written_as == S::VERSION {
-                    decode_named::<S::Update>(w.update.get())
-                        .map_err(|m| mismatch(id, format!("an update by `{}`: {m}", w.node)))?
+                    decode_named::<S::Update>(w.update.get()).map_err(|m| {
+                        mismatch(thread, id, format!("an update by `{}`: {m}", w.node))
+                    })?
                 } else {
                     migrate_update::<S>(thread, written_as, w)?
                 };
@@ -138,9 +181,9 @@ pub(crate) async fn load_state<S: State>(
             .collect::<Result<Vec<_>, RunError>>()?;
         state
             .apply(&mut batch)
-            .map_err(|e| mismatch(id, e.to_string()))?;
+            .map_err(|e| mismatch(thread, id, e.to_string()))?;
     }
-    Ok((state, stats))
+    Ok(())
 }
 
 /// Reads an update stored under an older schema version through [`State::migrate_update`].
