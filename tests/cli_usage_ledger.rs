@@ -23,7 +23,7 @@ mod research_support;
 #[path = "support/task_plans.rs"]
 mod task_plans;
 
-use fake_openai::{Call, FakeOpenAi};
+use fake_openai::{kinds, Call, FakeOpenAi};
 use harness::{Db, Output};
 use research::{done, three_todos, Research, T1};
 use serde_json::{json, Value};
@@ -41,30 +41,12 @@ fn ledger_calls(r: &Research, thread: &str) -> u64 {
 
 /// The total calls of the usage summary a run prints (`total   N calls ...`).
 fn summary_calls(out: &Output) -> u64 {
-    let usage = out
-        .stderr
-        .split("model usage of this thread:")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no usage summary: {out}"));
-    let total = usage
-        .lines()
-        .find(|l| l.starts_with("total"))
-        .unwrap_or_else(|| panic!("no total line: {out}"));
-    total.split_whitespace().nth(1).unwrap().parse().unwrap()
+    out.usage_total("model usage of this thread:")
 }
 
 /// The total calls of the usage summary a failed run prints (its saved steps' ledger).
 fn failed_summary_calls(out: &Output) -> u64 {
-    let usage = out
-        .stderr
-        .split("model usage of this thread's saved steps")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no usage summary: {out}"));
-    let total = usage
-        .lines()
-        .find(|l| l.starts_with("total"))
-        .unwrap_or_else(|| panic!("no total line: {out}"));
-    total.split_whitespace().nth(1).unwrap().parse().unwrap()
+    out.usage_total("model usage of this thread's saved steps")
 }
 
 /// Runs the research graph to its end and checks that both readouts of the ledger count what
@@ -85,13 +67,6 @@ fn run_and_compare(r: &Research) -> (String, u64) {
         "the run's usage summary counts every request: {out}"
     );
     (thread, answered)
-}
-
-fn kinds(calls: &[Call]) -> Vec<String> {
-    calls
-        .iter()
-        .map(|c| format!("{} {}", c.kind, c.key))
-        .collect()
 }
 
 /// The first `n` requests of `kind` get `reply`, later ones the script's.

@@ -24,7 +24,7 @@ mod research;
 #[path = "research_support.rs"]
 mod research_support;
 
-use fake_openai::{Call, FakeOpenAi};
+use fake_openai::{kinds, FakeOpenAi};
 use harness::{Db, Output, TestCommand};
 use research::{done, three_todos, QUESTION};
 use serde::{Deserialize, Serialize};
@@ -238,29 +238,8 @@ fn json_of(out: &Output) -> Value {
     serde_json::from_str(printed).unwrap_or_else(|e| panic!("not one JSON document ({e})\n{out}"))
 }
 
-fn kinds(calls: &[Call]) -> Vec<String> {
-    calls
-        .iter()
-        .map(|c| format!("{} {}", c.kind, c.key))
-        .collect()
-}
-
-/// The total calls of the usage summary a run prints (`total   N calls ...`), after `heading`.
-fn total_after(out: &Output, heading: &str) -> u64 {
-    let usage = out
-        .stderr
-        .split(heading)
-        .nth(1)
-        .unwrap_or_else(|| panic!("no usage summary: {out}"));
-    let total = usage
-        .lines()
-        .find(|l| l.starts_with("total"))
-        .unwrap_or_else(|| panic!("no total line: {out}"));
-    total.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 fn summary_calls(out: &Output) -> u64 {
-    total_after(out, "model usage of this thread:")
+    out.usage_total("model usage of this thread:")
 }
 
 /// The row the child's failed plan requests are shown under: named with its path.
@@ -278,7 +257,7 @@ fn a_failed_run_inside_a_child_says_what_the_child_paid() {
         "the child's error says what it spent: {out}"
     );
     assert_eq!(
-        total_after(&out, "model usage of this thread's saved steps"),
+        out.usage_total("model usage of this thread's saved steps"),
         3,
         "the failed run's summary counts the child's failed attempts: {out}"
     );
@@ -402,7 +381,7 @@ fn what_a_failed_childs_saved_steps_paid_is_counted_until_its_parent_step_finish
     let thread = out.thread();
     assert_eq!(s.paid(), 2 + 3, "{:?}", s.kinds());
     assert_eq!(
-        total_after(&out, "model usage of this thread's saved steps"),
+        out.usage_total("model usage of this thread's saved steps"),
         5,
         "the failed run counts what the child's saved steps paid: {out}"
     );

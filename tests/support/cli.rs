@@ -370,6 +370,21 @@ impl Output {
         thread_in(&self.stderr).unwrap_or_else(|| panic!("no `thread ID` line\n{self}"))
     }
 
+    /// The total calls of the usage summary printed on stderr after `heading` (its
+    /// `total   N calls ...` line).
+    pub fn usage_total(&self, heading: &str) -> u64 {
+        let usage = self
+            .stderr
+            .split(heading)
+            .nth(1)
+            .unwrap_or_else(|| panic!("no usage summary after {heading:?}: {self}"));
+        let total = usage
+            .lines()
+            .find(|l| l.starts_with("total"))
+            .unwrap_or_else(|| panic!("no total line: {self}"));
+        total.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
     /// Fails the test unless stderr contains every one of `needles`.
     pub fn stderr_has(&self, needles: &[&str]) -> &Self {
         for n in needles {

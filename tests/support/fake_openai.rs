@@ -80,6 +80,14 @@ pub struct FakeOpenAi {
     inner: Arc<Inner>,
 }
 
+/// The calls as `kind key` lines, for readable assertion messages.
+pub fn kinds(calls: &[Call]) -> Vec<String> {
+    calls
+        .iter()
+        .map(|c| format!("{} {}", c.kind, c.key))
+        .collect()
+}
+
 impl FakeOpenAi {
     /// Starts a server that plans `plan` (a `Plan` reply: `{"todos": [...]}`) and reviews todo
     /// `id` with `verdict(id)` (a `PlanUpdate` without `completed_task_id`, which is filled in).
