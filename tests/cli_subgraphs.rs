@@ -6,19 +6,20 @@
 //! test binary again (`current_exe`, the hidden `cli_child` test) running the `graph` app with a
 //! `batch` graph registered, as a user's own binary would.
 
+#[path = "support/own_binary.rs"]
+mod own_binary;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use stategraph::graph::CompiledGraph;
 use stategraph::registry::{BuildError, GraphFactory, GraphFile};
 use stategraph::runtime::{Context, NodeError, Subgraph};
 use stategraph::{Send, State, StateGraph, END, START};
-use std::io::Write as _;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
 const CHILD_ENV: &str = "STATEGRAPH_CLI_SUBGRAPHS_ARGS";
-const MARK: &str = "<<<graph output>>>";
 
 #[derive(State, Clone, Debug, Default, Serialize, Deserialize)]
 struct Batch {
@@ -90,17 +91,9 @@ impl GraphFactory for BatchFactory {
 #[test]
 #[ignore = "a child process of the cli_subgraphs tests, started by them"]
 fn cli_child() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
-    let mut args = vec!["graph".to_string()];
-    args.extend(spec.split('\u{1f}').map(str::to_string));
-    println!("{MARK}");
-    let code = stategraph::cli::App::new()
-        .register(BatchFactory)
-        .status_from(args);
-    let _ = std::io::stdout().flush();
-    std::process::exit(i32::from(code));
+    own_binary::run_if_child(CHILD_ENV, || {
+        stategraph::cli::App::new().register(BatchFactory)
+    });
 }
 
 struct Out {
@@ -114,23 +107,13 @@ fn graph(db: &Path, args: &[&str]) -> Out {
     let mut all = vec!["--db".to_string(), db.display().to_string()];
     all.extend(args.iter().map(|a| a.to_string()));
     let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "cli_child",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, all.join("\u{1f}"))
+        .args(own_binary::child_test_args("cli_child"))
+        .env(CHILD_ENV, own_binary::command_line(&all))
         .env_remove("GRAPH_DB")
         .env("GRAPH_OUT", db.join("output"))
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stdout = match stdout.split_once(MARK) {
-        Some((_, after)) => after.trim_start_matches('\n').to_string(),
-        None => stdout.to_string(),
-    };
+    let stdout = own_binary::after_mark(&String::from_utf8_lossy(&out.stdout)).to_string();
     Out {
         code: out.status.code().unwrap_or(-1),
         stdout,

@@ -19,6 +19,8 @@
 mod fake_openai;
 #[path = "support/cli.rs"]
 mod harness;
+#[path = "support/own_binary.rs"]
+mod own_binary;
 #[path = "support/research_cli.rs"]
 mod research;
 #[path = "research_support.rs"]
@@ -35,14 +37,11 @@ use stategraph::llm::UsageLedger;
 use stategraph::registry::{BuildError, GraphFactory, GraphFile, SettingsSchema};
 use stategraph::runtime::{Context, NodeError, Subgraph};
 use stategraph::{State, StateGraph, END, START};
-use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Where `nested_child` finds its command line (arguments joined by U+001F).
 const CHILD_ENV: &str = "STATEGRAPH_CLI_USAGE_SUBGRAPHS_ARGS";
-/// Printed by `nested_child` before the app runs: the test harness's own lines come before it.
-const MARK: &str = "<<<graph output>>>";
 
 /// The parent: a question, its answer, and a ledger that the child's ledger is added to.
 #[derive(State, Clone, Debug, Default, Serialize, Deserialize)]
@@ -114,17 +113,9 @@ impl GraphFactory for NestedFactory {
 #[test]
 #[ignore = "a child process of the cli_usage_subgraphs tests, started by them"]
 fn nested_child() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
-    let mut args = vec!["graph".to_string()];
-    args.extend(spec.split('\u{1f}').map(str::to_string));
-    println!("{MARK}");
-    let code = stategraph::cli::App::new()
-        .register(NestedFactory)
-        .status_from(args);
-    let _ = std::io::stdout().flush();
-    std::process::exit(i32::from(code));
+    own_binary::run_if_child(CHILD_ENV, || {
+        stategraph::cli::App::new().register(NestedFactory)
+    });
 }
 
 /// A store, a corpus and a stand-in model server whose plan is unusable (empty) until the test
@@ -163,17 +154,11 @@ impl Setup {
     /// `graph --db DB ARGS` with `nested` registered, pointed at the stand-in server.
     fn graph(&self, args: &[&str]) -> TestCommand {
         let exe = std::env::current_exe().expect("the test binary's path");
-        let child = [
-            "nested_child",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ];
+        let child = own_binary::child_test_args("nested_child");
         let mut spec = vec!["--db".to_string(), self.db.path().display().to_string()];
         spec.extend(args.iter().map(|a| a.to_string()));
         TestCommand::program(&exe, &child, &format!("graph {}", args.join(" ")))
-            .env(CHILD_ENV, spec.join("\u{1f}"))
+            .env(CHILD_ENV, own_binary::command_line(&spec))
             .env("GRAPH_OUT", self.db.out())
             .with_model_at(&self.server.base_url())
     }
@@ -231,10 +216,7 @@ impl Setup {
 
 /// The JSON document the command printed (after the test harness's own lines).
 fn json_of(out: &Output) -> Value {
-    let printed = out
-        .stdout
-        .split_once(MARK)
-        .map_or(out.stdout.as_str(), |(_, p)| p);
+    let printed = own_binary::after_mark(&out.stdout);
     serde_json::from_str(printed).unwrap_or_else(|e| panic!("not one JSON document ({e})\n{out}"))
 }
 

@@ -1,0 +1,56 @@
+//! A user's own `graph` binary inside a test: the test binary runs itself again as that binary,
+//! through one of its ignored tests that registers the user's graphs with
+//! `stategraph::cli::App`, so the real CLI runs them in a real process.
+//!
+//! ```ignore
+//! #[test]
+//! #[ignore = "a child process of these tests, started by them"]
+//! fn cli_child() {
+//!     own_binary::run_if_child(CHILD_ENV, || App::new().register(MyFactory));
+//! }
+//! // in a test: current_exe() with own_binary::child_test_args("cli_child"),
+//! // env CHILD_ENV = own_binary::command_line(&args); read own_binary::after_mark(&stdout)
+//! ```
+#![allow(dead_code)]
+
+use std::io::Write as _;
+
+/// Printed by the child before the CLI's own output (the test harness prints its own first).
+pub const MARK: &str = "<<<graph output>>>";
+
+/// The child's side: when `env` holds a command line (`command_line`), runs it as `graph` with
+/// the CLI `app` builds and exits with its code; in the test run itself, returns at once.
+pub fn run_if_child(env: &str, app: impl FnOnce() -> stategraph::cli::App) {
+    let Ok(spec) = std::env::var(env) else {
+        return;
+    };
+    let mut args = vec!["graph".to_string()];
+    args.extend(spec.split('\u{1f}').map(str::to_string));
+    println!("{MARK}");
+    let code = app().status_from(args);
+    let _ = std::io::stdout().flush();
+    std::process::exit(i32::from(code));
+}
+
+/// The test harness's arguments that run only the ignored test `name` (the child).
+pub fn child_test_args(name: &str) -> [&str; 5] {
+    [
+        name,
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ]
+}
+
+/// `args` as the child reads them from its environment variable.
+pub fn command_line(args: &[String]) -> String {
+    args.join("\u{1f}")
+}
+
+/// What the CLI printed: the child's stdout after its mark.
+pub fn after_mark(stdout: &str) -> &str {
+    stdout
+        .split_once(MARK)
+        .map_or(stdout, |(_, after)| after.trim_start_matches('\n'))
+}
