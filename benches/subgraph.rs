@@ -2,9 +2,9 @@
 //! flat in the parent, without a checkpointer (engine only) and with the memory checkpointer
 //! in sync mode (every step, the child's included, saves a checkpoint).
 //!
-//! `cargo bench --bench subgraph`. Criterion reports time per graph run. A third mode,
-//! `sled_sync`, runs on a sled store (the `graph` command's) in sync mode, where each record is
-//! a flush: one store per workload, a new thread per run. The nested run does
+//! `cargo bench --bench subgraph`. Criterion reports time per graph run. Two more modes run on
+//! a sled store (the `graph` command's), one store per workload and a new thread per run:
+//! `sled_sync`, where each record is a flush, and `sled_async`, where a run flushes once. The nested run does
 //! the child's 10 steps plus one parent step, which starts a nested run (its namespace, its
 //! first checkpoint) and turns the child's final state into the parent's update; `nested -
 //! flat` is that overhead, quoted in BENCHMARKS.md against the cost of one flat step.
@@ -75,8 +75,8 @@ fn mapped() -> CompiledGraph<Count> {
     g.compile().expect("valid parent")
 }
 
-fn config() -> RunConfig {
-    RunConfig::new().durability(Durability::Sync)
+fn config(durability: Durability) -> RunConfig {
+    RunConfig::new().durability(durability)
 }
 
 /// Where a workload's checkpoints go.
@@ -86,12 +86,12 @@ enum Saver {
     /// A fresh memory store per run, so no run reads a store the others grew.
     Memory,
     /// One sled store for the workload's runs, each on a new thread.
-    Sled(Arc<dyn Checkpointer>),
+    Sled(Arc<dyn Checkpointer>, Durability),
 }
 
 /// One graph run of a workload.
 async fn run_once(graph: &CompiledGraph<Count>, saver: &Saver) {
-    let store: Arc<dyn Checkpointer> = match saver {
+    let (store, durability): (Arc<dyn Checkpointer>, _) = match saver {
         Saver::None => {
             let out = graph
                 .invoke(CountUpdate::default(), RunConfig::new())
@@ -100,12 +100,12 @@ async fn run_once(graph: &CompiledGraph<Count>, saver: &Saver) {
             assert_eq!(out.state.count, STEPS as u64);
             return;
         }
-        Saver::Memory => Arc::new(MemoryCheckpointer::new()),
-        Saver::Sled(store) => store.clone(),
+        Saver::Memory => (Arc::new(MemoryCheckpointer::new()), Durability::Sync),
+        Saver::Sled(store, durability) => (store.clone(), *durability),
     };
     let saved = graph.clone().with_checkpointer(store);
     let out = saved
-        .invoke(CountUpdate::default(), config())
+        .invoke(CountUpdate::default(), config(durability))
         .await
         .expect("run");
     assert_eq!(out.state.log.len(), STEPS);
@@ -127,11 +127,13 @@ fn bench(c: &mut Criterion) {
     let mapped = mapped();
     let dir = tempfile::tempdir().expect("a temporary folder");
     for (name, graph) in [("flat", &flat), ("nested", &nested), ("mapped", &mapped)] {
-        let sled = SledCheckpointer::open(dir.path().join(name)).expect("a new sled store");
+        let sled: Arc<dyn Checkpointer> =
+            Arc::new(SledCheckpointer::open(dir.path().join(name)).expect("a new sled store"));
         let savers = [
             ("no_checkpointer", Saver::None),
             ("memory_sync", Saver::Memory),
-            ("sled_sync", Saver::Sled(Arc::new(sled))),
+            ("sled_sync", Saver::Sled(sled.clone(), Durability::Sync)),
+            ("sled_async", Saver::Sled(sled, Durability::Async)),
         ];
         for (mode, saver) in &savers {
             group.bench_function(BenchmarkId::new(*mode, name), |b| {

@@ -345,7 +345,7 @@ impl CheckpointWriter {
             Some((tx, _)) => {
                 if tx.send(record).is_err() {
                     // The writer stopped on an error; `finish` reports it.
-                    return self.finish().await;
+                    return self.finish(false).await;
                 }
                 Ok(())
             }
@@ -367,8 +367,8 @@ impl CheckpointWriter {
             .await?)
     }
 
-    /// Waits for queued checkpoints and flushes them to disk.
-    pub(crate) async fn finish(&mut self) -> Result<(), RunError> {
+    /// Waits for queued checkpoints and, with `flush`, flushes them to disk.
+    pub(crate) async fn finish(&mut self, flush: bool) -> Result<(), RunError> {
         if let Some((tx, handle)) = self.background.take() {
             drop(tx);
             match handle.await {
@@ -380,7 +380,9 @@ impl CheckpointWriter {
                     .into())
                 }
             }
-            self.store.flush().await?;
+            if flush {
+                self.store.flush().await?;
+            }
         }
         Ok(())
     }

@@ -296,3 +296,28 @@ pub async fn a_childs_input_rides_on_the_next_flush(backend: &dyn Backend) {
     );
     assert_eq!(probe.runs("a"), 1);
 }
+
+/// Async mode with a child: the child's checkpoints are written in the background like its
+/// parent's, and the run flushes once, at its end, not once more at the child's.
+pub async fn async_flushes_once_with_a_child(backend: &dyn Backend) {
+    let probe = Probe::default();
+    let recorder = Arc::new(FaultyStore::over(backend.saver()));
+    let child = crate::subgraphs::chain(&probe, &["a", "b"])
+        .compile()
+        .unwrap();
+    let graph = crate::subgraphs::parent_of(&probe, child)
+        .compile()
+        .unwrap()
+        .with_checkpointer(recorder.clone());
+    graph
+        .invoke(entries(&[]), config("t", Durability::Async))
+        .await
+        .unwrap();
+    let ops = recorder.take();
+    assert_eq!(puts(&ops).len(), 7, "{ops:#?}");
+    assert!(puts(&ops).iter().all(|(_, flushed)| !flushed), "{ops:#?}");
+    let flushes = ops.iter().filter(|op| **op == Op::Flush).count();
+    assert_eq!(flushes, 1, "{ops:#?}");
+    assert!(flushed_after_last_put(&ops), "{ops:#?}");
+    assert_eq!(checkpoint_ids(&graph, "t").await.len(), 4);
+}

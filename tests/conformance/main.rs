@@ -50,6 +50,7 @@ macro_rules! conformance_suite {
                 durability::async_flushes_at_the_end_on_interrupt_and_on_error,
                 durability::exit_writes_once_when_the_run_stops,
                 durability::a_childs_input_rides_on_the_next_flush,
+                durability::async_flushes_once_with_a_child,
 
                 storage::storage_grows_with_what_changed,
                 storage::replay_stays_bounded_within_and_across_runs,

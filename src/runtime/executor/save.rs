@@ -140,7 +140,11 @@ impl<S: State> Run<S> {
             }
         }
         if let Some(writer) = &mut self.writer {
-            writer.finish().await?;
+            // A subgraph's end is not its run's: its queued records are written before its
+            // parent's step goes on (so they precede that step's record), and flushed with the
+            // parent's at the root's end, on a pause or on a failure (one flush per run, not
+            // one per child).
+            writer.finish(self.path.is_root()).await?;
         }
         Ok(())
     }
