@@ -11,6 +11,7 @@
 #[path = "support/own_binary.rs"]
 mod own_binary;
 
+use own_binary::Out;
 use serde::{Deserialize, Serialize};
 use stategraph::artifacts::{Artifact, ArtifactSet};
 use stategraph::graph::CompiledGraph;
@@ -18,7 +19,6 @@ use stategraph::registry::{BuildError, GraphFactory, GraphFile};
 use stategraph::runtime::{Context, NodeError};
 use stategraph::{State, StateGraph, END, START};
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 
 const CHILD_ENV: &str = "STATEGRAPH_CLI_SUBGRAPH_ARTIFACTS_ARGS";
@@ -93,40 +93,9 @@ fn cli_child() {
     });
 }
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl std::fmt::Display for Out {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
-
 /// `graph --db DB ARGS...` with `notes` registered, its artifacts under `DB/output`.
 fn graph(db: &Path, args: &[&str]) -> Out {
-    let mut all = vec!["--db".to_string(), db.display().to_string()];
-    all.extend(args.iter().map(|a| a.to_string()));
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(own_binary::child_test_args("cli_child"))
-        .env(CHILD_ENV, own_binary::command_line(&all))
-        .env_remove("GRAPH_DB")
-        .env_remove("RUST_LOG")
-        .env("GRAPH_OUT", db.join("output"))
-        .output()
-        .unwrap();
-    let stdout = own_binary::after_mark(&String::from_utf8_lossy(&out.stdout)).to_string();
-    Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout,
-        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
-    }
+    own_binary::graph_at("cli_child", CHILD_ENV, db, args)
 }
 
 /// Runs `notes` with `extra` flags on a new thread `t` in a new store; the run must finish,

@@ -9,6 +9,7 @@
 #[path = "support/own_binary.rs"]
 mod own_binary;
 
+use own_binary::Out;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use stategraph::graph::CompiledGraph;
@@ -16,7 +17,6 @@ use stategraph::registry::{BuildError, GraphFactory, GraphFile};
 use stategraph::runtime::{Context, NodeError, Subgraph};
 use stategraph::{Send, State, StateGraph, END, START};
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 
 const CHILD_ENV: &str = "STATEGRAPH_CLI_SUBGRAPHS_ARGS";
@@ -96,29 +96,9 @@ fn cli_child() {
     });
 }
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 /// `graph --db DB ARGS...` with `batch` registered.
 fn graph(db: &Path, args: &[&str]) -> Out {
-    let mut all = vec!["--db".to_string(), db.display().to_string()];
-    all.extend(args.iter().map(|a| a.to_string()));
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(own_binary::child_test_args("cli_child"))
-        .env(CHILD_ENV, own_binary::command_line(&all))
-        .env_remove("GRAPH_DB")
-        .env("GRAPH_OUT", db.join("output"))
-        .output()
-        .unwrap();
-    let stdout = own_binary::after_mark(&String::from_utf8_lossy(&out.stdout)).to_string();
-    Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout,
-        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
-    }
+    own_binary::graph_at("cli_child", CHILD_ENV, db, args)
 }
 
 fn expect(db: &Path, args: &[&str], code: i32) -> Out {

@@ -14,6 +14,8 @@
 #![allow(dead_code)]
 
 use std::io::Write as _;
+use std::path::Path;
+use std::process::Command;
 
 /// Printed by the child before the CLI's own output (the test harness prints its own first).
 pub const MARK: &str = "<<<graph output>>>";
@@ -53,4 +55,41 @@ pub fn after_mark(stdout: &str) -> &str {
     stdout
         .split_once(MARK)
         .map_or(stdout, |(_, after)| after.trim_start_matches('\n'))
+}
+
+/// How a run of the child ended and what it printed (stdout after the mark).
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl std::fmt::Display for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// `graph --db DB ARGS...` run by this test binary's ignored test `name`, which reads its
+/// command line from `env`; `GRAPH_DB` and `RUST_LOG` unset, artifacts under `DB/output`.
+pub fn graph_at(name: &str, env: &str, db: &Path, args: &[&str]) -> Out {
+    let mut all = vec!["--db".to_string(), db.display().to_string()];
+    all.extend(args.iter().map(|a| a.to_string()));
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(child_test_args(name))
+        .env(env, command_line(&all))
+        .env_remove("GRAPH_DB")
+        .env_remove("RUST_LOG")
+        .env("GRAPH_OUT", db.join("output"))
+        .output()
+        .unwrap();
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: after_mark(&String::from_utf8_lossy(&out.stdout)).to_string(),
+        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
+    }
 }
