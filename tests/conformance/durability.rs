@@ -239,10 +239,8 @@ pub async fn exit_writes_once_when_the_run_stops(backend: &dyn Backend) {
     finish(&s, "failed", mode, [3, 4, 3]).await;
 }
 
-/// Sync mode with a child: a fresh child's input record is the one write not flushed on its
-/// own, and a flushed write follows it (records survive in call order), so nesting adds no
-/// flush beyond the child's steps; every other record is flushed as it is written.
-pub async fn a_childs_input_rides_on_the_next_flush(backend: &dyn Backend) {
+/// `before -> child (a -> b) -> after` over a recording store.
+fn with_a_child(backend: &dyn Backend) -> Scenario {
     let probe = Probe::default();
     let recorder = Arc::new(FaultyStore::over(backend.saver()));
     let child = crate::subgraphs::chain(&probe, &["a", "b"])
@@ -252,6 +250,22 @@ pub async fn a_childs_input_rides_on_the_next_flush(backend: &dyn Backend) {
         .compile()
         .unwrap()
         .with_checkpointer(recorder.clone());
+    Scenario {
+        probe,
+        recorder,
+        graph,
+    }
+}
+
+/// Sync mode with a child: a fresh child's input record is the one write not flushed on its
+/// own, and a flushed write follows it (records survive in call order), so nesting adds no
+/// flush beyond the child's steps; every other record is flushed as it is written.
+pub async fn a_childs_input_rides_on_the_next_flush(backend: &dyn Backend) {
+    let Scenario {
+        probe,
+        recorder,
+        graph,
+    } = with_a_child(backend);
     graph
         .invoke(entries(&[]), config("t", Durability::Sync))
         .await
@@ -300,15 +314,9 @@ pub async fn a_childs_input_rides_on_the_next_flush(backend: &dyn Backend) {
 /// Async mode with a child: the child's checkpoints are written in the background like its
 /// parent's, and the run flushes once, at its end, not once more at the child's.
 pub async fn async_flushes_once_with_a_child(backend: &dyn Backend) {
-    let probe = Probe::default();
-    let recorder = Arc::new(FaultyStore::over(backend.saver()));
-    let child = crate::subgraphs::chain(&probe, &["a", "b"])
-        .compile()
-        .unwrap();
-    let graph = crate::subgraphs::parent_of(&probe, child)
-        .compile()
-        .unwrap()
-        .with_checkpointer(recorder.clone());
+    let Scenario {
+        recorder, graph, ..
+    } = with_a_child(backend);
     graph
         .invoke(entries(&[]), config("t", Durability::Async))
         .await
