@@ -42,7 +42,6 @@ use crate::checkpoint::{CheckpointId, InterruptRecord};
 use crate::graph::CompiledGraph;
 use crate::state::{State, WriteMarks};
 use events::EventSink;
-
 use executor::{Identity, Run, Start};
 use std::collections::BTreeMap;
 use tracing::Instrument;

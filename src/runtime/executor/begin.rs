@@ -16,7 +16,7 @@ use std::sync::Arc;
 impl<S: State> Run<S> {
     /// Applies `input` on top of the thread's newest checkpoint, if it has one; `look_up` is
     /// false when the caller already knows it has none (a fresh child's namespace it just
-    /// read), and then the input's checkpoint is written without waiting for the disk.
+    /// read). A subgraph's input checkpoint is written without waiting for the disk.
     pub(super) async fn begin_with_input(
         &mut self,
         input: S::Update,
@@ -74,7 +74,7 @@ impl<S: State> Run<S> {
         // after it is flushed (its first step's checkpoint, a result or pause saved in that
         // step) a crash costs nothing, as the parent's task, run again, gives the same input to
         // a child that has no checkpoint. One flush fewer per child on a disk store.
-        let flush = look_up;
+        let flush = self.path.is_root();
         self.save_checkpoint(
             parent,
             writes,
