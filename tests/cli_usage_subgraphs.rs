@@ -184,6 +184,15 @@ impl Setup {
         json_of(&self.graph(&["state", thread, "--json"]).expect(0))
     }
 
+    /// The namespace of the child that failed in `thread`, as `graph state` lists it.
+    fn failed_child(&self, thread: &str) -> String {
+        let state = self.state(thread);
+        state["subgraphs"][0]["thread"]
+            .as_str()
+            .unwrap_or_else(|| panic!("the failed child is listed: {state:#}"))
+            .to_string()
+    }
+
     /// The ledger's total calls in the thread's state.
     fn ledger_calls(&self, thread: &str) -> u64 {
         let state = self.state(thread);
@@ -321,11 +330,7 @@ fn a_child_that_fails_then_succeeds_on_resume_is_counted_once_by_the_ledger() {
 fn a_fork_from_inside_the_failed_child_shares_what_it_paid_once() {
     let s = Setup::new();
     let thread = s.run().expect(1).thread();
-    let state = s.state(&thread);
-    let child = state["subgraphs"][0]["thread"]
-        .as_str()
-        .unwrap_or_else(|| panic!("the failed child is listed: {state:#}"))
-        .to_string();
+    let child = s.failed_child(&thread);
     let failed_at = s.state(&child)["checkpoint_id"]
         .as_str()
         .unwrap()
@@ -436,11 +441,7 @@ fn a_fork_where_the_child_failed_counts_its_saved_and_failed_requests_once() {
 fn failed_spend_is_counted_when_an_edit_inside_the_child_moves_it_past() {
     let s = Setup::new();
     let thread = s.run().expect(1).thread();
-    let state = s.state(&thread);
-    let child = state["subgraphs"][0]["thread"]
-        .as_str()
-        .unwrap_or_else(|| panic!("the failed child is listed: {state:#}"))
-        .to_string();
+    let child = s.failed_child(&thread);
     // The person edits the child's state instead: the child's plan step runs again at the
     // edit's checkpoint (in the same namespace), where the failed attempts' journal is not read.
     s.graph(&[
