@@ -15,83 +15,16 @@ use crate::artifacts::{Artifact, ArtifactSet, EditError, Entry, FolderPattern, F
 /// assert!(paths.contains(&"2-sections/{index}-{slug}.md"));
 /// ```
 pub fn artifact_set() -> ArtifactSet<MemoState> {
+    // Each editable file comes with the check its edit must pass; the last two are written to
+    // be read, and an edit of them is not read back.
     ArtifactSet::new()
         .folder(FolderPattern::new("{company}", "v0.0.{N}"))
-        .with(
-            Artifact::json(
-                "deck_analysis",
-                "0-deck-analysis.json",
-                "deck_analyst",
-                |s: &MemoState| s.deck_analysis.clone(),
-            )
-            .parse_json(|_s, a: DeckAnalysis| {
-                if a.company.trim().is_empty() {
-                    return Err(EditError::new("`company` is empty: name the company"));
-                }
-                Ok(MemoStateUpdate::default().deck_analysis(Some(a)))
-            }),
-        )
-        .with(
-            Artifact::json(
-                "research",
-                "1-research.json",
-                "research",
-                |s: &MemoState| s.research.clone(),
-            )
-            .parse_json(|_s, r: ResearchNotes| Ok(MemoStateUpdate::default().research(Some(r)))),
-        )
-        .with(
-            Artifact::json(
-                "section_research",
-                "1-section-research.json",
-                "section_research",
-                |s: &MemoState| s.section_research.clone(),
-            )
-            .parse_json(|_s, r: SectionResearch| {
-                check_ids(&r)?;
-                Ok(MemoStateUpdate::default().section_research(Some(r)))
-            }),
-        )
-        .with(
-            Artifact::folder(
-                "sections",
-                "2-sections/{index}-{slug}.md",
-                "enrich_visualizations",
-                Format::Markdown,
-                |s: &MemoState| {
-                    s.sections
-                        .iter()
-                        .map(|x| Entry::new(x.slug.clone(), x.body.clone()))
-                        .collect()
-                },
-            )
-            .parse_entries(read_sections),
-        )
-        .with(
-            Artifact::markdown(
-                "header",
-                "header.md",
-                "enrich_trademark",
-                |s: &MemoState| s.header.clone().unwrap_or_default(),
-            )
-            .parse_text(|_s, text| Ok(MemoStateUpdate::default().header(Some(text.to_string())))),
-        )
-        .with(
-            Artifact::markdown(
-                "final_draft",
-                "4-final-draft.md",
-                "cite",
-                |s: &MemoState| s.final_draft.clone().unwrap_or_default(),
-            )
-            .parse_text(|_s, text| {
-                if !text.contains(super::nodes::cite::CITATIONS) {
-                    return Err(EditError::new(
-                        "the draft lost its `## Citations` list; keep it (validation reads it)",
-                    ));
-                }
-                Ok(MemoStateUpdate::default().final_draft(Some(text.to_string())))
-            }),
-        )
+        .with(deck_analysis())
+        .with(research())
+        .with(section_research())
+        .with(sections())
+        .with(header())
+        .with(final_draft())
         .with(Artifact::json(
             "validation",
             "3-validation.json",
@@ -104,6 +37,93 @@ pub fn artifact_set() -> ArtifactSet<MemoState> {
             "finalize",
             |s: &MemoState| s.clone(),
         ))
+}
+
+/// `0-deck-analysis.json`: an edit must still name the company.
+fn deck_analysis() -> Artifact<MemoState> {
+    Artifact::json(
+        "deck_analysis",
+        "0-deck-analysis.json",
+        "deck_analyst",
+        |s: &MemoState| s.deck_analysis.clone(),
+    )
+    .parse_json(|_s, a: DeckAnalysis| {
+        if a.company.trim().is_empty() {
+            return Err(EditError::new("`company` is empty: name the company"));
+        }
+        Ok(MemoStateUpdate::default().deck_analysis(Some(a)))
+    })
+}
+
+/// `1-research.json`: any notes that parse.
+fn research() -> Artifact<MemoState> {
+    Artifact::json(
+        "research",
+        "1-research.json",
+        "research",
+        |s: &MemoState| s.research.clone(),
+    )
+    .parse_json(|_s, r: ResearchNotes| Ok(MemoStateUpdate::default().research(Some(r))))
+}
+
+/// `1-section-research.json`: its evidence ids must stay unique.
+fn section_research() -> Artifact<MemoState> {
+    Artifact::json(
+        "section_research",
+        "1-section-research.json",
+        "section_research",
+        |s: &MemoState| s.section_research.clone(),
+    )
+    .parse_json(|_s, r: SectionResearch| {
+        check_ids(&r)?;
+        Ok(MemoStateUpdate::default().section_research(Some(r)))
+    })
+}
+
+/// `2-sections/`: one Markdown file per section, read back by [`read_sections`].
+fn sections() -> Artifact<MemoState> {
+    Artifact::folder(
+        "sections",
+        "2-sections/{index}-{slug}.md",
+        "enrich_visualizations",
+        Format::Markdown,
+        |s: &MemoState| {
+            s.sections
+                .iter()
+                .map(|x| Entry::new(x.slug.clone(), x.body.clone()))
+                .collect()
+        },
+    )
+    .parse_entries(read_sections)
+}
+
+/// `header.md`: any text.
+fn header() -> Artifact<MemoState> {
+    Artifact::markdown(
+        "header",
+        "header.md",
+        "enrich_trademark",
+        |s: &MemoState| s.header.clone().unwrap_or_default(),
+    )
+    .parse_text(|_s, text| Ok(MemoStateUpdate::default().header(Some(text.to_string()))))
+}
+
+/// `4-final-draft.md`: an edit must keep the citations list, which validation reads.
+fn final_draft() -> Artifact<MemoState> {
+    Artifact::markdown(
+        "final_draft",
+        "4-final-draft.md",
+        "cite",
+        |s: &MemoState| s.final_draft.clone().unwrap_or_default(),
+    )
+    .parse_text(|_s, text| {
+        if !text.contains(super::nodes::cite::CITATIONS) {
+            return Err(EditError::new(
+                "the draft lost its `## Citations` list; keep it (validation reads it)",
+            ));
+        }
+        Ok(MemoStateUpdate::default().final_draft(Some(text.to_string())))
+    })
 }
 
 /// Evidence ids must stay unique: drafts cite them.

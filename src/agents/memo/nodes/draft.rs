@@ -87,7 +87,29 @@ fn offline(
     } else {
         deck.company.as_str()
     };
-    let mut lead = match spec.slug {
+    let mut text = deck_lead(spec, deck, name);
+    if let Some(summary) = summary {
+        if !text.is_empty() {
+            text.push_str("\n\n");
+        }
+        text.push_str(&format!("Research summary: {summary}"));
+    }
+    // The reviewer's notes are said once, in the first section.
+    if number == 1 {
+        if let Some(notes) = &s.review_notes {
+            text.push_str(&format!(
+                "\n\n> Revised after review. The reviewer's notes: {notes}"
+            ));
+        }
+    }
+    text.push_str(&quoted_evidence(passages));
+    text
+}
+
+/// What the deck says on the section's subject, for the sections it speaks to; empty for the
+/// others.
+fn deck_lead(spec: &SectionSpec, deck: &DeckAnalysis, name: &str) -> String {
+    match spec.slug {
         "executive-summary" => {
             let claims: Vec<String> = deck
                 .metrics
@@ -130,28 +152,17 @@ fn offline(
             deck.stage
         ),
         _ => String::new(),
-    };
-    if let Some(summary) = summary {
-        if !lead.is_empty() {
-            lead.push_str("\n\n");
-        }
-        lead.push_str(&format!("Research summary: {summary}"));
     }
-    if number == 1 {
-        if let Some(notes) = &s.review_notes {
-            lead.push_str(&format!(
-                "\n\n> Revised after review. The reviewer's notes: {notes}"
-            ));
-        }
-    }
-    let mut text = lead;
+}
+
+/// The section's evidence quoted with the ids drafts cite, or a line saying there is none.
+fn quoted_evidence(passages: &[Passage]) -> String {
     if passages.is_empty() {
-        text.push_str("\n\nThe data room holds no evidence for this section.");
-    } else {
-        text.push_str("\n\nFrom the data room:\n");
-        for p in passages {
-            text.push_str(&format!("\n- {} [{}]", p.quote, p.id));
-        }
+        return "\n\nThe data room holds no evidence for this section.".to_string();
+    }
+    let mut text = "\n\nFrom the data room:\n".to_string();
+    for p in passages {
+        text.push_str(&format!("\n- {} [{}]", p.quote, p.id));
     }
     text
 }
