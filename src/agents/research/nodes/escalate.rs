@@ -61,33 +61,16 @@ pub(crate) async fn run(
     ctx: Context,
 ) -> Result<PlanStateUpdate, NodeError> {
     let settings = settings(&ctx)?;
-    let limits = &settings.limits;
     let Some(current) = s.current().cloned() else {
         return Err(NodeError::new(
             "escalate found no current todo; was it removed from the plan?",
         ));
     };
     let last = current.failure_reason.clone().unwrap_or_default();
-    let room = limits
-        .max_todos
-        .saturating_sub(s.plan.len())
-        .min(limits.max_subtasks);
-    let why_not = if current.parent.is_some() {
-        Some("it is a sub-todo already".to_string())
-    } else if current.escalated {
-        Some("it was split once already".to_string())
-    } else if room < 2 {
-        Some(format!(
-            "no room for sub-todos (limits: {} todos, {} per split)",
-            limits.max_todos, limits.max_subtasks
-        ))
-    } else {
-        None
-    };
     let mut update = PlanStateUpdate::default().escalations(1);
-    let split = match why_not {
-        Some(why) => Err(why),
-        None => {
+    let split = match room_to_split(&s, &current, &settings) {
+        Err(why) => Err(why),
+        Ok(room) => {
             let user = format!(
                 "Research question: {}\nFailed todo: {}\nWhy it failed: {last}\nSplit it into 2 to {room} sub-tasks.",
                 s.question.trim(),
@@ -100,43 +83,76 @@ pub(crate) async fn run(
             split
         }
     };
-    let mut todo = current.clone();
+    let mut todo = current;
     todo.escalated = true;
     todo.error = None;
-    let mut changed = Vec::new();
-    let log;
-    match split {
-        Ok(split) => {
-            changed = sub_todos(
-                &s,
-                &todo,
-                split.sub_tasks.iter().map(|t| (t.task.as_str(), t.kind)),
-            );
-            let ids: Vec<String> = changed.iter().map(|t| t.id.clone()).collect();
-            todo.status = Status::Pending;
-            todo.attempts = 0;
-            todo.result = None;
-            todo.dependencies.extend(ids.iter().cloned());
-            todo.failure_reason = Some(format!(
-                "escalated (zoom in): split into {} after: {last}",
-                ids.join(", ")
-            ));
-            log = format!("{} zoomed in: split into {}", todo.id, ids.join(", "));
-        }
-        Err(why) => {
-            todo.status = Status::Blocked;
-            todo.failure_reason = Some(format!(
-                "escalated (zoom out): blocked, the rest of the plan goes on without it ({why}); {last}"
-            ));
-            log = format!("{} zoomed out: {why}", todo.id);
-        }
-    }
+    let (mut changed, log) = match split {
+        Ok(split) => zoom_in(&s, &mut todo, &split, &last),
+        Err(why) => (Vec::new(), zoom_out(&mut todo, &why, &last)),
+    };
     ctx.emit(
         "todo",
         serde_json::json!({"id": todo.id, "status": todo.status, "reason": todo.failure_reason}),
     );
     changed.insert(0, todo);
     Ok(update.plan(changed).log(vec![log]))
+}
+
+/// How many sub-todos `current` may be split into (the plan's room, at most a split's), or
+/// why it cannot be split: only a top-level todo is split, and only once.
+fn room_to_split(
+    s: &PlanState,
+    current: &Todo,
+    settings: &ResearchSettings,
+) -> Result<usize, String> {
+    let limits = &settings.limits;
+    let room = limits
+        .max_todos
+        .saturating_sub(s.plan.len())
+        .min(limits.max_subtasks);
+    if current.parent.is_some() {
+        Err("it is a sub-todo already".to_string())
+    } else if current.escalated {
+        Err("it was split once already".to_string())
+    } else if room < 2 {
+        Err(format!(
+            "no room for sub-todos (limits: {} todos, {} per split)",
+            limits.max_todos, limits.max_subtasks
+        ))
+    } else {
+        Ok(room)
+    }
+}
+
+/// Zoom in: `todo` goes back to pending with no attempts, depending on the sub-todos of
+/// `split`. Returns them and the log line.
+fn zoom_in(s: &PlanState, todo: &mut Todo, split: &Split, last: &str) -> (Vec<Todo>, String) {
+    let children = sub_todos(
+        s,
+        todo,
+        split.sub_tasks.iter().map(|t| (t.task.as_str(), t.kind)),
+    );
+    let ids: Vec<String> = children.iter().map(|t| t.id.clone()).collect();
+    todo.status = Status::Pending;
+    todo.attempts = 0;
+    todo.result = None;
+    todo.dependencies.extend(ids.iter().cloned());
+    todo.failure_reason = Some(format!(
+        "escalated (zoom in): split into {} after: {last}",
+        ids.join(", ")
+    ));
+    let log = format!("{} zoomed in: split into {}", todo.id, ids.join(", "));
+    (children, log)
+}
+
+/// Zoom out: `todo` is blocked and the rest of the plan goes on without it. Returns the log
+/// line.
+fn zoom_out(todo: &mut Todo, why: &str, last: &str) -> String {
+    todo.status = Status::Blocked;
+    todo.failure_reason = Some(format!(
+        "escalated (zoom out): blocked, the rest of the plan goes on without it ({why}); {last}"
+    ));
+    format!("{} zoomed out: {why}", todo.id)
 }
 
 /// Asks the model to split the todo into 2 to `room` sub-tasks (journaled, so a resume does

@@ -112,59 +112,117 @@ pub(crate) async fn act(
     ctx: Context,
 ) -> Result<Command<PlanState>, NodeError> {
     let settings = settings(&ctx)?;
-    let Some(current) = s.current().cloned() else {
+    let Some(current) = s.current() else {
         return Err(NodeError::new(
             "act found no current todo; was it removed from the plan?",
         ));
     };
     let tool_node = agent.tool_node(&settings).await?;
-    let mut todo = current.clone();
-    let mut update = PlanStateUpdate::default();
-    let mut conversation = s.messages.clone();
-    let mut fresh = Vec::new();
-    if current.status != Status::InProgress {
-        // A new attempt: a new conversation.
-        todo.status = Status::InProgress;
-        todo.attempts += 1;
-        todo.rounds = 0;
-        todo.error = None;
-        todo.result = None;
-        let first = first_message(&s, &todo, &settings);
-        conversation = vec![first.clone()];
-        fresh.push(first);
-        update = update.executions(1);
+    let round = take_up(&s, current, &settings);
+    let limit = round_limit(&round.todo, &settings);
+    if round.todo.rounds >= limit {
+        return Ok(escalate_at_limit(round, limit));
     }
-    let limit = round_limit(&todo, &settings);
-    if todo.rounds >= limit {
-        let reason = format!(
-            "stuck: attempt {} reached the round limit ({limit} model/tool rounds) without finishing",
-            todo.attempts
-        );
-        todo.error = Some(reason.clone());
-        let log = format!("{} {reason}: escalating", todo.id);
-        let mut update = update.plan(vec![todo]).log(vec![log]);
-        if !fresh.is_empty() {
-            update = update.overwrite_messages(fresh);
-        }
-        return Ok(Command::from_update(update).goto("escalate_tool"));
-    }
+    let Round {
+        mut todo,
+        conversation,
+        mut fresh,
+        new_attempt,
+        update,
+    } = round;
     let mut messages = vec![system(&settings.prompts.act, prompts::ACT)];
     messages.extend(conversation);
     let mut request = ChatRequest::new(messages).with_tools(tool_node.tools().specs());
     request.temperature = settings.temperature;
     let reply = call_model(agent.model().as_ref(), request, &ctx, "model").await?;
     todo.rounds += 1;
-    update = update
+    let update = update
         .rounds(1)
         .usage(ledger(&ctx, "model", "act", reply.usage, &settings).await?);
-    let calls = reply.message.tool_calls.len();
+    let (goto, log) = follow_reply(&mut todo, &reply.message);
+    fresh.push(reply.message);
+    // A new attempt's messages replace the conversation of the attempt before it.
+    let update = if new_attempt {
+        update.overwrite_messages(fresh)
+    } else {
+        update.messages(fresh)
+    };
+    Ok(Command::from_update(update.plan(vec![todo]).log(vec![log])).goto(goto))
+}
+
+/// A todo as `act` takes it up for a round.
+struct Round {
+    todo: Todo,
+    /// What the model is shown after the system prompt: the attempt's conversation.
+    conversation: Vec<Message>,
+    /// The messages the round adds to the state.
+    fresh: Vec<Message>,
+    /// True when the round starts an attempt; its messages then replace the conversation.
+    new_attempt: bool,
+    update: PlanStateUpdate,
+}
+
+/// Takes `current` up for a round: in the attempt it is in, or, when none is in progress, in
+/// a new attempt with a new conversation that opens with [`first_message`].
+fn take_up(s: &PlanState, current: &Todo, settings: &ResearchSettings) -> Round {
+    let mut todo = current.clone();
+    if current.status == Status::InProgress {
+        return Round {
+            todo,
+            conversation: s.messages.clone(),
+            fresh: Vec::new(),
+            new_attempt: false,
+            update: PlanStateUpdate::default(),
+        };
+    }
+    todo.status = Status::InProgress;
+    todo.attempts += 1;
+    todo.rounds = 0;
+    todo.error = None;
+    todo.result = None;
+    let first = first_message(s, &todo, settings);
+    Round {
+        todo,
+        conversation: vec![first.clone()],
+        fresh: vec![first],
+        new_attempt: true,
+        update: PlanStateUpdate::default().executions(1),
+    }
+}
+
+/// An attempt that used its `limit` of rounds without finishing: the todo, stuck, goes to
+/// `escalate_tool` instead of another round.
+fn escalate_at_limit(round: Round, limit: u32) -> Command<PlanState> {
+    let Round {
+        mut todo,
+        fresh,
+        update,
+        ..
+    } = round;
+    let reason = format!(
+        "stuck: attempt {} reached the round limit ({limit} model/tool rounds) without finishing",
+        todo.attempts
+    );
+    todo.error = Some(reason.clone());
+    let log = format!("{} {reason}: escalating", todo.id);
+    let mut update = update.plan(vec![todo]).log(vec![log]);
+    if !fresh.is_empty() {
+        update = update.overwrite_messages(fresh);
+    }
+    Command::from_update(update).goto("escalate_tool")
+}
+
+/// Where the model's `reply` leads, and the round's log line: tool calls go to `tools`; a reply
+/// without them is the todo's result, for `reflect` to review.
+fn follow_reply(todo: &mut Todo, reply: &Message) -> (&'static str, String) {
+    let calls = reply.tool_calls.len();
     let goto = if calls > 0 {
         "tools"
     } else {
-        todo.result = Some(if reply.message.content.trim().is_empty() {
+        todo.result = Some(if reply.content.trim().is_empty() {
             "(the model finished without saying what it did)".to_string()
         } else {
-            reply.message.content.trim().to_string()
+            reply.content.trim().to_string()
         });
         "reflect"
     };
@@ -173,24 +231,13 @@ pub(crate) async fn act(
         todo.id,
         todo.rounds,
         if calls > 0 {
-            let names: Vec<&str> = reply
-                .message
-                .tool_calls
-                .iter()
-                .map(|c| c.name.as_str())
-                .collect();
+            let names: Vec<&str> = reply.tool_calls.iter().map(|c| c.name.as_str()).collect();
             format!("calls {}", names.join(", "))
         } else {
             "finished".to_string()
         }
     );
-    fresh.push(reply.message);
-    let update = if current.status != Status::InProgress {
-        update.overwrite_messages(fresh)
-    } else {
-        update.messages(fresh)
-    };
-    Ok(Command::from_update(update.plan(vec![todo]).log(vec![log])).goto(goto))
+    (goto, log)
 }
 
 pub(crate) async fn tools(
