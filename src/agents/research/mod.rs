@@ -210,62 +210,50 @@ impl ResearchAgent {
 
 /// The research graph, uncompiled (see the [module docs](self) for its shape).
 pub fn graph(agent: Arc<ResearchAgent>) -> StateGraph<PlanState> {
+    let mut g = StateGraph::<PlanState>::named("research");
+    add_nodes(&mut g, &agent);
+    add_edges(&mut g);
+    g
+}
+
+/// The nodes, each a function of [`nodes`] called with the agent; their retries, and the
+/// destinations of those that route by command.
+fn add_nodes(g: &mut StateGraph<PlanState>, agent: &Arc<ResearchAgent>) {
     // Only transient failures (rate limits, 5xx, timeouts) are retried; a run never retries a
     // refused plan or a bad setting.
     let retry = || RetryPolicy::new(3);
-    let mut g = StateGraph::<PlanState>::named("research");
     macro_rules! node {
-        ($name:literal, $module:ident) => {{
+        ($name:literal, $module:ident :: $function:ident) => {{
             let agent = agent.clone();
             g.add_node($name, move |s: Arc<PlanState>, ctx: Context| {
                 let agent = agent.clone();
-                async move { nodes::$module::run(&agent, s, ctx).await }
+                async move { nodes::$module::$function(&agent, s, ctx).await }
             })
         }};
     }
-    node!("generate_plan", generate_plan).retry(retry());
-    node!("planning_mode", planning_mode);
-    node!("execution_router", execution_router);
-    node!("execute", execute).retry(retry());
-    node!("reflect", reflect).retry(retry()).destinations([
+    node!("generate_plan", generate_plan::run).retry(retry());
+    node!("planning_mode", planning_mode::run);
+    node!("execution_router", execution_router::run);
+    node!("execute", execute::run).retry(retry());
+    node!("reflect", reflect::run).retry(retry()).destinations([
         "execution_router",
         "escalate",
         "escalate_tool",
     ]);
-    node!("escalate", escalate).retry(retry());
-    node!("finalize", finalize).retry(retry());
-    {
-        let agent = agent.clone();
-        g.add_node("act", move |s: Arc<PlanState>, ctx: Context| {
-            let agent = agent.clone();
-            async move { nodes::tool_loop::act(&agent, s, ctx).await }
-        })
+    node!("escalate", escalate::run).retry(retry());
+    node!("finalize", finalize::run).retry(retry());
+    node!("act", tool_loop::act)
         .retry(retry())
         .destinations(["tools", "reflect", "escalate_tool"]);
-    }
-    {
-        let agent = agent.clone();
-        g.add_node("tools", move |s: Arc<PlanState>, ctx: Context| {
-            let agent = agent.clone();
-            async move { nodes::tool_loop::tools(&agent, s, ctx).await }
-        });
-    }
-    {
-        let agent = agent.clone();
-        g.add_node("escalate_tool", move |s: Arc<PlanState>, ctx: Context| {
-            let agent = agent.clone();
-            async move { nodes::escalate_tool::run(&agent, s, ctx).await }
-        })
+    node!("tools", tool_loop::tools);
+    node!("escalate_tool", escalate_tool::run)
         .retry(retry())
         .destinations(["execution_router", "give_up"]);
-    }
-    {
-        let agent = agent.clone();
-        g.add_node("give_up", move |s: Arc<PlanState>, ctx: Context| {
-            let agent = agent.clone();
-            async move { nodes::escalate_tool::give_up(&agent, s, ctx).await }
-        });
-    }
+    node!("give_up", escalate_tool::give_up);
+}
+
+/// The fixed edges, and the router after `execution_router`.
+fn add_edges(g: &mut StateGraph<PlanState>) {
     g.add_edge(START, "generate_plan")
         .add_edge("generate_plan", "planning_mode")
         .add_edge("planning_mode", "execution_router")
@@ -277,20 +265,23 @@ pub fn graph(agent: Arc<ResearchAgent>) -> StateGraph<PlanState> {
         .add_edge("finalize", END);
     g.add_conditional_edges(
         "execution_router",
-        |s: &PlanState| {
-            if s.gave_up.is_some() {
-                return "give_up";
-            }
-            match s.current() {
-                Some(todo) if s.tool_loop && todo.kind == Kind::Tool => "act",
-                Some(_) => "execute",
-                None => "finalize",
-            }
-        },
+        after_execution_router,
         ["execute", "act", "finalize", "give_up"],
     )
     .label("a todo is ready?");
-    g
+}
+
+/// Where `execution_router` leads: `give_up` once the run gave up; the current todo to the
+/// tool loop (`act`) or to `execute`; `finalize` when no todo is left to run.
+fn after_execution_router(s: &PlanState) -> &'static str {
+    if s.gave_up.is_some() {
+        return "give_up";
+    }
+    match s.current() {
+        Some(todo) if s.tool_loop && todo.kind == Kind::Tool => "act",
+        Some(_) => "execute",
+        None => "finalize",
+    }
 }
 
 /// The compiled research graph over `model`, searching per the run settings.

@@ -30,6 +30,7 @@ fn check(
             _ => Ok(()),
         };
     };
+    // The first keyword that fails is the one reported, in this order.
     if let Some(target) = map
         .get("$ref")
         .and_then(Value::as_str)
@@ -37,7 +38,23 @@ fn check(
     {
         check(target, value, root, path, depth + 1)?;
     }
-    if let Some(types) = map.get("type") {
+    check_value(map, value, path)?;
+    if let Some(object) = value.as_object() {
+        check_object(map, object, root, path, depth)?;
+    }
+    if let (Some(items), Some(array)) = (map.get("items"), value.as_array()) {
+        if items.is_object() {
+            for (i, item) in array.iter().enumerate() {
+                check(items, item, root, &format!("{path}[{i}]"), depth + 1)?;
+            }
+        }
+    }
+    check_combined(map, value, root, path, depth)
+}
+
+/// The keywords about the value itself: `type`, `enum` and `const`.
+fn check_value(schema: &Map<String, Value>, value: &Value, path: &str) -> Result<(), String> {
+    if let Some(types) = schema.get("type") {
         let ok = match types {
             Value::String(t) => type_matches(t, value),
             Value::Array(ts) => ts
@@ -53,7 +70,7 @@ fn check(
             ));
         }
     }
-    if let Some(Value::Array(allowed)) = map.get("enum") {
+    if let Some(Value::Array(allowed)) = schema.get("enum") {
         if !allowed.contains(value) {
             return Err(format!(
                 "{path} is {}, but must be one of {}",
@@ -62,28 +79,30 @@ fn check(
             ));
         }
     }
-    if let Some(expected) = map.get("const") {
+    if let Some(expected) = schema.get("const") {
         if expected != value {
             return Err(format!("{path} must be {expected}"));
         }
     }
-    if let Some(object) = value.as_object() {
-        check_object(map, object, root, path, depth)?;
-    }
-    if let (Some(items), Some(array)) = (map.get("items"), value.as_array()) {
-        if items.is_object() {
-            for (i, item) in array.iter().enumerate() {
-                check(items, item, root, &format!("{path}[{i}]"), depth + 1)?;
-            }
-        }
-    }
-    if let Some(Value::Array(all)) = map.get("allOf") {
+    Ok(())
+}
+
+/// The keywords that combine schemas: `allOf` (each must hold), then `anyOf` and `oneOf` (one
+/// must hold; when none does, each one's reason is given).
+fn check_combined(
+    schema: &Map<String, Value>,
+    value: &Value,
+    root: &Value,
+    path: &str,
+    depth: usize,
+) -> Result<(), String> {
+    if let Some(Value::Array(all)) = schema.get("allOf") {
         for sub in all {
             check(sub, value, root, path, depth + 1)?;
         }
     }
     for key in ["anyOf", "oneOf"] {
-        if let Some(Value::Array(options)) = map.get(key) {
+        if let Some(Value::Array(options)) = schema.get(key) {
             let errors: Vec<String> = options
                 .iter()
                 .filter_map(|sub| check(sub, value, root, path, depth + 1).err())
