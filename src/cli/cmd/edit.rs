@@ -2,12 +2,13 @@
 
 use super::inspect::parse_checkpoint;
 use crate::checkpoint::RepairReport;
-use crate::checkpoint::{CheckpointError, Checkpointer};
+use crate::checkpoint::{CheckpointError, CheckpointId, Checkpointer};
 use crate::cli::args::{DeleteArgs, ForkArgs, PruneArgs, RepairArgs, UpdateArgs};
 use crate::cli::error::{bad_input, EXIT_DONE};
 use crate::cli::origin::{Origin, OriginDamaged};
 use crate::cli::{check_thread_id, out, parse_json, root_of_thread_arg, Ctx};
 use crate::prebuilt::spend::{carry_into_fork, pricing_of};
+use crate::registry::Resolved;
 use crate::runtime::RunError;
 use serde_json::{json, Value};
 
@@ -58,16 +59,7 @@ pub(crate) async fn fork(ctx: &Ctx, args: ForkArgs) -> anyhow::Result<u8> {
         .new_thread
         .clone()
         .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-    match ctx.store.create(&new).await {
-        Ok(()) => {}
-        Err(CheckpointError::ThreadExists { .. }) => {
-            return Err(RunError::InvalidInput(format!(
-                "thread `{new}` already exists: fork into a new thread id"
-            ))
-            .into())
-        }
-        Err(e) => return Err(e.into()),
-    }
+    create_fork_thread(ctx, &new).await?;
     let forked = graph
         .fork(&args.thread, checkpoint, Some(new.clone()))
         .await;
@@ -76,35 +68,12 @@ pub(crate) async fn fork(ctx: &Ctx, args: ForkArgs) -> anyhow::Result<u8> {
         let _ = ctx.store.delete_thread(&new).await;
         return Err(e.into());
     }
-    // The fork's readout shows what its shared history paid for that no ledger holds.
-    let pricing = pricing_of(&resolved.file.settings);
-    let carried = carry_into_fork(
-        ctx.store.as_ref(),
-        &args.thread,
-        checkpoint,
-        &new,
-        pricing.as_ref(),
-    );
-    if let Err(e) = carried.await {
-        say!(
-            "warning: what {}'s failed attempts paid for could not be kept with the fork, \
-             whose usage readout leaves it out: {e}",
-            args.thread
-        );
-    }
+    carry_spend_into_fork(ctx, &resolved, &args.thread, checkpoint, &new).await;
     let mut origin =
         origin.unwrap_or_else(|| Origin::new(&resolved.file.graph, &resolved.origin, Vec::new()));
     origin.created_at_ms = crate::checkpoint::now_ms();
     origin.write(&ctx.store, &new).await?;
-    if let Some(arts) = super::artifacts::of(ctx, &resolved)? {
-        // The fork writes its files into a version folder of its own, beside the source's.
-        let status = arts.status(&root).await.ok();
-        let base = status
-            .and_then(|s| s.folder)
-            .and_then(|f| f.dir.parent().map(std::path::Path::to_path_buf));
-        let reason = format!("fork of {}", args.thread);
-        arts.start_version(&new, base.as_deref(), &reason).await?;
-    }
+    start_fork_version(ctx, &resolved, &root, &args.thread, &new).await?;
     let interrupts = match graph.get_state(&new, None).await {
         Ok(snapshot) => snapshot.interrupts,
         Err(_) => Vec::new(),
@@ -124,6 +93,64 @@ pub(crate) async fn fork(ctx: &Ctx, args: ForkArgs) -> anyhow::Result<u8> {
         out(&new);
     }
     Ok(EXIT_DONE)
+}
+
+/// Creates the fork's thread, which must be new.
+async fn create_fork_thread(ctx: &Ctx, new: &str) -> anyhow::Result<()> {
+    match ctx.store.create(new).await {
+        Ok(()) => Ok(()),
+        Err(CheckpointError::ThreadExists { .. }) => Err(RunError::InvalidInput(format!(
+            "thread `{new}` already exists: fork into a new thread id"
+        ))
+        .into()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Keeps with the fork what `source`'s history up to `checkpoint` paid for that no ledger
+/// holds (failed attempts), so the fork's usage readout shows it. A failure to keep it only
+/// warns: the fork itself is made.
+async fn carry_spend_into_fork(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    source: &str,
+    checkpoint: CheckpointId,
+    new: &str,
+) {
+    let pricing = pricing_of(&resolved.file.settings);
+    let carried = carry_into_fork(
+        ctx.store.as_ref(),
+        source,
+        checkpoint,
+        new,
+        pricing.as_ref(),
+    );
+    if let Err(e) = carried.await {
+        say!(
+            "warning: what {source}'s failed attempts paid for could not be kept with the fork, \
+             whose usage readout leaves it out: {e}"
+        );
+    }
+}
+
+/// For a graph with artifacts, starts the fork's version folder beside `root`'s, so the fork
+/// writes its files into a folder of its own.
+async fn start_fork_version(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    root: &str,
+    source: &str,
+    new: &str,
+) -> anyhow::Result<()> {
+    if let Some(arts) = super::artifacts::of(ctx, resolved)? {
+        let status = arts.status(root).await.ok();
+        let base = status
+            .and_then(|s| s.folder)
+            .and_then(|f| f.dir.parent().map(std::path::Path::to_path_buf));
+        let reason = format!("fork of {source}");
+        arts.start_version(new, base.as_deref(), &reason).await?;
+    }
+    Ok(())
 }
 
 /// `graph delete`: needs no graph, so threads of a graph no longer registered (or whose store
