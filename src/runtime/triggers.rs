@@ -62,20 +62,21 @@ impl<S: State> Next<'_, S> {
             return Ok(());
         }
         let topology = self.topology;
-        let node = f
-            .node
-            .map(|i| topology.node_name(i).as_ref().to_owned())
-            .unwrap_or_default();
         let allowed = f
             .node
             .map(|i| topology.builder.nodes[i].options.destinations.as_slice())
             .unwrap_or(&[]);
         for g in f.goto {
-            declared(g, allowed).map_err(|target| RunError::UndeclaredTarget {
-                from: format!("a command of node `{node}`"),
-                target,
-                declared: allowed.to_vec(),
-                step,
+            declared(g, allowed).map_err(|target| {
+                // Only this error needs the node's name: a command that names declared targets,
+                // the usual case, copies nothing.
+                let node = f.node.map_or("", |i| topology.node_name(i).as_ref());
+                RunError::UndeclaredTarget {
+                    from: format!("a command of node `{node}`"),
+                    target,
+                    declared: allowed.to_vec(),
+                    step,
+                }
             })?;
             self.goto(g);
         }
