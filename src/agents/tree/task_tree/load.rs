@@ -73,16 +73,30 @@ impl TaskTree {
     /// Reads the children of task `i` from its `_children/` folder, recursively.
     fn walk(&mut self, i: usize, seen: &mut HashMap<PathBuf, String>) {
         let folder = children_dir(&self.tasks[i].path);
-        let entries = match std::fs::read_dir(self.dir.join(&folder)) {
+        let Some((files, folders)) = self.list_children(&folder) else {
+            return;
+        };
+        self.report_orphans(&folder, &files, &folders);
+        for name in self.plan_order(i, &folder, files) {
+            if let Some(child) = self.read_child(i, format!("{folder}/{name}"), seen) {
+                self.walk(child, seen);
+            }
+        }
+    }
+
+    /// The task files and the `_children` folders in `folder`, by name. `None` when it does not
+    /// exist (the task has no children) or cannot be read (a problem).
+    fn list_children(&mut self, folder: &str) -> Option<(BTreeSet<String>, BTreeSet<String>)> {
+        let entries = match std::fs::read_dir(self.dir.join(folder)) {
             Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
             Err(e) => {
                 self.problems.push(Problem::Unreadable {
                     path: format!("{folder}/"),
                     line: 0,
                     message: e.to_string(),
                 });
-                return;
+                return None;
             }
         };
         let mut files = BTreeSet::new();
@@ -99,6 +113,17 @@ impl TaskTree {
                 folders.insert(name);
             }
         }
+        Some((files, folders))
+    }
+
+    /// A `_children` folder in `folder` with no task file of its name beside it is an orphan:
+    /// its tasks are not in the tree.
+    fn report_orphans(
+        &mut self,
+        folder: &str,
+        files: &BTreeSet<String>,
+        folders: &BTreeSet<String>,
+    ) {
         for orphan in folders
             .iter()
             .filter(|f| !files.contains(&format!("{}.md", f.trim_end_matches("_children"))))
@@ -107,47 +132,58 @@ impl TaskTree {
                 folder: format!("{folder}/{orphan}"),
             });
         }
-        for name in self.plan_order(i, &folder, files) {
-            let path = format!("{folder}/{name}");
-            let file = self.dir.join(&path);
-            if let Some(first) = seen.get(&canonical(&file)) {
-                self.problems.push(Problem::SameFile {
+    }
+
+    /// Reads the task file at `path` (relative to the tree's folder) as a child of task `i` and
+    /// returns its index. A file already read under another path (a link) or one that cannot
+    /// be read as a task is a problem instead.
+    fn read_child(
+        &mut self,
+        i: usize,
+        path: String,
+        seen: &mut HashMap<PathBuf, String>,
+    ) -> Option<usize> {
+        let file = self.dir.join(&path);
+        if let Some(first) = seen.get(&canonical(&file)) {
+            self.problems.push(Problem::SameFile {
+                path,
+                same_as: first.clone(),
+            });
+            return None;
+        }
+        seen.insert(canonical(&file), path.clone());
+        let bytes = match std::fs::read(&file) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                self.problems.push(Problem::Unreadable {
                     path,
-                    same_as: first.clone(),
+                    line: 0,
+                    message: e.to_string(),
                 });
-                continue;
+                return None;
             }
-            seen.insert(canonical(&file), path.clone());
-            let bytes = match std::fs::read(&file) {
-                Ok(bytes) => bytes,
-                Err(e) => {
-                    self.problems.push(Problem::Unreadable {
-                        path,
-                        line: 0,
-                        message: e.to_string(),
-                    });
-                    continue;
-                }
-            };
-            match parse_bytes(&bytes) {
-                Ok(task) => {
-                    let child = self.tasks.len();
-                    self.tasks.push(Task {
-                        path,
-                        file: task,
-                        hash: blake3::hash(&bytes).to_hex().to_string(),
-                        parent: Some(i),
-                        children: Vec::new(),
-                        depends_on: Vec::new(),
-                    });
-                    self.tasks[i].children.push(child);
-                    self.walk(child, seen);
-                }
-                Err(e) => self.problems.push(Problem::Unreadable {
+        };
+        match parse_bytes(&bytes) {
+            Ok(task) => {
+                let child = self.tasks.len();
+                self.tasks.push(Task {
+                    path,
+                    file: task,
+                    hash: blake3::hash(&bytes).to_hex().to_string(),
+                    parent: Some(i),
+                    children: Vec::new(),
+                    depends_on: Vec::new(),
+                });
+                self.tasks[i].children.push(child);
+                Some(child)
+            }
+            Err(e) => {
+                self.problems.push(Problem::Unreadable {
                     path,
                     line: e.line,
                     message: e.message,
-                }),
+                });
+                None
             }
         }
     }
