@@ -85,17 +85,7 @@ pub(crate) async fn run_command(
         .timeout_s
         .unwrap_or(limits.default_timeout_s)
         .clamp(1, limits.max_timeout_s);
-    let mut child = tokio::process::Command::new("sh")
-        .arg("-c")
-        .arg(&args.command)
-        .current_dir(ws.root())
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| ToolFailure(format!("cannot start `sh -c`: {e}")))?;
+    let mut child = start(ws, &args.command)?;
     let pid = child.id();
     let tail = Arc::new(Mutex::new(Tail {
         bytes: Vec::new(),
@@ -109,17 +99,56 @@ pub(crate) async fn run_command(
     if let Some(err) = child.stderr.take() {
         readers.push(tokio::spawn(pump(err, tail.clone())));
     }
+    let status = wait_or_kill(&mut child, pid, seconds).await?;
+    drain(readers, pid).await;
+    let output = tail.lock().map(|t| t.text()).unwrap_or_default();
+    match status {
+        None => Err(ToolFailure(format!(
+            "timed out after {seconds}s; the command and everything it started were killed. \
+             Output so far:\n{output}"
+        ))),
+        Some(status) => Ok(reply(status, &output)),
+    }
+}
+
+/// Starts `sh -c command` in the workspace root, as the leader of a process group of its own
+/// (so a kill reaches everything it starts), with its output piped.
+fn start(ws: &Workspace, command: &str) -> Result<tokio::process::Child, ToolFailure> {
+    tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(ws.root())
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| ToolFailure(format!("cannot start `sh -c`: {e}")))
+}
+
+/// Waits `seconds` for the command to end: its exit status, or `None` when it ran out of time
+/// and its group was killed.
+async fn wait_or_kill(
+    child: &mut tokio::process::Child,
+    pid: Option<u32>,
+    seconds: u64,
+) -> Result<Option<std::process::ExitStatus>, ToolFailure> {
     let waited = tokio::time::timeout(Duration::from_secs(seconds), child.wait()).await;
-    let status = match waited {
-        Ok(status) => {
-            Some(status.map_err(|e| ToolFailure(format!("waiting for the command failed: {e}")))?)
-        }
+    match waited {
+        Ok(status) => Ok(Some(status.map_err(|e| {
+            ToolFailure(format!("waiting for the command failed: {e}"))
+        })?)),
         Err(_) => {
             kill_group(pid);
             let _ = child.wait().await;
-            None
+            Ok(None)
         }
-    };
+    }
+}
+
+/// Lets the output readers finish once the command has ended.
+async fn drain(mut readers: Vec<tokio::task::JoinHandle<()>>, pid: Option<u32>) {
     // Something it left running in the background may hold the pipes open: give the readers
     // a moment, then end the group so they finish.
     let drained = tokio::time::timeout(
@@ -133,22 +162,17 @@ pub(crate) async fn run_command(
             r.abort();
         }
     }
-    let output = tail.lock().map(|t| t.text()).unwrap_or_default();
-    match status {
-        None => Err(ToolFailure(format!(
-            "timed out after {seconds}s; the command and everything it started were killed. \
-             Output so far:\n{output}"
-        ))),
-        Some(status) => {
-            let code = match status.code() {
-                Some(code) => format!("exit code: {code}"),
-                None => "exit code: none (killed by a signal)".to_string(),
-            };
-            Ok(if output.is_empty() {
-                format!("{code}\n(no output)")
-            } else {
-                format!("{code}\n{output}")
-            })
-        }
+}
+
+/// The tool's reply for a command that ended: its exit code, then its output.
+fn reply(status: std::process::ExitStatus, output: &str) -> String {
+    let code = match status.code() {
+        Some(code) => format!("exit code: {code}"),
+        None => "exit code: none (killed by a signal)".to_string(),
+    };
+    if output.is_empty() {
+        format!("{code}\n(no output)")
+    } else {
+        format!("{code}\n{output}")
     }
 }
