@@ -14,6 +14,10 @@
 //! child's input and measuring what the child changed as JSON; `mapped - flat` is the engine's
 //! part of the overhead alone.
 //!
+//! `one_step` is `nested`'s parent with one plain node in the child's place, writing what the
+//! chain's ten steps write: `nested - one_step` is what running the chain inside a step adds to
+//! a step that does not, to set beside `flat`, the chain run on its own.
+//!
 //! Wall-clock time on a shared machine is noisy, so the same workloads also run without
 //! criterion for counting instructions: `SUBGRAPH_PROFILE=nested/memory_sync:N` runs N graph
 //! runs of one workload on a single-threaded runtime and exits, e.g.
@@ -60,6 +64,21 @@ fn nested() -> CompiledGraph<Count> {
     g.add_node("child", chain().compile().expect("valid chain"));
     g.add_edge(START, "child").add_edge("child", END);
     g.compile().expect("valid parent")
+}
+
+/// `START -> whole -> END`, `whole` one plain node writing what the chain's ten steps write:
+/// the parent of `nested` with a function in the child's place, so `nested - one_step` is what
+/// running the chain inside a step costs over a step that does not.
+fn one_step() -> CompiledGraph<Count> {
+    let mut g = StateGraph::<Count>::named("one_step");
+    g.add_node("whole", |s: Arc<Count>, _c: Context| async move {
+        let steps = STEPS as u64;
+        Ok(CountUpdate::default()
+            .count(s.count + steps)
+            .log((s.count..s.count + steps).collect::<Vec<_>>()))
+    });
+    g.add_edge(START, "whole").add_edge("whole", END);
+    g.compile().expect("valid one_step")
 }
 
 /// `START -> child -> END`, `child` the chain behind input and output mappings.
@@ -126,7 +145,14 @@ fn bench(c: &mut Criterion) {
     let nested = nested();
     let mapped = mapped();
     let dir = tempfile::tempdir().expect("a temporary folder");
-    for (name, graph) in [("flat", &flat), ("nested", &nested), ("mapped", &mapped)] {
+    let one_step = one_step();
+    let workloads = [
+        ("flat", &flat),
+        ("nested", &nested),
+        ("mapped", &mapped),
+        ("one_step", &one_step),
+    ];
+    for (name, graph) in workloads {
         let sled: Arc<dyn Checkpointer> =
             Arc::new(SledCheckpointer::open(dir.path().join(name)).expect("a new sled store"));
         let savers = [
@@ -144,10 +170,11 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-/// `SUBGRAPH_PROFILE=flat|nested|mapped/no_checkpointer|memory_sync:N`: N runs of one
+/// `SUBGRAPH_PROFILE=flat|nested|mapped|one_step/no_checkpointer|memory_sync:N`: N runs of one
 /// workload, for an instruction counter (one thread, no criterion, no timing).
 fn profile(spec: &str) {
-    let usage = "SUBGRAPH_PROFILE must be flat|nested|mapped/no_checkpointer|memory_sync:N";
+    let usage =
+        "SUBGRAPH_PROFILE must be flat|nested|mapped|one_step/no_checkpointer|memory_sync:N";
     let (workload, runs) = spec.rsplit_once(':').expect(usage);
     let (shape, mode) = workload.split_once('/').expect(usage);
     let runs: usize = runs.parse().expect(usage);
@@ -155,6 +182,7 @@ fn profile(spec: &str) {
         "flat" => chain().compile().expect("valid chain"),
         "nested" => nested(),
         "mapped" => mapped(),
+        "one_step" => one_step(),
         _ => panic!("{usage}"),
     };
     let saver = match mode {
