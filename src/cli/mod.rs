@@ -130,37 +130,13 @@ impl App {
     }
 
     fn run_code(self, args: Vec<OsString>) -> u8 {
-        let bin = args
-            .first()
-            .and_then(|a| {
-                PathBuf::from(a)
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-            })
-            .unwrap_or_else(|| "graph".to_string());
-        // clap keeps the command's name as a &'static str; one small string per process.
-        let name: &'static str = Box::leak(bin.clone().into_boxed_str());
-        let matches = match Cli::command()
-            .name(name)
-            .bin_name(bin.clone())
-            .try_get_matches_from(args)
-        {
-            Ok(m) => m,
-            Err(e) => {
-                let _ = e.print();
-                return e.exit_code().clamp(0, 255) as u8;
-            }
-        };
-        let cli = match Cli::from_arg_matches(&matches) {
-            Ok(cli) => cli,
-            Err(e) => {
-                let _ = e.print();
-                return error::EXIT_USAGE;
-            }
+        let bin = bin_name(&args);
+        let (cli, explicit_db) = match parse_args(bin.clone(), args) {
+            Ok(parsed) => parsed,
+            Err(code) => return code,
         };
         init_tracing(cli.quiet, cli.verbose);
         let json = cli.command.json();
-        let explicit_db = matches.value_source("db") == Some(ValueSource::CommandLine);
         let runtime = match tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -190,24 +166,67 @@ impl App {
         runtime.shutdown_timeout(std::time::Duration::from_secs(1));
         let code = match result {
             Ok(code) => code,
-            Err(err) => {
-                let code = error::exit_code(&err);
-                say!("error: {err:#}");
-                if let Some(hint) = hint {
-                    say!("{hint}");
-                }
-                if json {
-                    let doc = serde_json::json!({"error": {"message": format!("{err:#}"), "exit_code": code}});
-                    out(&format!("{doc:#}"));
-                }
-                code
-            }
+            Err(err) => report_failure(&err, hint, json),
         };
         match stops {
             Some(stops) => stops.finish(output::exit_code(code)),
             None => output::exit_code(code),
         }
     }
+}
+
+/// The name the program was started as (its first argument's file name, else `graph`), which
+/// usage messages and the follow-up command lines it prints use.
+fn bin_name(args: &[OsString]) -> String {
+    args.first()
+        .and_then(|a| {
+            PathBuf::from(a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "graph".to_string())
+}
+
+/// The command line parsed, and whether `--db` was given on it; or, when it is wrong (or asks
+/// for help or the version), clap's message printed and the exit code to end with.
+fn parse_args(bin: String, args: Vec<OsString>) -> Result<(Cli, bool), u8> {
+    // clap keeps the command's name as a &'static str; one small string per process.
+    let name: &'static str = Box::leak(bin.clone().into_boxed_str());
+    let matches = match Cli::command()
+        .name(name)
+        .bin_name(bin)
+        .try_get_matches_from(args)
+    {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = e.print();
+            return Err(e.exit_code().clamp(0, 255) as u8);
+        }
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return Err(error::EXIT_USAGE);
+        }
+    };
+    let explicit_db = matches.value_source("db") == Some(ValueSource::CommandLine);
+    Ok((cli, explicit_db))
+}
+
+/// Says why the command failed, once, with a hint of what to do when there is one (and, for
+/// `--json`, as a JSON document on stdout too); returns the exit code it calls for.
+fn report_failure(err: &anyhow::Error, hint: Option<String>, json: bool) -> u8 {
+    let code = error::exit_code(err);
+    say!("error: {err:#}");
+    if let Some(hint) = hint {
+        say!("{hint}");
+    }
+    if json {
+        let doc = serde_json::json!({"error": {"message": format!("{err:#}"), "exit_code": code}});
+        out(&format!("{doc:#}"));
+    }
+    code
 }
 
 fn init_tracing(quiet: bool, verbose: u8) {
