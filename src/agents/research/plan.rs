@@ -42,6 +42,17 @@ pub fn is_valid_id(id: &str) -> bool {
 /// assert!(problem.message.contains("cycle"), "{problem}");
 /// ```
 pub fn validate_plan(plan: &[Todo]) -> Result<(), PlanProblem> {
+    let ids = check_todos(plan)?;
+    let graph = dependency_graph(plan, &ids)?;
+    match first_cycle(plan, &graph) {
+        Some(problem) => Err(problem),
+        None => Ok(()),
+    }
+}
+
+/// Checks each todo on its own (a valid id no other todo has, a task) and returns where each
+/// id is in the plan.
+fn check_todos(plan: &[Todo]) -> Result<HashMap<&str, usize>, PlanProblem> {
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for (index, todo) in plan.iter().enumerate() {
         if !is_valid_id(&todo.id) {
@@ -70,6 +81,15 @@ pub fn validate_plan(plan: &[Todo]) -> Result<(), PlanProblem> {
             });
         }
     }
+    Ok(seen)
+}
+
+/// The todos as a graph (each node weighs its todo's index) with an edge from each dependency
+/// to the todo that needs it; a todo that depends on itself or on an id no todo has is refused.
+fn dependency_graph(
+    plan: &[Todo],
+    ids: &HashMap<&str, usize>,
+) -> Result<DiGraph<usize, ()>, PlanProblem> {
     let mut graph = DiGraph::<usize, ()>::new();
     let nodes: Vec<_> = (0..plan.len()).map(|i| graph.add_node(i)).collect();
     for (index, todo) in plan.iter().enumerate() {
@@ -81,7 +101,7 @@ pub fn validate_plan(plan: &[Todo]) -> Result<(), PlanProblem> {
                     message: format!("todo `{}` depends on itself", todo.id),
                 });
             }
-            let Some(&target) = seen.get(dep.as_str()) else {
+            let Some(&target) = ids.get(dep.as_str()) else {
                 return Err(PlanProblem {
                     index,
                     message: format!(
@@ -95,9 +115,15 @@ pub fn validate_plan(plan: &[Todo]) -> Result<(), PlanProblem> {
             }
         }
     }
+    Ok(graph)
+}
+
+/// The first dependency cycle (cycles compared by their members' places in the plan), as a
+/// problem of its first todo.
+fn first_cycle(plan: &[Todo], graph: &DiGraph<usize, ()>) -> Option<PlanProblem> {
     // A strongly connected component of more than one todo is a cycle (self-loops are
-    // refused above).
-    let mut cycles: Vec<Vec<usize>> = petgraph::algo::tarjan_scc(&graph)
+    // refused in dependency_graph).
+    let mut cycles: Vec<Vec<usize>> = petgraph::algo::tarjan_scc(graph)
         .into_iter()
         .filter(|scc| scc.len() > 1)
         .map(|scc| {
@@ -107,17 +133,15 @@ pub fn validate_plan(plan: &[Todo]) -> Result<(), PlanProblem> {
         })
         .collect();
     cycles.sort();
-    if let Some(cycle) = cycles.first() {
-        let names: Vec<&str> = cycle.iter().map(|&i| plan[i].id.as_str()).collect();
-        return Err(PlanProblem {
-            index: cycle[0],
-            message: format!(
-                "dependency cycle among {}: none of them could ever start",
-                names.join(", ")
-            ),
-        });
-    }
-    Ok(())
+    let cycle = cycles.first()?;
+    let names: Vec<&str> = cycle.iter().map(|&i| plan[i].id.as_str()).collect();
+    Some(PlanProblem {
+        index: cycle[0],
+        message: format!(
+            "dependency cycle among {}: none of them could ever start",
+            names.join(", ")
+        ),
+    })
 }
 
 /// Where [`PlanEdit::Move`] puts a todo.
