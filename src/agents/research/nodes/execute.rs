@@ -60,7 +60,7 @@ pub(crate) async fn run(
     ctx: Context,
 ) -> Result<PlanStateUpdate, NodeError> {
     let settings = settings(&ctx)?;
-    let Some(current) = s.current().cloned() else {
+    let Some(current) = s.current() else {
         return Err(NodeError::new(format!(
             "execute found no current todo (`{}`); was it removed from the plan?",
             s.current_task_id.as_deref().unwrap_or("none")
@@ -72,34 +72,10 @@ pub(crate) async fn run(
         error: None,
         ..current.clone()
     };
-    let children: Vec<&Todo> = s
-        .plan
-        .iter()
-        .filter(|t| t.parent.as_deref() == Some(current.id.as_str()))
-        .collect();
-    let synthesis = !children.is_empty() && children.iter().all(|c| c.status == Status::Done);
-
-    // Gather the material: sources already numbered (synthesis) or new hits.
-    let material = if synthesis {
-        todo.tools_used.push("synthesis".into());
-        synthesis_material(&s, &children)
-    } else {
-        match use_tool(agent, &ctx, &settings, &mut todo).await? {
-            Ok(hits) => number_hits(&s, hits, &todo.id),
-            Err(message) => {
-                todo.error = Some(message.clone());
-                todo.result = None;
-                return Ok(PlanStateUpdate::default()
-                    .executions(1)
-                    .log(vec![format!(
-                        "{} attempt {}: {message}",
-                        todo.id, todo.attempts
-                    )])
-                    .plan(vec![todo]));
-            }
-        }
+    let material = match gather(agent, &ctx, &settings, &s, &mut todo).await? {
+        Ok(material) => material,
+        Err(message) => return Ok(failed_attempt(todo, message)),
     };
-
     let messages = vec![
         system(&settings.prompts.execute, prompts::EXECUTE),
         Message::user(prompt(&s, &todo, &material)),
@@ -131,6 +107,42 @@ pub(crate) async fn run(
         update = update.sources(material.new_sources);
     }
     Ok(update)
+}
+
+/// What `todo`'s summary is written from: the sources its sub-todos cited, once all of them
+/// are done (a synthesis), else what its tool found; or why the tool found nothing.
+async fn gather(
+    agent: &ResearchAgent,
+    ctx: &Context,
+    settings: &ResearchSettings,
+    s: &PlanState,
+    todo: &mut Todo,
+) -> Result<Result<Material, String>, NodeError> {
+    let children: Vec<&Todo> = s
+        .plan
+        .iter()
+        .filter(|t| t.parent.as_deref() == Some(todo.id.as_str()))
+        .collect();
+    if !children.is_empty() && children.iter().all(|c| c.status == Status::Done) {
+        todo.tools_used.push("synthesis".into());
+        return Ok(Ok(synthesis_material(s, &children)));
+    }
+    Ok(use_tool(agent, ctx, settings, todo)
+        .await?
+        .map(|hits| number_hits(s, hits, &todo.id)))
+}
+
+/// An attempt whose tool found nothing: the todo keeps why, for `reflect` to count.
+fn failed_attempt(mut todo: Todo, message: String) -> PlanStateUpdate {
+    todo.error = Some(message.clone());
+    todo.result = None;
+    PlanStateUpdate::default()
+        .executions(1)
+        .log(vec![format!(
+            "{} attempt {}: {message}",
+            todo.id, todo.attempts
+        )])
+        .plan(vec![todo])
 }
 
 /// A synthesis works from its sub-todos' results and the sources they cited.
