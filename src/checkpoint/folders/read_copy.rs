@@ -88,44 +88,45 @@ pub(super) fn open_copy(
     // Before opening: sled's recovery reads the log only up to a blob that fails its checksum,
     // and removes the blob with everything written after it.
     let blob_check = check_blobs(&copy, store_dir, blobs, options);
+    let (store, set_aside) = open_setting_aside(&copy, dir.path(), store_dir, thread, options)?;
+    let lost_threads = match blob_check.damage {
+        Some(_) => lost_threads(&store, blob_check.threads)?,
+        None => Vec::new(),
+    };
+    let blob_damaged = blob_check.damage.is_some();
+    Ok(Copied::Open(Box::new(ReadCopy {
+        store,
+        _dir: dir,
+        damage: blob_check.damage.or(set_aside),
+        blob_damaged,
+        lost_threads,
+    })))
+}
+
+/// Opens the copy at `copy`, setting a damaged file of sled's own bookkeeping aside (into
+/// `aside`) once; with the store comes what was set aside. `store_dir` and `thread` name the
+/// original in errors.
+fn open_setting_aside(
+    copy: &Path,
+    aside: &Path,
+    store_dir: &Path,
+    thread: &str,
+    options: SledOptions,
+) -> Result<(SledCheckpointer, Option<Damage>), CheckpointError> {
     let mut damage: Option<Damage> = None;
     loop {
-        match SledCheckpointer::open_with(&copy, options) {
-            Ok(store) => {
-                // Named in the whole log (or in the copy: a thread's name is recorded before
-                // its first checkpoint), without a checkpoint in the copy.
-                let mut lost_threads = Vec::new();
-                if blob_check.damage.is_some() {
-                    let mut named = store.root_threads()?;
-                    named.extend(blob_check.threads);
-                    named.sort();
-                    named.dedup();
-                    for thread in named {
-                        if store.checkpoint_ids(&thread)?.is_empty() {
-                            lost_threads.push(thread);
-                        }
-                    }
-                }
-                let blob_damaged = blob_check.damage.is_some();
-                let damage = blob_check.damage.or(damage);
-                return Ok(Copied::Open(Box::new(ReadCopy {
-                    store,
-                    _dir: dir,
-                    damage,
-                    blob_damaged,
-                    lost_threads,
-                })));
-            }
+        match SledCheckpointer::open_with(copy, options) {
+            Ok(store) => return Ok((store, damage)),
             Err(CheckpointError::Damaged { file, reason, .. }) => {
                 let original = store_dir.join(&file).display().to_string();
                 // A damaged file of sled's own bookkeeping (its page table's snapshot, its
                 // configuration) is set aside in the copy: sled rebuilds the one from the log
                 // and writes the other afresh, and our records carry their own checksums, so
                 // what reads back is sound. Damage to the log itself is final.
-                let aside = (file.starts_with("snap.") || file == "conf")
+                let set_aside = (file.starts_with("snap.") || file == "conf")
                     && damage.is_none()
-                    && std::fs::rename(copy.join(&file), dir.path().join(&file)).is_ok();
-                if !aside {
+                    && std::fs::rename(copy.join(&file), aside.join(&file)).is_ok();
+                if !set_aside {
                     return Err(CheckpointError::Damaged {
                         thread: thread.to_string(),
                         file: original,
@@ -141,6 +142,26 @@ pub(super) fn open_copy(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// The threads the copy of a store with a damaged blob file lost whole: named in the whole log
+/// (`in_log`) or in the copy (a thread's name is recorded before its first checkpoint), with no
+/// checkpoint in the copy.
+fn lost_threads(
+    store: &SledCheckpointer,
+    in_log: Vec<String>,
+) -> Result<Vec<String>, CheckpointError> {
+    let mut named = store.root_threads()?;
+    named.extend(in_log);
+    named.sort();
+    named.dedup();
+    let mut lost = Vec::new();
+    for thread in named {
+        if store.checkpoint_ids(&thread)?.is_empty() {
+            lost.push(thread);
+        }
+    }
+    Ok(lost)
 }
 
 /// Copies a store into a fresh temporary directory (as `<tmp>/store`).
