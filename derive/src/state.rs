@@ -31,43 +31,7 @@ struct StateField<'a> {
 }
 
 pub fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
-    let named = named_fields(input)?;
-
-    // Gather every attribute error before giving up, so one build shows them all.
-    let mut errors: Option<syn::Error> = None;
-    let mut push = |e: syn::Error| match &mut errors {
-        Some(all) => all.combine(e),
-        None => errors = Some(e),
-    };
-    let struct_attrs = attrs::struct_attrs(&input.attrs).unwrap_or_else(|e| {
-        push(e);
-        Default::default()
-    });
-    let mut fields = Vec::with_capacity(named.len());
-    for field in named {
-        // `named_fields` only returns named fields.
-        let Some(ident) = field.ident.as_ref() else {
-            continue;
-        };
-        match attrs::field_reducer(ident.span(), &field.attrs) {
-            Ok(reducer) => fields.push(StateField {
-                ident,
-                name: ident.unraw().to_string(),
-                ty: &field.ty,
-                reducer,
-                serde: attrs::serde_items(&field.attrs, &["rename", "alias"]),
-                plain_serde: attrs::serde_only(&field.attrs, &["rename", "alias", "default"]),
-            }),
-            Err(e) => push(e),
-        }
-    }
-    if let Err(e) = check_method_names(&fields) {
-        push(e);
-    }
-    if let Some(e) = errors {
-        return Err(e);
-    }
-
+    let (struct_attrs, fields) = read_input(input)?;
     let state = &input.ident;
     let update = format_ident!("{}Update", state.unraw(), span = state.span());
     let update_struct = update_struct(input, &update, &fields);
@@ -75,45 +39,12 @@ pub fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
     let merges = fields.iter().map(merge_call);
     let written = written_fields_body(&fields);
     let unused_writes = fields.is_empty().then(|| quote!(let _ = writes;));
-
-    // Typed input and changes for a graph used as a node of this state type, when the JSON of
-    // the state is its fields' own JSON (else the trait's JSON defaults are the rule).
-    let plain = attrs::serde_only(
-        &input.attrs,
-        &["rename_all", "deny_unknown_fields", "default"],
-    ) && fields.iter().all(|f| f.plain_serde);
-    let (typed_changes, mark_writes) = if plain {
-        (typed_changes(&update, &fields), mark_writes(&fields))
-    } else {
-        (TokenStream::new(), TokenStream::new())
-    };
-
-    let version = struct_attrs.version.map(|(v, span)| {
-        let lit = proc_macro2::Literal::u32_unsuffixed(v);
-        quote_spanned!(span=> const VERSION: u32 = #lit;)
-    });
-    let migration = |name: &str, path: syn::Path| {
-        // Spanned at the path so a function of the wrong type is reported there; the
-        // arguments keep the call-site span to resolve to the parameters below.
-        let name = Ident::new(name, Span::call_site());
-        let args = quote!((version, value));
-        let call = quote_spanned!(path_span(&path)=> #path #args);
-        quote! {
-            fn #name(
-                version: u32,
-                value: ::stategraph::__private::serde_json::Value,
-            ) -> ::core::result::Result<
-                ::stategraph::__private::serde_json::Value,
-                ::std::string::String,
-            > {
-                #call
-            }
-        }
-    };
-    let migrate = struct_attrs.migrate.map(|path| migration("migrate", path));
-    let migrate_update = struct_attrs
-        .migrate_update
-        .map(|path| migration("migrate_update", path));
+    let (typed_changes, mark_writes) = typed_parts(input, &update, &fields);
+    let Versioning {
+        version,
+        migrate,
+        migrate_update,
+    } = versioning(struct_attrs);
 
     Ok(quote! {
         #update_struct
@@ -153,6 +84,104 @@ pub fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
             }
         }
     })
+}
+
+/// The struct's `#[state(...)]` settings and its fields with their reducers. Every attribute
+/// error is gathered before giving up, so one build shows them all.
+fn read_input(input: &DeriveInput) -> syn::Result<(attrs::StructAttrs, Vec<StateField<'_>>)> {
+    let named = named_fields(input)?;
+    let mut errors: Option<syn::Error> = None;
+    let mut push = |e: syn::Error| match &mut errors {
+        Some(all) => all.combine(e),
+        None => errors = Some(e),
+    };
+    let struct_attrs = attrs::struct_attrs(&input.attrs).unwrap_or_else(|e| {
+        push(e);
+        Default::default()
+    });
+    let mut fields = Vec::with_capacity(named.len());
+    for field in named {
+        // `named_fields` only returns named fields.
+        let Some(ident) = field.ident.as_ref() else {
+            continue;
+        };
+        match attrs::field_reducer(ident.span(), &field.attrs) {
+            Ok(reducer) => fields.push(StateField {
+                ident,
+                name: ident.unraw().to_string(),
+                ty: &field.ty,
+                reducer,
+                serde: attrs::serde_items(&field.attrs, &["rename", "alias"]),
+                plain_serde: attrs::serde_only(&field.attrs, &["rename", "alias", "default"]),
+            }),
+            Err(e) => push(e),
+        }
+    }
+    if let Err(e) = check_method_names(&fields) {
+        push(e);
+    }
+    match errors {
+        Some(e) => Err(e),
+        None => Ok((struct_attrs, fields)),
+    }
+}
+
+/// The typed input and changes for a graph used as a node of this state type (`State`'s
+/// typed methods, and `Update::mark_writes`), when the JSON of the state is its fields' own
+/// JSON; else nothing, and the trait's JSON defaults are the rule.
+fn typed_parts(
+    input: &DeriveInput,
+    update: &Ident,
+    fields: &[StateField],
+) -> (TokenStream, TokenStream) {
+    let plain = attrs::serde_only(
+        &input.attrs,
+        &["rename_all", "deny_unknown_fields", "default"],
+    ) && fields.iter().all(|f| f.plain_serde);
+    if plain {
+        (typed_changes(update, fields), mark_writes(fields))
+    } else {
+        (TokenStream::new(), TokenStream::new())
+    }
+}
+
+/// The `State` items that the struct's `#[state(version, migrate, migrate_update)]` set.
+struct Versioning {
+    version: Option<TokenStream>,
+    migrate: Option<TokenStream>,
+    migrate_update: Option<TokenStream>,
+}
+
+fn versioning(struct_attrs: attrs::StructAttrs) -> Versioning {
+    let version = struct_attrs.version.map(|(v, span)| {
+        let lit = proc_macro2::Literal::u32_unsuffixed(v);
+        quote_spanned!(span=> const VERSION: u32 = #lit;)
+    });
+    let migration = |name: &str, path: syn::Path| {
+        // Spanned at the path so a function of the wrong type is reported there; the
+        // arguments keep the call-site span to resolve to the parameters below.
+        let name = Ident::new(name, Span::call_site());
+        let args = quote!((version, value));
+        let call = quote_spanned!(path_span(&path)=> #path #args);
+        quote! {
+            fn #name(
+                version: u32,
+                value: ::stategraph::__private::serde_json::Value,
+            ) -> ::core::result::Result<
+                ::stategraph::__private::serde_json::Value,
+                ::std::string::String,
+            > {
+                #call
+            }
+        }
+    };
+    Versioning {
+        version,
+        migrate: struct_attrs.migrate.map(|path| migration("migrate", path)),
+        migrate_update: struct_attrs
+            .migrate_update
+            .map(|path| migration("migrate_update", path)),
+    }
 }
 
 /// The struct's named fields, or the shape error pointing at what is wrong.
