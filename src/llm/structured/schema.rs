@@ -2,7 +2,7 @@
 
 use schemars::gen::SchemaSettings;
 use schemars::JsonSchema;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// The JSON schema of `T` as schemars derives it (draft 2019-09, definitions under `$defs`),
 /// ready to be edited before it is passed to
@@ -98,30 +98,8 @@ fn make_strict(node: &mut Value, root: &Value, depth: usize) {
     let Some(map) = node.as_object_mut() else {
         return;
     };
-    if map.contains_key("$ref") && map.len() > 1 {
-        if let Some(target) = map
-            .get("$ref")
-            .and_then(Value::as_str)
-            .and_then(|r| resolve_ref(root, r))
-        {
-            map.remove("$ref");
-            if let Some(target) = target.as_object() {
-                for (k, v) in target {
-                    map.entry(k.clone()).or_insert_with(|| v.clone());
-                }
-            }
-        }
-    }
-    if let Some(Value::Array(all)) = map.get("allOf") {
-        if all.len() == 1 {
-            if let Some(Value::Object(inner)) = all.first().cloned() {
-                map.remove("allOf");
-                for (k, v) in inner {
-                    map.entry(k).or_insert(v);
-                }
-            }
-        }
-    }
+    inline_ref(map, root);
+    unwrap_single_all_of(map);
     if map
         .get("format")
         .and_then(Value::as_str)
@@ -132,20 +110,7 @@ fn make_strict(node: &mut Value, root: &Value, depth: usize) {
     if map.get("default") == Some(&Value::Null) {
         map.remove("default");
     }
-    let is_object = match map.get("type") {
-        Some(Value::String(t)) => t == "object",
-        Some(Value::Array(ts)) => ts.iter().any(|t| t == "object"),
-        _ => map.contains_key("properties"),
-    };
-    if is_object {
-        if let Some(Value::Object(props)) = map.get("properties") {
-            let all: Vec<Value> = props.keys().cloned().map(Value::String).collect();
-            map.insert("required".to_string(), Value::Array(all));
-        }
-        if !matches!(map.get("additionalProperties"), Some(Value::Object(_))) {
-            map.insert("additionalProperties".to_string(), Value::Bool(false));
-        }
-    }
+    close_object(map);
     for key in ["properties", "$defs", "definitions"] {
         if let Some(Value::Object(children)) = map.get_mut(key) {
             for child in children.values_mut() {
@@ -163,6 +128,60 @@ fn make_strict(node: &mut Value, root: &Value, depth: usize) {
     for key in ["items", "additionalProperties"] {
         if let Some(child @ Value::Object(_)) = map.get_mut(key) {
             make_strict(child, root, depth + 1);
+        }
+    }
+}
+
+/// A `$ref` with keywords beside it is replaced by what it points to; the keywords written
+/// beside it win over the target's.
+fn inline_ref(map: &mut Map<String, Value>, root: &Value) {
+    if !(map.contains_key("$ref") && map.len() > 1) {
+        return;
+    }
+    if let Some(target) = map
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| resolve_ref(root, r))
+    {
+        map.remove("$ref");
+        if let Some(target) = target.as_object() {
+            for (k, v) in target {
+                map.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+    }
+}
+
+/// An `allOf` of one schema is merged into the schema holding it; the keywords already there
+/// win.
+fn unwrap_single_all_of(map: &mut Map<String, Value>) {
+    if let Some(Value::Array(all)) = map.get("allOf") {
+        if all.len() == 1 {
+            if let Some(Value::Object(inner)) = all.first().cloned() {
+                map.remove("allOf");
+                for (k, v) in inner {
+                    map.entry(k).or_insert(v);
+                }
+            }
+        }
+    }
+}
+
+/// An object schema lists all its properties as required and, unless it gives a schema for
+/// them, allows no others.
+fn close_object(map: &mut Map<String, Value>) {
+    let is_object = match map.get("type") {
+        Some(Value::String(t)) => t == "object",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "object"),
+        _ => map.contains_key("properties"),
+    };
+    if is_object {
+        if let Some(Value::Object(props)) = map.get("properties") {
+            let all: Vec<Value> = props.keys().cloned().map(Value::String).collect();
+            map.insert("required".to_string(), Value::Array(all));
+        }
+        if !matches!(map.get("additionalProperties"), Some(Value::Object(_))) {
+            map.insert("additionalProperties".to_string(), Value::Bool(false));
         }
     }
 }
