@@ -135,6 +135,13 @@ impl App {
             Ok(parsed) => parsed,
             Err(code) => return code,
         };
+        // A run hears Ctrl+C, SIGTERM and SIGHUP from its command's start: held back until it
+        // listens (cmd/run/stop.rs), a signal never ends it half-way through setting up.
+        let _deferred = matches!(
+            cli.command,
+            args::Command::Run(_) | args::Command::Resume(_) | args::Command::Rerun(_)
+        )
+        .then(cmd::Deferred::start);
         init_tracing(cli.quiet, cli.verbose);
         let json = cli.command.json();
         let runtime = match tokio::runtime::Builder::new_multi_thread()

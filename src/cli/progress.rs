@@ -431,6 +431,11 @@ pub(crate) fn tasks_text(next: &[String]) -> String {
 pub(crate) struct Notices(Option<(MultiProgress, Arc<AtomicBool>)>);
 
 impl Notices {
+    /// Plain lines on stderr: before a run shows live lines.
+    pub(crate) fn plain() -> Notices {
+        Notices(None)
+    }
+
     /// Shows `text` after a signal, above the live lines (plainly without them, also when
     /// quiet); `typed` when it was a Ctrl+C, whose `^C` the terminal echoed. Its caller first
     /// moves stderr off a terminal that hung up: indicatif's `suspend` panics when it cannot

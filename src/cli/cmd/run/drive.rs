@@ -38,7 +38,17 @@ pub(super) async fn execute(
     first_step: &[String],
 ) -> anyhow::Result<u8> {
     let resume_hint = ctx.command_line(&["resume", thread]);
+    let rerun_hint = match &action {
+        Action::Rerun(node) => Some(ctx.command_line(&["rerun", thread, "--from", node])),
+        _ => None,
+    };
     let (ended, result) = drive(ctx, resolved, graph, thread, action, settings, first_step).await;
+    // A rerun that never started is done again as it was asked; once started, its thread goes
+    // on from where it stopped.
+    let resume_hint = match rerun_hint {
+        Some(rerun) if !ended.started => rerun,
+        _ => resume_hint,
+    };
     report_as(
         ctx,
         resolved,
@@ -95,9 +105,8 @@ async fn drive(
     };
     let mut progress = Progress::new(ctx.quiet, ctx.verbose > 0);
     progress.expect(first_step);
-    let token = CancellationToken::new();
     let hint = ctx.command_line(&["resume", thread]);
-    ctx.stops.watch(token.clone(), hint, progress.notices());
+    let token = ctx.stops.watch(hint, progress.notices());
     let config = run_config(resolved, thread, token, settings);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
     let run = async {
@@ -119,7 +128,17 @@ async fn drive(
         streaming: !settings.stream.is_empty(),
         saved_step: started_at,
     };
-    let (result, saved_step, stopped_by) = follower.follow(run, rx, progress, &mut writer).await;
+    // Stopped before it started: it never does (`Stops::stopped` says why).
+    let started = ctx.stops.stopped().is_none();
+    let (result, saved_step, stopped_by) = if started {
+        follower.follow(run, rx, progress, &mut writer).await
+    } else {
+        progress.clear();
+        let cancelled = Err(RunError::Cancelled {
+            thread_id: thread.to_string(),
+        });
+        (cancelled, started_at, ctx.stops.run_ended())
+    };
     let failure = judge(ctx, resolved, thread, &result).await;
     let streaming = !settings.stream.is_empty();
     let (mut ended, no_checkpoint) = settle(
@@ -127,6 +146,7 @@ async fn drive(
     )
     .await;
     ended.stopped_by = stopped_by;
+    ended.started = started;
     if let (Some(w), Some(id)) = (&mut writer, ended.checkpoint_id.as_deref()) {
         // The files of where the thread stands now: its newest checkpoint, also when the run
         // reported none of its checkpoints (`--stream` without `debug`) or failed after some.
@@ -138,7 +158,7 @@ async fn drive(
     if nothing_saved || no_checkpoint {
         // Nothing was saved: the thread is not kept half-made (an id without a checkpoint).
         let _ = ctx.store.delete_thread(thread).await;
-    } else {
+    } else if started {
         count_spend(ctx, resolved, graph, thread, &result, &mut ended).await;
     }
     if let Err(e) = ctx.store.release(thread) {
@@ -344,6 +364,7 @@ async fn settle(
         usage: None,
         off_ledger: None,
         stopped_by: None,
+        started: true,
     };
     (ended, matches!(newest, Ok(None)))
 }

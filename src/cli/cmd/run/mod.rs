@@ -15,7 +15,7 @@ mod stop;
 
 pub(super) use drive::run_on_thread;
 pub(super) use report::{report, Ended};
-pub(crate) use stop::Stops;
+pub(crate) use stop::{Deferred, Stops};
 
 use super::artifacts;
 use crate::checkpoint::Checkpointer;
@@ -26,6 +26,7 @@ use crate::cli::pause;
 use crate::cli::{check_thread_id, Ctx};
 use crate::runtime::Resume;
 use drive::execute;
+use report::{stopped_before_taking, Output};
 use serde_json::Value;
 use setup::{
     check_breakpoints, check_nodes, create_thread, graph_file, new_graph, read_answer, read_input,
@@ -41,6 +42,7 @@ pub(super) enum Action {
 
 /// `graph run`.
 pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
+    ctx.stops.listen();
     let mut sets = thread_overrides(&args.settings);
     let resolved = new_graph(ctx, &args.graph, &mut sets)?;
     let input = read_input(&args, resolved.factory.as_ref())?;
@@ -57,6 +59,9 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
         }
         None => uuid::Uuid::now_v7().to_string(),
     };
+    if let Some(stop) = ctx.stops.stopped() {
+        return stopped_before_taking(stop, None, None, Output::of(&args.settings));
+    }
     create_thread(ctx, &thread).await?;
     if !ctx.quiet {
         match &resolved.path {
@@ -94,6 +99,7 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
 
 /// `graph resume`.
 pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
+    ctx.stops.listen();
     check_thread_id(&args.thread)?;
     let mut extra = thread_overrides(&args.settings);
     let (resolved, origin) = thread_graph(ctx, &args.thread, &mut extra).await?;
@@ -102,6 +108,11 @@ pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
     check_breakpoints(graph.as_ref(), &args.settings)?;
     let answer = read_answer(args.resume.as_ref(), args.resume_json.as_ref())?;
     pause::refuse_empty_answer(ctx, graph.as_ref(), &args.thread, answer.as_ref()).await?;
+    if let Some(stop) = ctx.stops.stopped() {
+        let next = ctx.command_line(&["resume", &args.thread]);
+        let output = Output::of(&args.settings);
+        return stopped_before_taking(stop, Some(&args.thread), Some(&next), output);
+    }
     ctx.store.hold(&args.thread).await?;
     say!("thread {}", args.thread);
     remember_overrides(ctx, &resolved, origin, &args.thread, extra).await?;
@@ -136,6 +147,7 @@ pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
 
 /// `graph rerun`.
 pub(crate) async fn rerun(ctx: &Ctx, args: RerunArgs) -> anyhow::Result<u8> {
+    ctx.stops.listen();
     check_thread_id(&args.thread)?;
     let mut extra = thread_overrides(&args.settings);
     let (resolved, origin) = thread_graph(ctx, &args.thread, &mut extra).await?;
@@ -143,6 +155,11 @@ pub(crate) async fn rerun(ctx: &Ctx, args: RerunArgs) -> anyhow::Result<u8> {
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     check_nodes(graph.as_ref(), std::slice::from_ref(&args.from), "--from")?;
     check_breakpoints(graph.as_ref(), &args.settings)?;
+    if let Some(stop) = ctx.stops.stopped() {
+        let next = ctx.command_line(&["rerun", &args.thread, "--from", &args.from]);
+        let output = Output::of(&args.settings);
+        return stopped_before_taking(stop, Some(&args.thread), Some(&next), output);
+    }
     ctx.store.hold(&args.thread).await?;
     say!("thread {}", args.thread);
     remember_overrides(ctx, &resolved, origin, &args.thread, extra).await?;

@@ -35,6 +35,8 @@ pub(in crate::cli::cmd) struct Ended {
     /// What stopped the run (Ctrl+C, SIGTERM, SIGHUP, a `--stream`'s stdout closed), if
     /// anything did.
     pub(super) stopped_by: Option<Stop>,
+    /// Whether the run started: one stopped before it started never does (`stop.rs`).
+    pub(super) started: bool,
 }
 
 /// How a command's outcome is printed on stdout.
@@ -162,6 +164,10 @@ fn report_error(
     doc: &mut Value,
 ) -> u8 {
     let thread = &meta.thread;
+    if let (false, Some(stop)) = (meta.started, meta.stopped_by) {
+        let next = (meta.saved_step.is_some()).then_some(resume_hint);
+        return not_started(stop, Some(thread), next, doc);
+    }
     let mut code = run_error_code(e);
     doc["error"] = json!(e.to_string());
     if code == EXIT_INTERRUPTED {
@@ -213,6 +219,39 @@ fn report_error(
         doc["continue_with"] = json!(resume_hint);
     }
     code
+}
+
+/// A command stopped before it took its thread (`stop.rs`): nothing was made or changed. Says
+/// so and how to go on (`next`, the command that continues the thread, when there is one), also
+/// as the document `--json` or `--stream` ask for; returns the stop's exit code.
+pub(super) fn stopped_before_taking(
+    stop: Stop,
+    thread: Option<&str>,
+    next: Option<&str>,
+    output: Output,
+) -> anyhow::Result<u8> {
+    let mut doc = json!({ "thread_id": thread });
+    let code = not_started(stop, thread, next, &mut doc);
+    finish(doc, output, code)
+}
+
+/// A run stopped before it started: what became of its thread, and how to go on: `next`
+/// continues the thread, which is as it was; without one (a new run's) no thread was kept.
+fn not_started(stop: Stop, thread: Option<&str>, next: Option<&str>, doc: &mut Value) -> u8 {
+    let name = stop.name();
+    doc["stopped_by"] = json!(name);
+    doc["started"] = json!(false);
+    match (thread, next) {
+        (Some(thread), Some(next)) => {
+            say!("stopped ({name}) before the run started: thread {thread} is as it was. Continue with:\n  {next}");
+            doc["continue_with"] = json!(next);
+        }
+        _ => {
+            say!("stopped ({name}) before the run started: no thread was kept; run the same command again to start it");
+            doc["status"] = json!("not started");
+        }
+    }
+    stop.exit_code()
 }
 
 /// A run that reached its end: exit 0, or 1 when the graph says it failed at its job anyway

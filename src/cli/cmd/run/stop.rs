@@ -21,6 +21,17 @@
 //! (tokio keeps its handlers for these signals once it listened: without a watcher until the
 //! command's end, such a signal was silently ignored and the command exited 0.)
 //!
+//! A signal that arrives before the run started (while the command resolves its graph, reads
+//! its input, takes its thread) stops it the same way: said at once, then the run never starts
+//! and its thread is left as it was. A new run's thread is not made, or, when it was already
+//! made, not kept (it has no checkpoint); a resume's or a rerun's thread keeps what it had.
+//! The command says so, with the command that continues the thread, and ends with the
+//! signal's code; a second signal quits at once. The signals are heard from the start of the
+//! command: held back ([`Deferred`]) from right after its command line is read until
+//! [`Stops::listen`] hears them, so none keeps its default effect (which ended the process
+//! wherever it was, with a thread made and no checkpoint in it, listed as damaged). Only a
+//! signal that comes while the process is still being loaded ends it so; it has made nothing.
+//!
 //! A signal the process was started ignoring (`nohup`, a script's background job for SIGINT)
 //! stays ignored: the one who started it asked for the run to outlive it.
 
@@ -86,6 +97,18 @@ impl Stop {
         self == Stop::Interrupt
     }
 
+    /// What is said when it comes before the run started.
+    fn not_starting_text(self) -> String {
+        let on = match self {
+            Stop::Interrupt => String::new(),
+            other => format!(" on {}", other.name()),
+        };
+        format!(
+            "stopping{on}: the run has not started and will not ({} again quits at once)",
+            self.name()
+        )
+    }
+
     /// What is said when it stops a running run.
     fn stopping_text(self) -> String {
         let kept = "the step in flight is abandoned, the last checkpoint is kept";
@@ -123,14 +146,16 @@ struct Shared {
     delivered: AtomicI32,
     /// Set once the run ended: a stop then no longer cancels anything.
     ended: AtomicBool,
-    /// The run being watched.
+    /// The command's run's: cancelled by the first stop that comes before the run ended, also
+    /// one that comes before the run started.
+    token: CancellationToken,
+    /// The run being watched, once it is about to start; `None` before.
     run: Mutex<Option<Watched>>,
 }
 
 /// What a stop needs of the run it stops.
 #[derive(Clone)]
 struct Watched {
-    token: CancellationToken,
     /// The command that continues the thread.
     hint: String,
     /// Where to say things while its progress lines may be on the screen.
@@ -138,11 +163,15 @@ struct Watched {
 }
 
 impl Stops {
-    /// Listens (from now on, not from when the task first runs) for each signal the process
-    /// was not started ignoring. On the first, prints through `notices` (not to stderr
-    /// directly, so the live progress lines stay right) and cancels `token`; on a second,
-    /// quits at once, printing `hint`.
-    pub(super) fn watch(&self, token: CancellationToken, hint: String, notices: Notices) {
+    /// Listens from now on (not from when the watcher task first runs) for each signal the
+    /// process was not started ignoring, before there is a run: a stop then means the run never
+    /// starts (see [`Stops::stopped`]). Once is enough; later calls do nothing. Lets through
+    /// the signals [`Deferred`] held back meanwhile, now that they are heard.
+    pub(crate) fn listen(&self) {
+        let mut task = lock(&self.task);
+        if task.is_some() {
+            return;
+        }
         let listeners: Vec<(Stop, Signal)> = Stop::SIGNALS
             .into_iter()
             .filter(|stop| !ignored(stop.number()))
@@ -174,16 +203,31 @@ impl Stops {
                 lock(&self.recorders).push(id);
             }
         }
-        *lock(&self.shared.run) = Some(Watched {
-            token,
-            hint,
-            notices,
-        });
+        *task = Some(tokio::spawn(watch(listeners, self.shared.clone())));
+        // After the handlers are in place: a signal that came meanwhile is delivered to them now.
+        Deferred::let_through();
+    }
+
+    /// The run is about to start: a stop from now on prints through `notices` (not to stderr
+    /// directly, so the live progress lines stay right) and cancels the run through the token
+    /// returned; a second one quits at once, printing `hint`. Listens first if nothing did.
+    /// A stop that came before is not undone: the caller asks [`Stops::stopped`] before it
+    /// starts the run.
+    pub(super) fn watch(&self, hint: String, notices: Notices) -> CancellationToken {
+        self.listen();
+        *lock(&self.shared.run) = Some(Watched { hint, notices });
         self.shared.ended.store(false, Ordering::SeqCst);
-        let task = tokio::spawn(watch(listeners, self.shared.clone()));
-        if let Some(old) = lock(&self.task).replace(task) {
-            old.abort();
-        }
+        self.shared.token.clone()
+    }
+
+    /// What stopped the command so far, if anything did. Asked before the thread is taken and
+    /// again right before the run starts: a run stopped before it started is never started, and
+    /// its thread is left as it was (a new run's thread not made, or not kept). Starting it
+    /// cancelled would be worse: the runtime heeds its token only while tasks run, so a new
+    /// run would save its input checkpoint and a resume its answer (changes the person who
+    /// stopped it did not want), and a node ready at once could even run.
+    pub(super) fn stopped(&self) -> Option<Stop> {
+        self.shared.first.get().copied()
     }
 
     /// The run ended: a signal from now on is heard but cancels nothing (see the module doc).
@@ -233,6 +277,7 @@ impl Shared {
         leave_a_hung_up_terminal();
         // Cloned out: nothing is printed while the lock is held.
         let Some(run) = lock(&self.run).clone() else {
+            self.before_the_run(stop);
             return;
         };
         let ended = self.ended.load(Ordering::SeqCst);
@@ -267,7 +312,27 @@ impl Shared {
         run.notices
             .after_signal(&stop.stopping_text(), stop.typed());
         // After the notice: the run's report (which follows the cancel) comes below it.
-        run.token.cancel();
+        self.token.cancel();
+    }
+
+    /// A signal before the run is watched (while the command resolves its graph, checks its
+    /// input, takes its thread): the first is said at once and the run will not start; the
+    /// command goes on to where it asks [`Stops::stopped`] and ends there. A second quits at
+    /// once: the run had not started, so nothing of it is lost.
+    fn before_the_run(&self, stop: Stop) {
+        if stop == Stop::ClosedStdout {
+            return;
+        }
+        let notices = Notices::plain();
+        if self.first.set(stop).is_err() {
+            notices.quit_after_signal(
+                "quit; the run had not started",
+                stop.typed(),
+                i32::from(stop.exit_code()),
+            );
+        }
+        notices.after_signal(&stop.not_starting_text(), stop.typed());
+        self.token.cancel();
     }
 }
 
@@ -295,6 +360,71 @@ async fn next(listeners: &mut [(Stop, Signal)]) -> Option<Stop> {
         }
     }
     None
+}
+
+/// Holds back the signals a run listens for, from the start of a command that runs a graph
+/// until [`Stops::listen`] hears them (or the command's end, at the latest). Listening needs the
+/// async runtime, which starts threads; a signal that came before would otherwise keep its
+/// default effect, ending the process wherever it was (with a thread made and no checkpoint in
+/// it, say). Held back, it stays pending and is delivered once it is heard.
+///
+/// Blocked in the calling thread, and so in every thread it starts meanwhile (the runtime's
+/// workers), which keep it blocked: the calling thread then takes the signals, and `listen`
+/// runs there (`block_on` polls the command on it). A child process starts with no signal
+/// blocked (the standard library's `Command` clears the mask), so the commands a graph runs
+/// are not affected. A signal the process was started ignoring stays ignored: blocking changes
+/// no disposition.
+pub(crate) struct Deferred {
+    /// The calling thread's mask before, put back at the end.
+    old: libc::sigset_t,
+}
+
+/// Whether a [`Deferred`] holds the signals back now (so [`Stops::listen`] lets them through
+/// only then, and never unblocks what a host program blocked itself).
+static DEFERRING: AtomicBool = AtomicBool::new(false);
+
+impl Deferred {
+    /// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread.
+    pub(crate) fn start() -> Deferred {
+        // SAFETY: a zeroed sigset_t is a valid value of this plain C type, set up by
+        // sigemptyset before use; pthread_sigmask(3) only reads `set` and writes `old`.
+        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+        let blocked = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &run_signals(), &mut old) };
+        DEFERRING.store(blocked == 0, Ordering::SeqCst);
+        Deferred { old }
+    }
+
+    /// Unblocks the three signals in the calling thread, if a `Deferred` blocked them: one that
+    /// came meanwhile is delivered before this returns.
+    fn let_through() {
+        if DEFERRING.swap(false, Ordering::SeqCst) {
+            // SAFETY: as in `start`.
+            unsafe {
+                libc::pthread_sigmask(libc::SIG_UNBLOCK, &run_signals(), std::ptr::null_mut())
+            };
+        }
+    }
+}
+
+impl Drop for Deferred {
+    fn drop(&mut self) {
+        DEFERRING.store(false, Ordering::SeqCst);
+        // SAFETY: puts back the mask `start` read; only reads `old`.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP as a signal set.
+fn run_signals() -> libc::sigset_t {
+    // SAFETY: sigemptyset(3) fills in the set it is given; sigaddset(3) adds valid signals.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for stop in Stop::SIGNALS {
+            libc::sigaddset(&mut set, stop.number());
+        }
+        set
+    }
 }
 
 /// Whether `signal` is ignored (`SIG_IGN`) in this process now. Read before this module listens

@@ -1,0 +1,390 @@
+//! Real processes: Ctrl+C, SIGTERM and SIGHUP in the first moments of `graph run`, `resume`
+//! and `rerun`, before their run starts (resolving the graph, reading the input, taking the
+//! thread). Each must end the command with the signal's code and say what became of the
+//! thread, leaving it either whole and resumable or not made at all; never a thread folder
+//! that is not a thread, a damaged one, or a lock the next command waits on.
+//!
+//! A signal that comes before the process can listen at all (while it is being loaded) still
+//! ends it by default; it has made nothing yet, and the checks say so.
+
+#[path = "support/cli.rs"]
+mod harness;
+
+use harness::{Db, Output, Project, Running};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A step long enough that no run sent a signal in its first moments gets past its first node.
+const LONG: u64 = 5000;
+
+/// The signals, their names in messages and the exit codes they end a command with.
+const SIGNALS: [(i32, &str, i32); 3] = [
+    (libc::SIGINT, "Ctrl+C", 130),
+    (libc::SIGTERM, "SIGTERM", 143),
+    (libc::SIGHUP, "SIGHUP", 129),
+];
+
+/// Delays (ms) from a command's start to its signal: from before it listens to after its run
+/// started, through everything between on a fast or a loaded machine.
+const DELAYS_MS: [u64; 12] = [0, 1, 2, 3, 5, 8, 12, 17, 25, 35, 50, 80];
+
+/// The thread folders in the store (not its own dot-files), whether or not they are threads.
+fn thread_folders(db: &Db) -> Vec<String> {
+    match std::fs::read_dir(db.path().join("threads")) {
+        Ok(entries) => entries
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| !name.starts_with('.'))
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => panic!("cannot list the store's threads: {e}"),
+    }
+}
+
+/// Every folder in the store is a listed thread, none damaged: nothing is half-made.
+fn assert_whole(db: &Db, context: &str) -> Vec<String> {
+    let listed = db.listed();
+    for row in &listed {
+        assert_ne!(row["status"], "damaged", "{context}\n{listed:#?}");
+    }
+    let mut ids = db.thread_ids();
+    let mut folders = thread_folders(db);
+    ids.sort();
+    folders.sort();
+    assert_eq!(
+        folders, ids,
+        "a thread folder that is no listed thread\n{context}"
+    );
+    ids
+}
+
+/// `graph run` stopped by `signal` at some moment: ended with the signal's code (or by the
+/// signal itself before it could listen, having made nothing), saying whether it kept a
+/// thread; a kept thread is listed as stopped and resumes to the end.
+fn check_a_stopped_run(
+    db: &Db,
+    before: &[String],
+    out: &Output,
+    (_, name, code): (i32, &str, i32),
+) {
+    let context = out.to_string();
+    let kept: Vec<String> = assert_whole(db, &context)
+        .into_iter()
+        .filter(|t| !before.contains(t))
+        .collect();
+    match out.code {
+        None => assert!(kept.is_empty(), "killed before it listened: {context}"),
+        Some(c)
+            if out
+                .stderr
+                .contains("before the run started: no thread was kept") =>
+        {
+            assert_eq!(c, code, "{context}");
+            out.stderr_has(&[&format!("stopped ({name}) before the run started")]);
+            assert!(kept.is_empty(), "{context}");
+        }
+        Some(c) => {
+            assert_eq!(c, code, "{context}");
+            let thread = out.thread();
+            out.stderr_has(&[
+                &format!("stopped at step 0 of thread {thread} ({name})"),
+                &format!("graph resume {thread}"),
+            ]);
+            assert_eq!(kept, std::slice::from_ref(&thread), "{context}");
+            assert_eq!(db.row(&thread)["status"], "stopped", "{context}");
+            db.graph(&["resume", &thread, "--set", "step_ms=1"])
+                .expect(0);
+            assert_eq!(db.row(&thread)["status"], "done", "{context}");
+        }
+    }
+}
+
+fn spawn_and_signal(db: &Db, args: &[&str], delay_ms: u64, signal: i32) -> Output {
+    let run = db.graph(args).spawn();
+    std::thread::sleep(Duration::from_millis(delay_ms));
+    run.signal(signal);
+    run.finish()
+}
+
+#[test]
+fn a_run_signalled_in_its_first_moments_ends_cleanly_with_or_without_its_thread() {
+    let db = Db::new();
+    let step = format!("step_ms={LONG}");
+    let args = [
+        "run", "pipeline", "--input", "sled", "--yes", "--set", &step,
+    ];
+    for (i, delay) in DELAYS_MS.iter().enumerate() {
+        let signal = SIGNALS[i % SIGNALS.len()];
+        let before = db.thread_ids();
+        let out = spawn_and_signal(&db, &args, *delay, signal.0);
+        check_a_stopped_run(&db, &before, &out, signal);
+    }
+    // Nothing left behind makes the next run wait or fail.
+    let next = db.run_pipeline(1, &["--yes"]).expect(0);
+    assert_eq!(db.row(&next.thread())["status"], "done");
+}
+
+/// A thread paused before its drafts (`--interrupt-before draft`), at step 1.
+fn paused_before_the_drafts(db: &Db) -> String {
+    db.run_pipeline(1, &["--yes", "--interrupt-before", "draft"])
+        .expect(3)
+        .thread()
+}
+
+#[test]
+fn a_resume_signalled_in_its_first_moments_leaves_its_thread_resumable() {
+    let db = Db::new();
+    let thread = paused_before_the_drafts(&db);
+    let step = format!("step_ms={LONG}");
+    for (i, delay) in DELAYS_MS.iter().enumerate() {
+        let (signal, name, code) = SIGNALS[i % SIGNALS.len()];
+        let out = spawn_and_signal(&db, &["resume", &thread, "--set", &step], *delay, signal);
+        let context = out.to_string();
+        assert_eq!(assert_whole(&db, &context), std::slice::from_ref(&thread));
+        if out.code.is_some() {
+            assert_eq!(out.code, Some(code), "{context}");
+            let said = [
+                format!("stopped ({name}) before the run started: thread {thread} is as it was. Continue with:\n  graph resume {thread}"),
+                format!("stopped at step 1 of thread {thread} ({name}); the last checkpoint is kept. Continue with:\n  graph resume {thread}"),
+            ];
+            assert!(said.iter().any(|s| out.stderr.contains(s)), "{context}");
+        }
+        let status = db.row(&thread)["status"].clone();
+        assert!(status == "paused" || status == "stopped", "{context}");
+    }
+    db.graph(&["resume", &thread, "--set", "step_ms=1"])
+        .expect(0);
+    assert_eq!(db.row(&thread)["status"], "done");
+}
+
+#[test]
+fn a_rerun_signalled_in_its_first_moments_says_how_to_do_it_again() {
+    let db = Db::new();
+    let thread = db.finished_thread();
+    let step = format!("step_ms={LONG}");
+    for (i, delay) in DELAYS_MS.iter().enumerate() {
+        let (signal, name, code) = SIGNALS[i % SIGNALS.len()];
+        let args = ["rerun", &thread, "--from", "publish", "--set", &step];
+        let out = spawn_and_signal(&db, &args, *delay, signal);
+        let context = out.to_string();
+        assert_eq!(assert_whole(&db, &context), std::slice::from_ref(&thread));
+        if out.code.is_none() {
+            assert_eq!(db.row(&thread)["status"], "done", "{context}");
+            continue;
+        }
+        assert_eq!(out.code, Some(code), "{context}");
+        let not_started = format!(
+            "stopped ({name}) before the run started: thread {thread} is as it was. Continue with:\n  graph rerun {thread} --from publish"
+        );
+        if out.stderr.contains(&not_started) {
+            assert_eq!(db.row(&thread)["status"], "done", "{context}");
+        } else {
+            // Stopped once started: the rerun goes on with a resume.
+            out.stderr_has(&[&format!("stopped at step 3 of thread {thread} ({name})")]);
+            assert_eq!(db.row(&thread)["status"], "stopped", "{context}");
+            db.graph(&["resume", &thread, "--set", "step_ms=1"])
+                .expect(0);
+        }
+    }
+    assert_eq!(db.row(&thread)["status"], "done");
+}
+
+/// A named pipe for `--input-file`: the run waits in the middle of setting up, reading its
+/// input, until the test writes it.
+struct InputPipe {
+    path: PathBuf,
+}
+
+impl InputPipe {
+    fn new(dir: &Path) -> InputPipe {
+        InputPipe::at(dir.join("input.fifo"))
+    }
+
+    fn at(path: PathBuf) -> InputPipe {
+        let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo(3) with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0, "mkfifo");
+        InputPipe { path }
+    }
+
+    /// Waits until `run` opened the pipe to read its input, and returns its write end. (A
+    /// write end opens without waiting only once a reader is there.)
+    fn opened_by(&self, run: &mut Running) -> std::fs::File {
+        use std::os::unix::fs::OpenOptionsExt;
+        let start = Instant::now();
+        loop {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&self.path)
+            {
+                Ok(file) => return file,
+                Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                    assert!(run.is_running(), "ended before reading its input");
+                    assert!(start.elapsed() < Duration::from_secs(60), "never read it");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => panic!("cannot open the input pipe: {e}"),
+            }
+        }
+    }
+}
+
+/// `graph run pipeline --input-file PIPE`, waiting on its input.
+fn a_run_reading_its_input(db: &Db, pipe: &InputPipe) -> (Running, std::fs::File) {
+    let input = pipe.path.to_str().unwrap();
+    let step = format!("step_ms={LONG}");
+    let args = [
+        "run",
+        "pipeline",
+        "--input-file",
+        input,
+        "--yes",
+        "--set",
+        &step,
+    ];
+    let mut run = db.graph(&args).spawn();
+    let writer = pipe.opened_by(&mut run);
+    (run, writer)
+}
+
+/// Before the fix, the signal's default effect ended the process where it waited.
+#[test]
+fn a_signal_while_the_run_reads_its_input_stops_it_before_any_thread_is_made() {
+    for (signal, name, code) in SIGNALS {
+        let db = Db::new();
+        let pipe = InputPipe::new(db.path());
+        let (mut run, mut writer) = a_run_reading_its_input(&db, &pipe);
+        run.signal(signal);
+        run.wait_for("the run has not started and will not");
+        std::io::Write::write_all(&mut writer, br#"{"topic": "sled"}"#).unwrap();
+        drop(writer);
+        let out = run.finish();
+        assert_eq!(out.code, Some(code), "{out}");
+        out.stderr_has(&[&format!(
+            "stopped ({name}) before the run started: no thread was kept; run the same command again to start it"
+        )]);
+        assert!(
+            !out.stderr.lines().any(|l| l.starts_with("thread ")),
+            "no thread was named\n{out}"
+        );
+        assert!(assert_whole(&db, &out.to_string()).is_empty());
+        db.run_pipeline(1, &["--yes"]).expect(0);
+    }
+}
+
+#[test]
+fn a_second_signal_before_the_run_started_quits_at_once() {
+    let db = Db::new();
+    let pipe = InputPipe::new(db.path());
+    let (mut run, _writer) = a_run_reading_its_input(&db, &pipe);
+    run.signal(libc::SIGTERM);
+    run.wait_for(
+        "stopping on SIGTERM: the run has not started and will not (SIGTERM again quits at once)",
+    );
+    // Still waiting for its input, which never comes: only quitting ends it.
+    run.signal(libc::SIGTERM);
+    let out = run.finish();
+    assert_eq!(out.code, Some(143), "{out}");
+    out.stderr_has(&["quit; the run had not started"]);
+    assert!(assert_whole(&db, &out.to_string()).is_empty());
+}
+
+#[test]
+fn json_says_a_run_stopped_before_it_started_was_not_started() {
+    let db = Db::new();
+    let pipe = InputPipe::new(db.path());
+    let input = pipe.path.to_str().unwrap();
+    let args = ["run", "pipeline", "--input-file", input, "--yes", "--json"];
+    let mut run = db.graph(&args).spawn();
+    let mut writer = pipe.opened_by(&mut run);
+    run.signal(libc::SIGHUP);
+    run.wait_for("the run has not started");
+    std::io::Write::write_all(&mut writer, br#"{"topic": "sled"}"#).unwrap();
+    drop(writer);
+    let out = run.finish();
+    assert_eq!(out.code, Some(129), "{out}");
+    let doc = out.json();
+    assert_eq!(doc["stopped_by"], "SIGHUP", "{out}");
+    assert_eq!(doc["started"], false, "{out}");
+    assert_eq!(doc["status"], "not started", "{out}");
+}
+
+#[test]
+fn a_run_started_ignoring_sigterm_is_not_stopped_by_it_early_either() {
+    let db = Db::new();
+    let pipe = InputPipe::new(db.path());
+    let input = pipe.path.to_str().unwrap();
+    let args = [
+        "run",
+        "pipeline",
+        "--input-file",
+        input,
+        "--yes",
+        "--set",
+        "step_ms=1",
+    ];
+    let mut run = db.graph(&args).ignoring(libc::SIGTERM).spawn();
+    let mut writer = pipe.opened_by(&mut run);
+    run.signal(libc::SIGTERM);
+    std::io::Write::write_all(&mut writer, br#"{"topic": "sled"}"#).unwrap();
+    drop(writer);
+    let out = run.finish();
+    assert_eq!(out.code, Some(0), "{out}");
+    assert_eq!(db.row(&out.thread())["status"], "done");
+}
+
+/// `graph resume` and `graph rerun` re-read the graph file their thread's run used: made a named
+/// pipe, it keeps them in the middle of setting up, before they take the thread. Before the fix,
+/// the signal's default effect ended the process there.
+#[test]
+fn a_signal_while_resume_or_rerun_reads_the_graph_file_leaves_the_thread_as_it_was() {
+    let cases = [
+        ("resume", SIGNALS[0]),
+        ("rerun", SIGNALS[1]),
+        ("resume", SIGNALS[2]),
+    ];
+    for (command, (signal, name, code)) in cases {
+        let db = Db::new();
+        let project = Project::new();
+        let file = project.graph_file("pipeline", str::to_string);
+        let thread = db
+            .run_pipeline(1, &["--yes", "--interrupt-before", "draft"])
+            .current_dir(project.path())
+            .expect(3)
+            .thread();
+        let text = std::fs::read(&file).unwrap();
+        std::fs::remove_file(&file).unwrap();
+        let pipe = InputPipe::at(file.clone());
+        let (args, next) = match command {
+            "resume" => (vec!["resume", &thread], format!("graph resume {thread}")),
+            _ => (
+                vec!["rerun", &thread, "--from", "outline"],
+                format!("graph rerun {thread} --from outline"),
+            ),
+        };
+        let mut run = db.graph(&args).spawn();
+        let mut writer = pipe.opened_by(&mut run);
+        run.signal(signal);
+        run.wait_for("the run has not started and will not");
+        // Any later read finds the file itself.
+        let spare = file.with_extension("spare");
+        std::fs::write(&spare, &text).unwrap();
+        std::fs::rename(&spare, &file).unwrap();
+        std::io::Write::write_all(&mut writer, &text).unwrap();
+        drop(writer);
+        let out = run.finish();
+        assert_eq!(out.code, Some(code), "{out}");
+        out.stderr_has(&[&format!(
+            "stopped ({name}) before the run started: thread {thread} is as it was. Continue with:\n  {next}"
+        )]);
+        assert_eq!(
+            assert_whole(&db, &out.to_string()),
+            std::slice::from_ref(&thread)
+        );
+        assert_eq!(db.row(&thread)["status"], "paused", "{out}");
+        let mut again: Vec<&str> = next.split(' ').skip(1).collect();
+        again.extend(["--set", "step_ms=1"]);
+        db.graph(&again).expect(0);
+        assert_eq!(db.row(&thread)["status"], "done");
+    }
+}
