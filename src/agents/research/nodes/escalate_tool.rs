@@ -132,51 +132,80 @@ pub(crate) async fn run(
     todo.escalated = true;
     todo.error = None;
     todo.status = Status::Blocked;
-    let mut changed = Vec::new();
-    let log;
-    let mut goto = "execution_router";
-    match choice.action {
+    let (mut changed, log, goto) = match choice.action {
         EscalationAction::Decompose => {
-            let tasks = choice.subtasks.iter().map(|t| (t.as_str(), Kind::Tool));
-            changed = sub_todos(&s, &todo, tasks);
-            let ids: Vec<&str> = changed.iter().map(|t| t.id.as_str()).collect();
-            todo.failure_reason = Some(format!(
-                "escalated (decompose): {reason}; split into {} after: {last}",
-                ids.join(", ")
-            ));
-            log = format!(
-                "{} escalated: decompose into {} ({reason})",
-                todo.id,
-                ids.join(", ")
-            );
+            let (children, log) = decompose(&s, &mut todo, &choice.subtasks, &reason, &last);
+            (children, log, "execution_router")
         }
         EscalationAction::ZoomOut => {
             todo.failure_reason = Some(format!("escalated (zoom out): {reason}; after: {last}"));
-            log = format!("{} escalated: zoom out ({reason})", todo.id);
+            let log = format!("{} escalated: zoom out ({reason})", todo.id);
+            (Vec::new(), log, "execution_router")
         }
         EscalationAction::GiveUp => {
-            todo.status = Status::Failed;
-            todo.failure_reason = Some(format!("escalated (give up): {reason}; after: {last}"));
-            log = format!("{} escalated: give up ({reason})", todo.id);
-            let summary = format!(
-                "gave up on the goal \"{}\": {reason}. Tried: todo `{}` ({}) in {} attempts; \
-                 last problem: {last}; files in the workspace: {}; nothing of the plan was completed.",
-                s.question.trim(),
-                todo.id,
-                todo.task,
-                todo.attempts,
-                if files.is_empty() { "none".to_string() } else { files.join(", ") }
-            );
+            let (log, summary) = give_up_on_goal(&s, &mut todo, &reason, &last, &files);
             update = update.gave_up(Some(summary));
-            goto = "give_up";
+            (Vec::new(), log, "give_up")
         }
-    }
+    };
     ctx.emit(
         "todo",
         json!({"id": todo.id, "status": todo.status, "reason": todo.failure_reason, "escalation": choice.action.as_str()}),
     );
     changed.insert(0, todo);
     Ok(Command::from_update(update.plan(changed).log(vec![log])).goto(goto))
+}
+
+/// Zoom in: `todo` stays blocked, with 2-4 sub-todos under it (from `subtasks`). Returns them
+/// and the log line.
+fn decompose(
+    s: &PlanState,
+    todo: &mut Todo,
+    subtasks: &[String],
+    reason: &str,
+    last: &str,
+) -> (Vec<Todo>, String) {
+    let tasks = subtasks.iter().map(|t| (t.as_str(), Kind::Tool));
+    let children = sub_todos(s, todo, tasks);
+    let ids: Vec<&str> = children.iter().map(|t| t.id.as_str()).collect();
+    todo.failure_reason = Some(format!(
+        "escalated (decompose): {reason}; split into {} after: {last}",
+        ids.join(", ")
+    ));
+    let log = format!(
+        "{} escalated: decompose into {} ({reason})",
+        todo.id,
+        ids.join(", ")
+    );
+    (children, log)
+}
+
+/// Give up on the goal: `todo` fails, and the run with it (in `give_up`). Returns the log line
+/// and the run's summary of what was tried.
+fn give_up_on_goal(
+    s: &PlanState,
+    todo: &mut Todo,
+    reason: &str,
+    last: &str,
+    files: &[String],
+) -> (String, String) {
+    todo.status = Status::Failed;
+    todo.failure_reason = Some(format!("escalated (give up): {reason}; after: {last}"));
+    let log = format!("{} escalated: give up ({reason})", todo.id);
+    let summary = format!(
+        "gave up on the goal \"{}\": {reason}. Tried: todo `{}` ({}) in {} attempts; \
+         last problem: {last}; files in the workspace: {}; nothing of the plan was completed.",
+        s.question.trim(),
+        todo.id,
+        todo.task,
+        todo.attempts,
+        if files.is_empty() {
+            "none".to_string()
+        } else {
+            files.join(", ")
+        }
+    );
+    (log, summary)
 }
 
 /// The user message: the goal, the stuck todo and why, what was tried (the latest 20 tool
