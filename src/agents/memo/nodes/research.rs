@@ -5,7 +5,7 @@
 
 use super::{messages, mode, Stage};
 use crate::agents::memo::dataroom::DataRoom;
-use crate::agents::memo::outline::{SECTIONS, TOPICS};
+use crate::agents::memo::outline::{TopicSpec, SECTIONS, TOPICS};
 use crate::agents::memo::prompts;
 use crate::agents::memo::state::{
     MemoState, MemoStateUpdate, Mode, Passage, ResearchNotes, SectionEvidence, SectionResearch,
@@ -74,50 +74,14 @@ pub(crate) async fn research(
         let mut findings =
             search_room(agent, &room, spec.query, stage.settings.max_results).await?;
         if let Some(tool) = &web {
-            let query = format!("{} {}", s.company.trim(), spec.name);
             let max = stage.settings.max_results;
-            let tool = tool.clone();
-            let hits: Vec<crate::tools::SearchHit> = ctx
-                .record(&format!("web-{}", spec.name), || async move {
-                    tool.search(&query, max).await.map_err(|e| {
-                        if e.is_transient() {
-                            NodeError::transient(e.to_string())
-                        } else {
-                            NodeError::new(e.to_string())
-                        }
-                    })
-                })
-                .await?;
-            findings.extend(hits.into_iter().map(|h| Passage {
-                id: String::new(),
-                source: h.url,
-                line: 0,
-                quote: h.content.chars().take(400).collect(),
-            }));
+            findings.extend(search_web(&ctx, tool.clone(), &s, spec, max).await?);
         }
         for f in &mut findings {
             n += 1;
             f.id = format!("R{n}");
         }
-        let summary = match (mode(&s), findings.is_empty()) {
-            (_, true) => format!("Nothing in the data room speaks to {}.", spec.name),
-            (Mode::Offline, false) => findings[0].quote.clone(),
-            (Mode::Model, false) => {
-                let listed: String = findings
-                    .iter()
-                    .map(|p| format!("- ({}:{}) {}\n", p.source, p.line, p.quote))
-                    .collect();
-                let user = format!(
-                    "Company: {}\nTopic: {}\n\nPassages:\n{listed}",
-                    s.company.trim(),
-                    spec.name
-                );
-                let key = format!("summary-{}", spec.name);
-                stage
-                    .write(&ctx, agent, &key, messages(prompts::RESEARCH, user))
-                    .await?
-            }
-        };
+        let summary = summarise_topic(agent, &ctx, &mut stage, &s, spec, &findings).await?;
         notes.topics.push(Topic {
             topic: spec.name.to_string(),
             query: spec.query.to_string(),
@@ -129,6 +93,68 @@ pub(crate) async fn research(
     let note = format!("{found} passages on {} topics", notes.topics.len());
     let update = MemoStateUpdate::default().research(Some(notes));
     Ok(stage.done(&ctx, &s, update, &note))
+}
+
+/// The web's passages on the company and topic `spec` (journaled, so a resume does not search
+/// again). Ids are left empty for the caller to assign.
+async fn search_web(
+    ctx: &Context,
+    tool: Arc<dyn SearchTool>,
+    s: &MemoState,
+    spec: &TopicSpec,
+    max: usize,
+) -> Result<Vec<Passage>, NodeError> {
+    let query = format!("{} {}", s.company.trim(), spec.name);
+    let hits: Vec<crate::tools::SearchHit> = ctx
+        .record(&format!("web-{}", spec.name), || async move {
+            tool.search(&query, max).await.map_err(|e| {
+                if e.is_transient() {
+                    NodeError::transient(e.to_string())
+                } else {
+                    NodeError::new(e.to_string())
+                }
+            })
+        })
+        .await?;
+    Ok(hits
+        .into_iter()
+        .map(|h| Passage {
+            id: String::new(),
+            source: h.url,
+            line: 0,
+            quote: h.content.chars().take(400).collect(),
+        })
+        .collect())
+}
+
+/// A topic's summary: offline, its first passage; with a model, the model's summary of them.
+async fn summarise_topic(
+    agent: &MemoAgent,
+    ctx: &Context,
+    stage: &mut Stage,
+    s: &MemoState,
+    spec: &TopicSpec,
+    findings: &[Passage],
+) -> Result<String, NodeError> {
+    Ok(match (mode(s), findings.is_empty()) {
+        (_, true) => format!("Nothing in the data room speaks to {}.", spec.name),
+        (Mode::Offline, false) => findings[0].quote.clone(),
+        (Mode::Model, false) => {
+            let listed: String = findings
+                .iter()
+                .map(|p| format!("- ({}:{}) {}\n", p.source, p.line, p.quote))
+                .collect();
+            let user = format!(
+                "Company: {}\nTopic: {}\n\nPassages:\n{listed}",
+                s.company.trim(),
+                spec.name
+            );
+            let key = format!("summary-{}", spec.name);
+            stage
+                .write(ctx, agent, &key, messages(prompts::RESEARCH, user))
+                .await?
+        }
+    })
 }
 
 pub(crate) async fn section_research(
