@@ -388,3 +388,51 @@ fn a_signal_while_resume_or_rerun_reads_the_graph_file_leaves_the_thread_as_it_w
         assert_eq!(db.row(&thread)["status"], "done");
     }
 }
+
+/// A folder whose run died (`kill -9`, or a second signal quitting at once) before its thread's
+/// first record reached the disk is no thread: not listed (before: listed as damaged, and
+/// `state` and `resume` sent the user to `graph repair`), `state` says there is no such thread,
+/// and a run of the same id takes it over.
+fn assert_no_thread_or_a_whole_one(db: &Db, context: &str) {
+    let listed = db.listed();
+    for row in &listed {
+        assert_ne!(row["status"], "damaged", "{context}\n{listed:#?}");
+    }
+    let ids = db.thread_ids();
+    for folder in thread_folders(db) {
+        if ids.contains(&folder) {
+            db.graph(&["resume", &folder, "--set", "step_ms=1"])
+                .expect(0);
+            continue;
+        }
+        db.graph(&["state", &folder])
+            .expect(2)
+            .stderr_has(&[&format!("no thread `{folder}`")]);
+        let args = ["--thread", &folder, "--yes"];
+        db.run_pipeline(1, &args).expect(0);
+        assert_eq!(db.row(&folder)["status"], "done", "{context}");
+    }
+}
+
+#[test]
+fn a_run_killed_or_quit_at_once_in_its_first_moments_leaves_no_damaged_thread() {
+    let step = format!("step_ms={LONG}");
+    let args = [
+        "run", "pipeline", "--input", "sled", "--yes", "--set", &step,
+    ];
+    for (i, delay) in DELAYS_MS.iter().enumerate() {
+        let db = Db::new();
+        let run = db.graph(&args).spawn();
+        std::thread::sleep(Duration::from_millis(*delay));
+        if i % 2 == 0 {
+            run.signal(libc::SIGKILL);
+        } else {
+            // A second Ctrl+C quits at once, wherever the first left the command.
+            run.signal(libc::SIGINT);
+            std::thread::sleep(Duration::from_millis(2));
+            run.signal(libc::SIGINT);
+        }
+        let out = run.finish();
+        assert_no_thread_or_a_whole_one(&db, &out.to_string());
+    }
+}

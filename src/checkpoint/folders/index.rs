@@ -12,6 +12,7 @@
 use super::super::error::CheckpointError;
 use super::super::status::{summarize, ThreadStatus, ThreadSummary};
 use super::super::SledCheckpointer;
+use super::layout::new_marker_beside;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -96,14 +97,18 @@ impl ThreadListing {
             Err(e) => return Err(e),
         };
         // A thread folder is only made to hold records: one whose store holds none at all (not
-        // even how it was started) was emptied by damage, and is listed, not dropped.
+        // even how it was started) was emptied by damage, and is listed, not dropped. Unless it
+        // is still marked new: its writer died before its first record reached the disk.
+        let never_written = || new_marker_beside(store_dir).is_some_and(|m| m.exists());
         let damage = match damage {
-            None if summary.is_none() && store.holds_nothing()? => Some(Damage {
-                file: log(),
-                reason: "its store holds no record at all: its files were emptied or damaged"
-                    .to_string(),
-                lost_checkpoints: true,
-            }),
+            None if summary.is_none() && store.holds_nothing()? && !never_written() => {
+                Some(Damage {
+                    file: log(),
+                    reason: "its store holds no record at all: its files were emptied or damaged"
+                        .to_string(),
+                    lost_checkpoints: true,
+                })
+            }
             other => other,
         };
         if summary.is_none() && damage.is_none() {

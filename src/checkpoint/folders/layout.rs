@@ -4,6 +4,7 @@
 //! <root>/threads/<thread-id>/store/       the thread's sled store
 //! <root>/threads/<thread-id>/lock         held (flock, exclusive) by the process writing it
 //! <root>/threads/<thread-id>/index.json   the thread's line in `threads()`: a cache
+//! <root>/threads/<thread-id>/new          made before a new thread's store; gone once it holds a record
 //! <root>/threads/.deleted-<id>-<pid>-<n>/ a deletion in progress (swept once its process died)
 //! ```
 //!
@@ -30,6 +31,15 @@ pub(super) struct Layout {
 /// in the root thread's folder.
 pub(super) fn root_thread(thread: &str) -> &str {
     thread.split('/').next().unwrap_or(thread)
+}
+
+/// The file name of [`Layout::new_marker`].
+const NEW_MARKER: &str = "new";
+
+/// The [`Layout::new_marker`] of the thread whose store is `store_dir`; `None` for a single
+/// store of many threads, which is no thread folder's `store`.
+pub(super) fn new_marker_beside(store_dir: &Path) -> Option<PathBuf> {
+    (store_dir.file_name()? == "store").then(|| store_dir.with_file_name(NEW_MARKER))
 }
 
 impl Layout {
@@ -64,6 +74,15 @@ impl Layout {
 
     pub(super) fn lock_path(&self, thread: &str) -> PathBuf {
         self.thread_dir(thread).join("lock")
+    }
+
+    /// The mark of a thread folder made by a writer that has not let it go with a record in
+    /// its store yet: a store there that holds nothing was never written, rather than emptied
+    /// by damage (its process died before its first record reached the disk, a `kill -9` or a
+    /// second Ctrl+C just after `graph run` made the thread). Such a folder is no thread: not
+    /// listed, and taken over by the next run of its id.
+    pub(super) fn new_marker(&self, thread: &str) -> PathBuf {
+        self.thread_dir(thread).join(NEW_MARKER)
     }
 
     pub(super) fn index_path(&self, thread: &str) -> PathBuf {

@@ -127,6 +127,13 @@ impl FolderCheckpointer {
         how: Take,
     ) -> Result<Arc<Held>, CheckpointError> {
         let store_dir = self.layout.store_dir(root);
+        let marker = self.layout.new_marker(root);
+        if how != Take::Existing && !store_dir.exists() {
+            // Before sled makes the store: a process that dies before its first record reaches
+            // the disk leaves a folder marked as never written, not one that looks emptied.
+            std::fs::write(&marker, b"")
+                .map_err(|e| io_error("cannot mark the new thread's folder", &marker, e))?;
+        }
         self.verify_before_writing(root, &store_dir).await?;
         let deadline = Instant::now() + WRITE_PATIENCE;
         let store = loop {
@@ -147,6 +154,10 @@ impl FolderCheckpointer {
             }
         };
         self.check_presence(root, &store, how).await?;
+        if !store.holds_nothing()? {
+            // What it holds was read from the disk: a leftover mark is no longer true.
+            forget_new(&marker);
+        }
         self.held_from(root, lock, store)
     }
 
@@ -288,6 +299,9 @@ impl FolderCheckpointer {
         };
         drop(server);
         let flushed = store.flush_now();
+        if flushed.is_ok() && matches!(store.holds_nothing(), Ok(false)) {
+            forget_new(&self.layout.new_marker(root));
+        }
         let store_dir = self.layout.store_dir(root);
         let legacy = self.layout.legacy_meta_path(root);
         let listing = futures::executor::block_on(async {
@@ -484,5 +498,18 @@ impl FolderCheckpointer {
         thread: &str,
     ) -> Result<Arc<SledCheckpointer>, CheckpointError> {
         self.take(thread, Take::Any).await
+    }
+}
+
+/// Removes a thread folder's mark of being new (`Layout::new_marker`), now that its store holds
+/// a record on the disk. One that cannot be removed only keeps saying so: harmless while the
+/// store holds records.
+fn forget_new(marker: &Path) {
+    match std::fs::remove_file(marker) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            tracing::warn!(file = %marker.display(), error = %e, "cannot remove a new thread's mark")
+        }
     }
 }

@@ -31,6 +31,9 @@
 //! [`Stops::listen`] hears them, so none keeps its default effect (which ended the process
 //! wherever it was, with a thread made and no checkpoint in it, listed as damaged). Only a
 //! signal that comes while the process is still being loaded ends it so; it has made nothing.
+//! A second signal still quits at once, wherever the command is: a new run's thread made but
+//! not yet written is then left as a folder marked new (`checkpoint/folders/layout.rs`), which
+//! no command takes for a thread and the next run of its id takes over, as after a `kill -9`.
 //!
 //! A signal the process was started ignoring (`nohup`, a script's background job for SIGINT)
 //! stays ignored: the one who started it asked for the run to outlive it.
