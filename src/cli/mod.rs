@@ -139,7 +139,11 @@ impl App {
         // listens (cmd/run/stop.rs), a signal never ends it half-way through setting up.
         let _deferred = matches!(
             cli.command,
-            args::Command::Run(_) | args::Command::Resume(_) | args::Command::Rerun(_)
+            args::Command::Run(_)
+                | args::Command::Resume(_)
+                | args::Command::Rerun(_)
+                | args::Command::Decompose(_)
+                | args::Command::Solve(_)
         )
         .then(cmd::Deferred::start);
         init_tracing(cli.quiet, cli.verbose);

@@ -166,6 +166,8 @@ fn problems_text(problems: &[Problem]) -> String {
 
 /// `graph decompose TASK.md [--max-nodes N]`.
 pub(crate) async fn decompose(ctx: &Ctx, args: DecomposeArgs) -> anyhow::Result<u8> {
+    // Heard from the start, as in `graph run`: a stop before the run means it never starts.
+    ctx.stops.listen();
     if args.max_nodes == Some(0) {
         return Err(bad_input("--max-nodes must be at least 1"));
     }
@@ -329,6 +331,7 @@ pub(crate) async fn tree(ctx: &Ctx, args: TreeArgs) -> anyhow::Result<u8> {
 
 /// `graph solve TASK.md`.
 pub(crate) async fn solve(ctx: &Ctx, args: SolveArgs) -> anyhow::Result<u8> {
+    ctx.stops.listen();
     let task = TaskFileArg::new(&args.task)?;
     // The files are the plan: refused before anything runs when they cannot be solved.
     let tree = TaskTree::load_solvable(&task.path).map_err(tree_error)?;
