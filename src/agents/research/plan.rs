@@ -255,9 +255,7 @@ pub(crate) fn apply_edit_showing(
     edit: PlanEdit,
 ) -> Result<Vec<Todo>, (PlanEditError, Vec<Todo>)> {
     let mut next: Vec<Todo> = plan.to_vec();
-    // Errors before the plan changed name no line, or a line of `plan` as it was.
-    let unchanged = |e: PlanEditError| (e, plan.to_vec());
-    match edit {
+    let edited = match edit {
         PlanEdit::Add {
             id,
             task,
@@ -267,57 +265,19 @@ pub(crate) fn apply_edit_showing(
             let id = id.unwrap_or_else(|| next_id(plan));
             let task = one_line(&task);
             next.push(Todo::new(id, task, kind).depends_on(dependencies));
+            Ok(())
         }
-        PlanEdit::Remove { id } => {
-            let at = position(&next, &id).map_err(unchanged)?;
-            if let Some(user) = next.iter().find(|t| t.dependencies.contains(&id)) {
-                return Err(unchanged(PlanEditError::new(
-                    line_of_todo(&next, at),
-                    format!(
-                        "cannot remove `{id}`: `{}` depends on it (remove that dependency first)",
-                        user.id
-                    ),
-                )));
-            }
-            next.remove(at);
-        }
-        PlanEdit::Move { id, to } => {
-            let at = position(&next, &id).map_err(unchanged)?;
-            let todo = next.remove(at);
-            let dest = match to {
-                MoveTo::Position(p) => p.saturating_sub(1).min(next.len()),
-                MoveTo::Before(other) => position(&next, &other).map_err(unchanged)?,
-                MoveTo::After(other) => position(&next, &other).map_err(unchanged)? + 1,
-            };
-            next.insert(dest, todo);
-        }
+        PlanEdit::Remove { id } => remove(&mut next, &id),
+        PlanEdit::Move { id, to } => move_todo(&mut next, &id, to),
         PlanEdit::Status { id, status, reason } => {
-            let at = position(&next, &id).map_err(unchanged)?;
-            let todo = &mut next[at];
-            todo.status = status;
-            match status {
-                Status::Pending => {
-                    todo.attempts = 0;
-                    todo.failure_reason = None;
-                    todo.error = None;
-                }
-                Status::Blocked | Status::Failed => {
-                    todo.failure_reason = Some(
-                        reason.unwrap_or_else(|| format!("marked {} by hand", status.as_str())),
-                    );
-                }
-                Status::Done | Status::InProgress => {
-                    if reason.is_some() {
-                        todo.failure_reason = reason;
-                    }
-                }
-            }
+            position(&next, &id).map(|at| set_status(&mut next[at], status, reason))
         }
         PlanEdit::Dependencies { id, dependencies } => {
-            let at = position(&next, &id).map_err(unchanged)?;
-            next[at].dependencies = dependencies;
+            position(&next, &id).map(|at| next[at].dependencies = dependencies)
         }
-    }
+    };
+    // Errors before the plan changed name no line, or a line of `plan` as it was.
+    edited.map_err(|e| (e, plan.to_vec()))?;
     if let Err(p) = validate_plan(&next) {
         return Err((
             PlanEditError::new(line_of_todo(&next, p.index), p.message),
@@ -325,6 +285,56 @@ pub(crate) fn apply_edit_showing(
         ));
     }
     Ok(next)
+}
+
+/// Removes todo `id` from `plan`, unless another todo depends on it.
+fn remove(plan: &mut Vec<Todo>, id: &str) -> Result<(), PlanEditError> {
+    let at = position(plan, id)?;
+    if let Some(user) = plan.iter().find(|t| t.dependencies.iter().any(|d| d == id)) {
+        return Err(PlanEditError::new(
+            line_of_todo(plan, at),
+            format!(
+                "cannot remove `{id}`: `{}` depends on it (remove that dependency first)",
+                user.id
+            ),
+        ));
+    }
+    plan.remove(at);
+    Ok(())
+}
+
+/// Moves todo `id` to `to` in `plan`.
+fn move_todo(plan: &mut Vec<Todo>, id: &str, to: MoveTo) -> Result<(), PlanEditError> {
+    let at = position(plan, id)?;
+    let todo = plan.remove(at);
+    let dest = match to {
+        MoveTo::Position(p) => p.saturating_sub(1).min(plan.len()),
+        MoveTo::Before(other) => position(plan, &other)?,
+        MoveTo::After(other) => position(plan, &other)? + 1,
+    };
+    plan.insert(dest, todo);
+    Ok(())
+}
+
+/// Sets `todo`'s status: back to pending it is tried afresh; blocked or failed keeps a reason.
+fn set_status(todo: &mut Todo, status: Status, reason: Option<String>) {
+    todo.status = status;
+    match status {
+        Status::Pending => {
+            todo.attempts = 0;
+            todo.failure_reason = None;
+            todo.error = None;
+        }
+        Status::Blocked | Status::Failed => {
+            todo.failure_reason =
+                Some(reason.unwrap_or_else(|| format!("marked {} by hand", status.as_str())));
+        }
+        Status::Done | Status::InProgress => {
+            if reason.is_some() {
+                todo.failure_reason = reason;
+            }
+        }
+    }
 }
 
 /// Collapses whitespace (newlines included) so a task fits on one Markdown line.
