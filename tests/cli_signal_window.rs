@@ -333,9 +333,54 @@ fn a_run_started_ignoring_sigterm_is_not_stopped_by_it_early_either() {
     assert_eq!(db.row(&out.thread())["status"], "done");
 }
 
-/// `graph resume` and `graph rerun` re-read the graph file their thread's run used: made a named
-/// pipe, it keeps them in the middle of setting up, before they take the thread. Before the fix,
-/// the signal's default effect ended the process there.
+/// Runs `args` (`resume` or `rerun` of a thread whose run used the graph file `file`) with
+/// that file made a named pipe, sends `signal` while the command waits reading it, in the middle
+/// of setting up, before it takes the thread; then lets it read the file and returns how it
+/// ended. Before the fix, the signal's default effect ended the process there.
+fn signalled_while_reading_its_graph_file(
+    db: &Db,
+    file: &Path,
+    args: &[&str],
+    signal: i32,
+) -> Output {
+    let text = std::fs::read(file).unwrap();
+    std::fs::remove_file(file).unwrap();
+    let pipe = InputPipe::at(file.to_path_buf());
+    let mut run = db.graph(args).spawn();
+    let mut writer = pipe.opened_by(&mut run);
+    run.signal(signal);
+    run.wait_for("the run has not started and will not");
+    // Any later read finds the file itself.
+    let spare = file.with_extension("spare");
+    std::fs::write(&spare, &text).unwrap();
+    std::fs::rename(&spare, file).unwrap();
+    std::io::Write::write_all(&mut writer, &text).unwrap();
+    drop(writer);
+    run.finish()
+}
+
+/// A project's own graph file, and a thread of its pipeline run from it, paused: at a
+/// breakpoint before the drafts (`--yes`), or for review (without).
+fn paused_from_a_graph_file(db: &Db, project: &Project, extra: &[&str]) -> (PathBuf, String) {
+    let file = project.graph_file("pipeline", str::to_string);
+    let thread = db
+        .run_pipeline(1, extra)
+        .current_dir(project.path())
+        .expect(3)
+        .thread();
+    (file, thread)
+}
+
+/// Says the thread is as it was and what continues it (`next`), which then works.
+fn assert_as_it_was(db: &Db, out: &Output, (name, code): (&str, i32), thread: &str, next: &str) {
+    assert_eq!(out.code, Some(code), "{out}");
+    out.stderr_has(&[&format!(
+        "stopped ({name}) before the run started: thread {thread} is as it was. Continue with:\n  {next}"
+    )]);
+    assert_eq!(assert_whole(db, &out.to_string()), [thread.to_string()]);
+    assert_eq!(db.row(thread)["status"], "paused", "{out}");
+}
+
 #[test]
 fn a_signal_while_resume_or_rerun_reads_the_graph_file_leaves_the_thread_as_it_was() {
     let cases = [
@@ -346,15 +391,8 @@ fn a_signal_while_resume_or_rerun_reads_the_graph_file_leaves_the_thread_as_it_w
     for (command, (signal, name, code)) in cases {
         let db = Db::new();
         let project = Project::new();
-        let file = project.graph_file("pipeline", str::to_string);
-        let thread = db
-            .run_pipeline(1, &["--yes", "--interrupt-before", "draft"])
-            .current_dir(project.path())
-            .expect(3)
-            .thread();
-        let text = std::fs::read(&file).unwrap();
-        std::fs::remove_file(&file).unwrap();
-        let pipe = InputPipe::at(file.clone());
+        let (file, thread) =
+            paused_from_a_graph_file(&db, &project, &["--yes", "--interrupt-before", "draft"]);
         let (args, next) = match command {
             "resume" => (vec!["resume", &thread], format!("graph resume {thread}")),
             _ => (
@@ -362,31 +400,27 @@ fn a_signal_while_resume_or_rerun_reads_the_graph_file_leaves_the_thread_as_it_w
                 format!("graph rerun {thread} --from outline"),
             ),
         };
-        let mut run = db.graph(&args).spawn();
-        let mut writer = pipe.opened_by(&mut run);
-        run.signal(signal);
-        run.wait_for("the run has not started and will not");
-        // Any later read finds the file itself.
-        let spare = file.with_extension("spare");
-        std::fs::write(&spare, &text).unwrap();
-        std::fs::rename(&spare, &file).unwrap();
-        std::io::Write::write_all(&mut writer, &text).unwrap();
-        drop(writer);
-        let out = run.finish();
-        assert_eq!(out.code, Some(code), "{out}");
-        out.stderr_has(&[&format!(
-            "stopped ({name}) before the run started: thread {thread} is as it was. Continue with:\n  {next}"
-        )]);
-        assert_eq!(
-            assert_whole(&db, &out.to_string()),
-            std::slice::from_ref(&thread)
-        );
-        assert_eq!(db.row(&thread)["status"], "paused", "{out}");
+        let out = signalled_while_reading_its_graph_file(&db, &file, &args, signal);
+        assert_as_it_was(&db, &out, (name, code), &thread, &next);
         let mut again: Vec<&str> = next.split(' ').skip(1).collect();
         again.extend(["--set", "step_ms=1"]);
         db.graph(&again).expect(0);
         assert_eq!(db.row(&thread)["status"], "done");
     }
+}
+
+/// The answer was not given yet: the command that continues gives it again.
+#[test]
+fn a_resume_with_an_answer_stopped_before_it_started_says_to_give_it_again() {
+    let db = Db::new();
+    let project = Project::new();
+    let (file, thread) = paused_from_a_graph_file(&db, &project, &[]);
+    let args = ["resume", &thread, "--resume", "yes"];
+    let out = signalled_while_reading_its_graph_file(&db, &file, &args, libc::SIGTERM);
+    let next = format!("graph resume {thread} --resume yes");
+    assert_as_it_was(&db, &out, ("SIGTERM", 143), &thread, &next);
+    db.graph(&["resume", &thread, "--resume", "yes"]).expect(0);
+    assert_eq!(db.row(&thread)["status"], "done");
 }
 
 /// A folder whose run died (`kill -9`, or a second signal quitting at once) before its thread's

@@ -5,7 +5,7 @@
 
 use super::report::{report_as, Ended, Output};
 use super::stop::{Stop, Stops};
-use super::Action;
+use super::{resume_again, Action};
 use crate::checkpoint::{
     record_verdict, summarize, CheckpointError, Checkpointer, ThreadStatus, ThreadSummary, Verdict,
 };
@@ -18,7 +18,7 @@ use crate::cli::{out, Ctx};
 use crate::llm::UsageLedger;
 use crate::prebuilt::spend::{off_ledger, pricing_of};
 use crate::registry::{ErasedGraph, Resolved};
-use crate::runtime::{Event, RunConfig, RunError, RunOutcome, RunStatus};
+use crate::runtime::{Event, Resume, RunConfig, RunError, RunOutcome, RunStatus};
 use serde_json::Value;
 use std::future::Future;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -38,15 +38,20 @@ pub(super) async fn execute(
     first_step: &[String],
 ) -> anyhow::Result<u8> {
     let resume_hint = ctx.command_line(&["resume", thread]);
-    let rerun_hint = match &action {
+    // A rerun, or a resume with an answer, that never started is done again as it was asked;
+    // once started, its thread goes on from where it stopped.
+    let again = match &action {
         Action::Rerun(node) => Some(ctx.command_line(&["rerun", thread, "--from", node])),
-        _ => None,
+        Action::Resume(Resume::Value(answer)) => Some(resume_again(ctx, thread, Some(answer))),
+        Action::Resume(Resume::ById(answers)) => {
+            let answers = Value::Object(answers.clone().into_iter().collect());
+            Some(resume_again(ctx, thread, Some(&answers)))
+        }
+        Action::Resume(Resume::Continue) | Action::Run(_) => None,
     };
     let (ended, result) = drive(ctx, resolved, graph, thread, action, settings, first_step).await;
-    // A rerun that never started is done again as it was asked; once started, its thread goes
-    // on from where it stopped.
-    let resume_hint = match rerun_hint {
-        Some(rerun) if !ended.started => rerun,
+    let resume_hint = match again {
+        Some(again) if !ended.started => again,
         _ => resume_hint,
     };
     report_as(

@@ -109,7 +109,7 @@ pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
     let answer = read_answer(args.resume.as_ref(), args.resume_json.as_ref())?;
     pause::refuse_empty_answer(ctx, graph.as_ref(), &args.thread, answer.as_ref()).await?;
     if let Some(stop) = ctx.stops.stopped() {
-        let next = ctx.command_line(&["resume", &args.thread]);
+        let next = resume_again(ctx, &args.thread, answer.as_ref());
         let output = Output::of(&args.settings);
         return stopped_before_taking(stop, Some(&args.thread), Some(&next), output);
     }
@@ -189,4 +189,20 @@ pub(crate) async fn rerun(ctx: &Ctx, args: RerunArgs) -> anyhow::Result<u8> {
         from,
     )
     .await
+}
+
+/// The command that resumes `thread` with `answer` (as `--resume TEXT` or `--resume-json JSON`):
+/// what to do again after a resume stopped before it started, whose answer was not given yet.
+pub(super) fn resume_again(ctx: &Ctx, thread: &str, answer: Option<&Value>) -> String {
+    let json;
+    let mut words = vec!["resume", thread];
+    match answer {
+        None => {}
+        Some(Value::String(text)) => words.extend(["--resume", text.as_str()]),
+        Some(other) => {
+            json = other.to_string();
+            words.extend(["--resume-json", json.as_str()]);
+        }
+    }
+    ctx.command_line(&words)
 }
