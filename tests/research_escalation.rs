@@ -122,3 +122,92 @@ async fn a_todo_with_no_search_results_fails_without_a_model_review_and_is_zoome
     assert_eq!(fake.call_count(), 1);
     assert!(out.state.answer.unwrap().contains("could not answer"));
 }
+
+/// A todo split after failing is done by a synthesis once its sub-todos are: its summary is
+/// written from their results and the sources they cited, with no search of its own.
+#[tokio::test]
+async fn a_split_todo_is_synthesised_from_its_done_sub_todos() {
+    let docs = corpus();
+    let plan = json!({"todos": [
+        {"id": "t1", "task": "How does sled make writes durable", "kind": "research", "dependencies": []}
+    ]});
+    // t1's two own attempts fail, which splits it; its sub-todos and its synthesis pass review.
+    let t1_reviews = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let reviews = t1_reviews.clone();
+    let fake = model(
+        plan,
+        Arc::new(move |id| {
+            let first_two =
+                id == "t1" && reviews.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 2;
+            if first_two {
+                failed()
+            } else {
+                done()
+            }
+        }),
+    );
+    let g = compiled(fake.clone());
+    let out = g
+        .invoke(
+            PlanStateUpdate::default().question("durability?"),
+            config(docs.path(), "synth").setting("yes", true),
+        )
+        .await
+        .unwrap();
+    let s = &out.state;
+    let t1 = s.todo("t1").unwrap();
+    assert_eq!(t1.status, Status::Done, "{t1:?}");
+    assert_eq!(
+        t1.tools_used.last().map(String::as_str),
+        Some("synthesis"),
+        "{:?}",
+        t1.tools_used
+    );
+    let subs: Vec<_> = s
+        .plan
+        .iter()
+        .filter(|t| t.parent.as_deref() == Some("t1"))
+        .collect();
+    assert_eq!(subs.len(), 2);
+    let mut cited = Vec::new();
+    for sub in &subs {
+        assert_eq!(sub.status, Status::Done, "{sub:?}");
+        assert!(!sub.tools_used.iter().any(|t| t == "synthesis"));
+        cited.extend(sub.source_ids.iter().copied());
+    }
+    // The synthesis cites what its sub-todos cited, each source once.
+    cited.sort_unstable();
+    cited.dedup();
+    let mut own = t1.source_ids.clone();
+    own.sort_unstable();
+    assert_eq!(own, cited);
+
+    // Its summary was asked with the sub-todos' results as notes; no search ran for it.
+    let summaries: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| kind_of(r) == "Summary" && task_of(r).as_deref() == Some(t1.task.as_str()))
+        .collect();
+    assert_eq!(
+        summaries.len(),
+        3,
+        "two failed attempts, then the synthesis"
+    );
+    let last = summaries.last().unwrap();
+    let text: String = last.messages.iter().map(|m| m.content.as_str()).collect();
+    for sub in &subs {
+        let line = format!(
+            "Sub-task {} ({}): {}",
+            sub.id,
+            sub.task,
+            sub.result.as_deref().unwrap()
+        );
+        assert!(text.contains(&line), "missing `{line}` in: {text}");
+    }
+    assert_eq!(
+        t1.tools_used.iter().filter(|t| *t != "synthesis").count(),
+        2,
+        "a search for each failed attempt, none for the synthesis: {:?}",
+        t1.tools_used
+    );
+}
