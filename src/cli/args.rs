@@ -7,7 +7,8 @@ use std::path::PathBuf;
 ///
 /// Exit codes: 0 done; 1 failure (including a thread busy with another run); 2 usage or bad
 /// input; 3 paused, waiting for a person; 130, 143, 129 stopped by Ctrl+C, SIGTERM, SIGHUP
-/// (also when it came after the run ended); 141 stdout closed (a `--stream` run stops).
+/// (also when it came before the run started, or after it ended); 141 stdout closed (a
+/// `--stream` run stops).
 #[derive(Parser, Debug)]
 #[command(version, propagate_version = true, max_term_width = 100)]
 pub(crate) struct Cli {
