@@ -129,18 +129,7 @@ impl PageFetcher {
             })
             .await?;
         let final_url = response.url().to_string();
-        let declared = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| {
-                v.split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .to_ascii_lowercase()
-            })
-            .filter(|v| !v.is_empty());
+        let declared = declared_type(&response);
         let declared_kind = match declared.as_deref() {
             Some(ct) => Some(kind_of(ct).ok_or_else(|| ToolError::UnsupportedContent {
                 url: final_url.clone(),
@@ -148,25 +137,7 @@ impl PageFetcher {
             })?),
             None => None,
         };
-
-        let mut body = Vec::new();
-        let mut truncated = false;
-        loop {
-            let chunk = response
-                .chunk()
-                .await
-                .map_err(|e| ToolError::Http(body_error(&endpoint, &e, None)))?;
-            let Some(chunk) = chunk else { break };
-            let room = self.max_bytes.saturating_sub(body.len());
-            if chunk.len() > room {
-                body.extend_from_slice(&chunk[..room]);
-                truncated = true;
-                // Dropping the response here closes the connection: the rest is never read.
-                break;
-            }
-            body.extend_from_slice(&chunk);
-        }
-
+        let (body, truncated) = read_body(&mut response, &endpoint, self.max_bytes).await?;
         let (kind, content_type) = match (declared_kind, declared) {
             (Some(kind), Some(ct)) => (kind, ct),
             _ => sniff(&body).ok_or_else(|| ToolError::UnsupportedContent {
@@ -174,16 +145,7 @@ impl PageFetcher {
                 content_type: "application/octet-stream (no content type sent)".to_string(),
             })?,
         };
-        let (title, text) = match kind {
-            // Parsing is CPU work (and grows quadratically with nesting depth in html5ever),
-            // so it runs off the async worker threads, still inside the fetch's time limit.
-            Kind::Html => {
-                tokio::task::spawn_blocking(move || extract(&String::from_utf8_lossy(&body)))
-                    .await
-                    .map_err(|e| ToolError::Config(format!("reading the page failed: {e}")))?
-            }
-            Kind::Text => (None, String::from_utf8_lossy(&body).trim().to_string()),
-        };
+        let (title, text) = readable(kind, body).await?;
         Ok(FetchedPage {
             url: final_url,
             title,
@@ -192,6 +154,59 @@ impl PageFetcher {
             truncated,
         })
     }
+}
+
+/// The response's content type without its parameters, lowercase; `None` when it sent none.
+fn declared_type(response: &reqwest::Response) -> Option<String> {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .filter(|v| !v.is_empty())
+}
+
+/// The body, read up to `max_bytes`, and whether it was cut there.
+async fn read_body(
+    response: &mut reqwest::Response,
+    endpoint: &Endpoint,
+    max_bytes: usize,
+) -> Result<(Vec<u8>, bool), ToolError> {
+    let mut body = Vec::new();
+    loop {
+        let chunk = response
+            .chunk()
+            .await
+            .map_err(|e| ToolError::Http(body_error(endpoint, &e, None)))?;
+        let Some(chunk) = chunk else { break };
+        let room = max_bytes.saturating_sub(body.len());
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            // The caller drops the response, which closes the connection: the rest is never
+            // read.
+            return Ok((body, true));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((body, false))
+}
+
+/// The page's title and readable text.
+async fn readable(kind: Kind, body: Vec<u8>) -> Result<(Option<String>, String), ToolError> {
+    Ok(match kind {
+        // Parsing is CPU work (and grows quadratically with nesting depth in html5ever),
+        // so it runs off the async worker threads, still inside the fetch's time limit.
+        Kind::Html => tokio::task::spawn_blocking(move || extract(&String::from_utf8_lossy(&body)))
+            .await
+            .map_err(|e| ToolError::Config(format!("reading the page failed: {e}")))?,
+        Kind::Text => (None, String::from_utf8_lossy(&body).trim().to_string()),
+    })
 }
 
 /// How a declared content type is read; `None` for binary types.
