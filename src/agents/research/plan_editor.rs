@@ -102,34 +102,7 @@ impl PlanEditor for ResearchPlanEditor {
                 kind,
                 dependencies,
                 at,
-            } => {
-                let kind = match kind {
-                    None => Kind::Research,
-                    Some(k) => Kind::parse(&k).ok_or_else(|| {
-                        PlanError::general(format!("unknown kind `{k}`: use research or tool"))
-                    })?,
-                };
-                let id = id.unwrap_or_else(|| next_id(&plan));
-                let added = edit(
-                    &plan,
-                    PlanEdit::Add {
-                        id: Some(id.clone()),
-                        task,
-                        kind,
-                        dependencies,
-                    },
-                )?;
-                match at {
-                    Some(at) => edit(
-                        &added,
-                        PlanEdit::Move {
-                            id,
-                            to: move_to(at),
-                        },
-                    )?,
-                    None => added,
-                }
-            }
+            } => add(&plan, id, task, kind, dependencies, at)?,
             PlanOp::Remove { id } => edit(&plan, PlanEdit::Remove { id })?,
             PlanOp::Move { id, to } => edit(
                 &plan,
@@ -146,28 +119,73 @@ impl PlanEditor for ResearchPlanEditor {
                 })?;
                 edit(&plan, PlanEdit::Status { id, status, reason })?
             }
-            PlanOp::Dependencies { id, change } => {
-                let todo = plan
-                    .iter()
-                    .find(|t| t.id == id)
-                    .ok_or_else(|| unknown_id(&plan, &id))?;
-                let mut dependencies = todo.dependencies.clone();
-                match change {
-                    DependencyChange::Set(ids) => dependencies = ids,
-                    DependencyChange::Add(ids) => {
-                        for dep in ids {
-                            if !dependencies.contains(&dep) {
-                                dependencies.push(dep);
-                            }
-                        }
-                    }
-                    DependencyChange::Remove(ids) => dependencies.retain(|d| !ids.contains(d)),
-                }
-                edit(&plan, PlanEdit::Dependencies { id, dependencies })?
-            }
+            PlanOp::Dependencies { id, change } => change_dependencies(&plan, id, change)?,
         };
         update(next)
     }
+}
+
+/// Adds a todo (a research todo unless `kind` says otherwise) at the end of the plan, then
+/// moves it to `at` when given.
+fn add(
+    plan: &[Todo],
+    id: Option<String>,
+    task: String,
+    kind: Option<String>,
+    dependencies: Vec<String>,
+    at: Option<PlanPosition>,
+) -> Result<Vec<Todo>, PlanError> {
+    let kind = match kind {
+        None => Kind::Research,
+        Some(k) => Kind::parse(&k).ok_or_else(|| {
+            PlanError::general(format!("unknown kind `{k}`: use research or tool"))
+        })?,
+    };
+    let id = id.unwrap_or_else(|| next_id(plan));
+    let added = edit(
+        plan,
+        PlanEdit::Add {
+            id: Some(id.clone()),
+            task,
+            kind,
+            dependencies,
+        },
+    )?;
+    match at {
+        Some(at) => edit(
+            &added,
+            PlanEdit::Move {
+                id,
+                to: move_to(at),
+            },
+        ),
+        None => Ok(added),
+    }
+}
+
+/// Sets, adds to or takes from the dependencies of todo `id`.
+fn change_dependencies(
+    plan: &[Todo],
+    id: String,
+    change: DependencyChange,
+) -> Result<Vec<Todo>, PlanError> {
+    let todo = plan
+        .iter()
+        .find(|t| t.id == id)
+        .ok_or_else(|| unknown_id(plan, &id))?;
+    let mut dependencies = todo.dependencies.clone();
+    match change {
+        DependencyChange::Set(ids) => dependencies = ids,
+        DependencyChange::Add(ids) => {
+            for dep in ids {
+                if !dependencies.contains(&dep) {
+                    dependencies.push(dep);
+                }
+            }
+        }
+        DependencyChange::Remove(ids) => dependencies.retain(|d| !ids.contains(d)),
+    }
+    edit(plan, PlanEdit::Dependencies { id, dependencies })
 }
 
 #[cfg(test)]
