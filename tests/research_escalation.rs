@@ -18,25 +18,8 @@ async fn a_todo_that_keeps_failing_is_split_then_given_up_with_its_reason() {
         {"id": "t3", "task": "How do log-structured merge trees compact", "kind": "research", "dependencies": ["t1"]}
     ]});
     // Everything about t1 (and its sub-todos) fails; t2 succeeds.
-    let fake = model(
-        plan,
-        Arc::new(|id| {
-            if id.starts_with("t1") {
-                failed()
-            } else {
-                done()
-            }
-        }),
-    );
-    let g = compiled(fake.clone());
-    let out = g
-        .invoke(
-            PlanStateUpdate::default().question("durability?"),
-            config(docs.path(), "esc").setting("yes", true),
-        )
-        .await
-        .unwrap();
-    let s = &out.state;
+    let fake = model(plan, failing_while(|id| id.starts_with("t1")));
+    let s = &approved_run(&fake, docs.path(), "esc").await;
     let by_id = |id: &str| s.todo(id).unwrap().clone();
 
     let t1 = by_id("t1");
@@ -132,29 +115,14 @@ async fn a_split_todo_is_synthesised_from_its_done_sub_todos() {
         {"id": "t1", "task": "How does sled make writes durable", "kind": "research", "dependencies": []}
     ]});
     // t1's two own attempts fail, which splits it; its sub-todos and its synthesis pass review.
-    let t1_reviews = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let reviews = t1_reviews.clone();
+    let t1_reviews = std::sync::atomic::AtomicUsize::new(0);
     let fake = model(
         plan,
-        Arc::new(move |id| {
-            let first_two =
-                id == "t1" && reviews.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 2;
-            if first_two {
-                failed()
-            } else {
-                done()
-            }
+        failing_while(move |id| {
+            id == "t1" && t1_reviews.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 2
         }),
     );
-    let g = compiled(fake.clone());
-    let out = g
-        .invoke(
-            PlanStateUpdate::default().question("durability?"),
-            config(docs.path(), "synth").setting("yes", true),
-        )
-        .await
-        .unwrap();
-    let s = &out.state;
+    let s = &approved_run(&fake, docs.path(), "synth").await;
     let t1 = s.todo("t1").unwrap();
     assert_eq!(t1.status, Status::Done, "{t1:?}");
     assert_eq!(
@@ -210,4 +178,25 @@ async fn a_split_todo_is_synthesised_from_its_done_sub_todos() {
         "a search for each failed attempt, none for the synthesis: {:?}",
         t1.tools_used
     );
+}
+
+/// Reviews that fail a todo while `fails(id)` says so, and pass it otherwise.
+fn failing_while(fails: impl Fn(&str) -> bool + Send + Sync + 'static) -> Verdict {
+    Arc::new(move |id| if fails(id) { failed() } else { done() })
+}
+
+/// The research graph over `fake`, run to its end with the plan approved up front.
+async fn approved_run(
+    fake: &Arc<stategraph::llm::FakeChatModel>,
+    corpus: &std::path::Path,
+    thread: &str,
+) -> stategraph::agents::research::PlanState {
+    compiled(fake.clone())
+        .invoke(
+            PlanStateUpdate::default().question("durability?"),
+            config(corpus, thread).setting("yes", true),
+        )
+        .await
+        .unwrap()
+        .state
 }
