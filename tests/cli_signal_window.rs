@@ -470,3 +470,37 @@ fn a_run_killed_or_quit_at_once_in_its_first_moments_leaves_no_damaged_thread() 
         assert_no_thread_or_a_whole_one(&db, &out.to_string());
     }
 }
+
+/// The commands a graph runs (a tool's shell command, say) start with the signal mask of the
+/// thread that starts them: no thread of a run may block Ctrl+C, SIGTERM or SIGHUP, or those
+/// commands would not hear them either. (An earlier fix held the signals back by blocking them
+/// in every thread until the run listened.)
+#[test]
+fn no_thread_of_a_run_blocks_the_signals_its_commands_must_hear() {
+    let db = Db::new();
+    let mut run = db.run_pipeline(LONG, &["--yes"]).spawn();
+    run.wait_for("outline started");
+    let tasks = format!("/proc/{}/task", run.id());
+    let mut seen = 0;
+    for task in std::fs::read_dir(&tasks).unwrap() {
+        let status = std::fs::read_to_string(task.unwrap().path().join("status"));
+        // A thread that ended meanwhile has no status any more.
+        let Ok(status) = status else { continue };
+        let blocked = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigBlk:"))
+            .map(|hex| u64::from_str_radix(hex.trim(), 16).unwrap())
+            .unwrap();
+        for (signal, name, _) in SIGNALS {
+            assert_eq!(
+                blocked & (1 << (signal - 1)),
+                0,
+                "a thread blocks {name}: {status}"
+            );
+        }
+        seen += 1;
+    }
+    assert!(seen > 1, "the run's threads were read");
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.finish().code, Some(143));
+}

@@ -135,17 +135,19 @@ impl App {
             Ok(parsed) => parsed,
             Err(code) => return code,
         };
-        // A run hears Ctrl+C, SIGTERM and SIGHUP from its command's start: held back until it
-        // listens (cmd/run/stop.rs), a signal never ends it half-way through setting up.
-        let _deferred = matches!(
+        // A run hears Ctrl+C, SIGTERM and SIGHUP from its command's start (cmd/run/stop.rs): a
+        // signal never ends it half-way through setting up.
+        let stops = Arc::new(cmd::Stops::default());
+        if matches!(
             cli.command,
             args::Command::Run(_)
                 | args::Command::Resume(_)
                 | args::Command::Rerun(_)
                 | args::Command::Decompose(_)
                 | args::Command::Solve(_)
-        )
-        .then(cmd::Deferred::start);
+        ) {
+            stops.hear();
+        }
         init_tracing(cli.quiet, cli.verbose);
         let json = cli.command.json();
         let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -160,17 +162,14 @@ impl App {
             }
         };
         let mut hint = None;
-        let mut stops = None;
         let result = runtime.block_on(async {
-            let ctx = Ctx::new(self.registry, bin, &cli, explicit_db)?;
+            let ctx = Ctx::new(self.registry, bin, &cli, explicit_db, stops.clone())?;
             let result = cmd::dispatch(&ctx, cli.command).await;
             // Threads this command held are flushed, closed and indexed before it exits.
             ctx.store.close();
             if let Err(e) = &result {
                 hint = error::hint(&ctx, e);
             }
-            // A signal during all of the above was heard (cmd/run/stop.rs); it sets the code.
-            stops = Some(ctx.stops);
             result
         });
         // A task still waiting (the Ctrl+C watcher) must not keep the process alive.
@@ -179,10 +178,8 @@ impl App {
             Ok(code) => code,
             Err(err) => report_failure(&err, hint, json),
         };
-        match stops {
-            Some(stops) => stops.finish(output::exit_code(code)),
-            None => output::exit_code(code),
-        }
+        // A signal during all of the above was heard (cmd/run/stop.rs); it sets the code.
+        stops.finish(output::exit_code(code))
     }
 }
 
@@ -269,11 +266,17 @@ pub(crate) struct Ctx {
     pub quiet: bool,
     pub verbose: u8,
     /// What stops the command's run (signals, a closed stdout), heard until the command ends.
-    pub stops: cmd::Stops,
+    pub stops: Arc<cmd::Stops>,
 }
 
 impl Ctx {
-    fn new(registry: Registry, bin: String, cli: &Cli, explicit_db: bool) -> anyhow::Result<Ctx> {
+    fn new(
+        registry: Registry,
+        bin: String,
+        cli: &Cli,
+        explicit_db: bool,
+        stops: Arc<cmd::Stops>,
+    ) -> anyhow::Result<Ctx> {
         let root = match &cli.db {
             Some(p) => p.clone(),
             None => dirs::data_dir()
@@ -297,7 +300,7 @@ impl Ctx {
             db_flag: if explicit_db { cli.db.clone() } else { None },
             quiet: cli.quiet,
             verbose: cli.verbose,
-            stops: cmd::Stops::default(),
+            stops,
         })
     }
 

@@ -466,6 +466,11 @@ impl Running {
         assert_eq!(rc, 0, "kill({}, {signal}) failed", self.child.id());
     }
 
+    /// Its process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }

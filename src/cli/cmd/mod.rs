@@ -8,7 +8,7 @@ mod plan;
 mod run;
 mod tree;
 
-pub(crate) use run::{Deferred, Stops};
+pub(crate) use run::Stops;
 
 use super::args::Command;
 use super::Ctx;

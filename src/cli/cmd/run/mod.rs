@@ -15,7 +15,7 @@ mod stop;
 
 pub(super) use drive::run_on_thread;
 pub(super) use report::{report, Ended};
-pub(crate) use stop::{Deferred, Stops};
+pub(crate) use stop::Stops;
 
 use super::artifacts;
 use crate::checkpoint::Checkpointer;

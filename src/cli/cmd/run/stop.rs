@@ -18,8 +18,8 @@
 //! takes a moment, and cut short it could leave the thread's index saying "running" or the
 //! last artifacts unwritten. So the command says at once that it heard it, finishes, and then
 //! ends with the signal's code, as a process told to stop does; a second signal quits at once.
-//! (tokio keeps its handlers for these signals once it listened: without a watcher until the
-//! command's end, such a signal was silently ignored and the command exited 0.)
+//! (A signal handler, once installed, stays: without a watcher until the command's end, such a
+//! signal was silently ignored and the command exited 0.)
 //!
 //! A signal that arrives before the run started (while the command resolves its graph, reads
 //! its input, takes its thread) stops it the same way: said at once, then the run never starts
@@ -27,10 +27,11 @@
 //! made, not kept (it has no checkpoint); a resume's or a rerun's thread keeps what it had.
 //! The command says so, with the command that continues the thread, and ends with the
 //! signal's code; a second signal quits at once. The signals are heard from the start of the
-//! command: held back ([`Deferred`]) from right after its command line is read until
-//! [`Stops::listen`] hears them, so none keeps its default effect (which ended the process
-//! wherever it was, with a thread made and no checkpoint in it, listed as damaged). Only a
-//! signal that comes while the process is still being loaded ends it so; it has made nothing.
+//! command: their handlers ([`Stops::hear`]) are in place right after its command line is
+//! read, before the async runtime starts, and keep what arrives for the watcher task, so none
+//! keeps its default effect (which ended the process wherever it was, with a thread made and no
+//! checkpoint in it, listed as damaged). Only a signal that comes while the process is still
+//! being loaded ends it so; it has made nothing.
 //! A second signal still quits at once, wherever the command is: a new run's thread made but
 //! not yet written is then left as a folder marked new (`checkpoint/folders/layout.rs`), which
 //! no command takes for a thread and the next run of its id takes over, as after a `kill -9`.
@@ -40,11 +41,10 @@
 
 use crate::cli::error::{EXIT_BROKEN_PIPE, EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TERMINATED};
 use crate::cli::progress::Notices;
-use futures::stream::{FuturesUnordered, StreamExt};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -136,8 +136,12 @@ impl Stop {
 pub(crate) struct Stops {
     shared: Arc<Shared>,
     task: Mutex<Option<JoinHandle<()>>>,
-    /// The signal handlers' own records (see [`Stops::finish`]), removed at the end.
-    recorders: Mutex<Vec<signal_hook_registry::SigId>>,
+    /// The signal handlers (see [`Stops::hear`]), removed at the end.
+    handlers: Mutex<Vec<signal_hook_registry::SigId>>,
+    /// Whether the handlers are in place.
+    hearing: AtomicBool,
+    /// The end of the handlers' socket the watcher task reads, until it takes it.
+    heard: Mutex<Option<UnixStream>>,
 }
 
 #[derive(Default)]
@@ -147,6 +151,8 @@ struct Shared {
     /// The number of the first signal that reached the process, written by the signal handler
     /// itself; 0 for none.
     delivered: AtomicI32,
+    /// The end of the handlers' socket they write each signal's number to.
+    told: OnceLock<OwnedFd>,
     /// Set once the run ended: a stop then no longer cancels anything.
     ended: AtomicBool,
     /// The command's run's: cancelled by the first stop that comes before the run ended, also
@@ -166,32 +172,37 @@ struct Watched {
 }
 
 impl Stops {
-    /// Listens from now on (not from when the watcher task first runs) for each signal the
-    /// process was not started ignoring, before there is a run: a stop then means the run never
-    /// starts (see [`Stops::stopped`]). Once is enough; later calls do nothing. Lets through
-    /// the signals [`Deferred`] held back meanwhile, now that they are heard.
-    pub(crate) fn listen(&self) {
-        let mut task = lock(&self.task);
-        if task.is_some() {
+    /// Hears each signal the process was not started ignoring from now on: a handler notes it
+    /// and writes its number to a socket, where the watcher task ([`Stops::listen`]) finds it,
+    /// however long before that task starts it came. Needs no async runtime, so a command that
+    /// runs a graph calls it first thing: no signal keeps its default effect, which ended the
+    /// process wherever it was (with a thread made and no checkpoint in it, say). Handlers,
+    /// not a blocked signal mask: the commands a graph runs inherit the mask of the thread that
+    /// starts them, and must hear these signals. Once is enough; later calls do nothing.
+    pub(crate) fn hear(&self) {
+        if self.hearing.swap(true, Ordering::SeqCst) {
             return;
         }
-        let listeners: Vec<(Stop, Signal)> = Stop::SIGNALS
-            .into_iter()
-            .filter(|stop| !ignored(stop.number()))
-            .filter_map(|stop| match signal(SignalKind::from_raw(stop.number())) {
-                Ok(listener) => Some((stop, listener)),
-                Err(e) => {
-                    // The run goes on; the signal keeps its default effect.
-                    tracing::warn!(signal = stop.name(), error = %e, "cannot listen for a signal");
-                    None
-                }
-            })
-            .collect();
-        for (stop, _) in &listeners {
-            let (shared, number) = (self.shared.clone(), stop.number());
+        let (heard, told) = match UnixStream::pair() {
+            Ok(pair) => pair,
+            Err(e) => {
+                // The signals keep their default effect.
+                tracing::warn!(error = %e, "cannot listen for signals");
+                return;
+            }
+        };
+        // The handler's write never waits: a full socket already holds a second signal.
+        let _ = told.set_nonblocking(true);
+        let _ = self.shared.told.set(OwnedFd::from(told));
+        for stop in Stop::SIGNALS {
+            let number = stop.number();
+            if ignored(number) {
+                continue;
+            }
+            let shared = self.shared.clone();
             // SAFETY: the action runs inside the signal handler; it only does a
-            // compare-exchange on an atomic that the `Arc` keeps alive, which is
-            // async-signal-safe (no allocation, no lock).
+            // compare-exchange on an atomic and a write(2) of one byte to a socket, both
+            // async-signal-safe (no allocation, no lock), on what the `Arc` keeps alive.
             let registered = unsafe {
                 signal_hook_registry::register(number, move || {
                     let _ = (shared.delivered).compare_exchange(
@@ -200,15 +211,42 @@ impl Stops {
                         Ordering::SeqCst,
                         Ordering::SeqCst,
                     );
+                    if let Some(fd) = shared.told.get() {
+                        let byte = number as u8;
+                        libc::write(fd.as_raw_fd(), (&byte as *const u8).cast(), 1);
+                    }
                 })
             };
-            if let Ok(id) = registered {
-                lock(&self.recorders).push(id);
+            match registered {
+                Ok(id) => lock(&self.handlers).push(id),
+                // The run goes on; the signal keeps its default effect.
+                Err(e) => {
+                    tracing::warn!(signal = stop.name(), error = %e, "cannot listen for a signal")
+                }
             }
         }
-        *task = Some(tokio::spawn(watch(listeners, self.shared.clone())));
-        // After the handlers are in place: a signal that came meanwhile is delivered to them now.
-        Deferred::let_through();
+        *lock(&self.heard) = Some(heard);
+    }
+
+    /// Starts the watcher task (hearing first, if nothing did), before there is a run: a stop
+    /// then means the run never starts (see [`Stops::stopped`]). Signals that came since
+    /// [`Stops::hear`] are taken in now. Needs the async runtime. Once is enough.
+    pub(crate) fn listen(&self) {
+        self.hear();
+        let mut task = lock(&self.task);
+        if task.is_some() {
+            return;
+        }
+        let Some(heard) = lock(&self.heard).take() else {
+            return;
+        };
+        let heard = heard
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::UnixStream::from_std(heard));
+        match heard {
+            Ok(heard) => *task = Some(tokio::spawn(watch(heard, self.shared.clone()))),
+            Err(e) => tracing::warn!(error = %e, "cannot watch for signals"),
+        }
     }
 
     /// The run is about to start: a stop from now on prints through `notices` (not to stderr
@@ -258,7 +296,7 @@ impl Stops {
         if let Some(task) = lock(&self.task).take() {
             task.abort();
         }
-        for id in lock(&self.recorders).drain(..) {
+        for id in lock(&self.handlers).drain(..) {
             signal_hook_registry::unregister(id);
         }
         leave_a_hung_up_terminal();
@@ -344,89 +382,20 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Passes each signal to `shared` as it arrives, until none can.
-async fn watch(mut listeners: Vec<(Stop, Signal)>, shared: Arc<Shared>) {
-    while let Some(stop) = next(&mut listeners).await {
-        shared.arrived(stop);
-    }
-}
-
-/// The next signal to arrive; `None` when none can.
-async fn next(listeners: &mut [(Stop, Signal)]) -> Option<Stop> {
-    let mut any: FuturesUnordered<_> = listeners
-        .iter_mut()
-        .map(|(stop, listener)| async move { listener.recv().await.map(|()| *stop) })
-        .collect();
-    while let Some(arrived) = any.next().await {
-        if arrived.is_some() {
-            return arrived;
+/// Passes each signal to `shared` as it arrives (the handlers write its number to `heard`),
+/// until none can.
+async fn watch(mut heard: tokio::net::UnixStream, shared: Arc<Shared>) {
+    use tokio::io::AsyncReadExt;
+    let mut numbers = [0u8; 16];
+    while let Ok(n @ 1..) = heard.read(&mut numbers).await {
+        for number in &numbers[..n] {
+            let stop = Stop::SIGNALS
+                .into_iter()
+                .find(|stop| stop.number() == libc::c_int::from(*number));
+            if let Some(stop) = stop {
+                shared.arrived(stop);
+            }
         }
-    }
-    None
-}
-
-/// Holds back the signals a run listens for, from the start of a command that runs a graph
-/// until [`Stops::listen`] hears them (or the command's end, at the latest). Listening needs the
-/// async runtime, which starts threads; a signal that came before would otherwise keep its
-/// default effect, ending the process wherever it was (with a thread made and no checkpoint in
-/// it, say). Held back, it stays pending and is delivered once it is heard.
-///
-/// Blocked in the calling thread, and so in every thread it starts meanwhile (the runtime's
-/// workers), which keep it blocked: the calling thread then takes the signals, and `listen`
-/// runs there (`block_on` polls the command on it). A child process starts with no signal
-/// blocked (the standard library's `Command` clears the mask), so the commands a graph runs
-/// are not affected. A signal the process was started ignoring stays ignored: blocking changes
-/// no disposition.
-pub(crate) struct Deferred {
-    /// The calling thread's mask before, put back at the end.
-    old: libc::sigset_t,
-}
-
-/// Whether a [`Deferred`] holds the signals back now (so [`Stops::listen`] lets them through
-/// only then, and never unblocks what a host program blocked itself).
-static DEFERRING: AtomicBool = AtomicBool::new(false);
-
-impl Deferred {
-    /// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread.
-    pub(crate) fn start() -> Deferred {
-        // SAFETY: a zeroed sigset_t is a valid value of this plain C type, set up by
-        // sigemptyset before use; pthread_sigmask(3) only reads `set` and writes `old`.
-        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-        let blocked = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &run_signals(), &mut old) };
-        DEFERRING.store(blocked == 0, Ordering::SeqCst);
-        Deferred { old }
-    }
-
-    /// Unblocks the three signals in the calling thread, if a `Deferred` blocked them: one that
-    /// came meanwhile is delivered before this returns.
-    fn let_through() {
-        if DEFERRING.swap(false, Ordering::SeqCst) {
-            // SAFETY: as in `start`.
-            unsafe {
-                libc::pthread_sigmask(libc::SIG_UNBLOCK, &run_signals(), std::ptr::null_mut())
-            };
-        }
-    }
-}
-
-impl Drop for Deferred {
-    fn drop(&mut self) {
-        DEFERRING.store(false, Ordering::SeqCst);
-        // SAFETY: puts back the mask `start` read; only reads `old`.
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
-    }
-}
-
-/// SIGINT, SIGTERM and SIGHUP as a signal set.
-fn run_signals() -> libc::sigset_t {
-    // SAFETY: sigemptyset(3) fills in the set it is given; sigaddset(3) adds valid signals.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for stop in Stop::SIGNALS {
-            libc::sigaddset(&mut set, stop.number());
-        }
-        set
     }
 }
 
