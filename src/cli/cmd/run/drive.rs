@@ -159,12 +159,36 @@ async fn drive(
             w.write(id).await;
         }
     }
-    let nothing_saved = fresh && ended.saved_step.is_none() && result.is_err();
-    if nothing_saved || no_checkpoint {
-        // Nothing was saved: the thread is not kept half-made (an id without a checkpoint).
+    let nothing_saved = (fresh && ended.saved_step.is_none() && result.is_err()) || no_checkpoint;
+    keep_or_drop(
+        ctx,
+        resolved,
+        graph,
+        thread,
+        nothing_saved,
+        &result,
+        &mut ended,
+    )
+    .await;
+    (ended, result)
+}
+
+/// The thread after its run: not kept half-made (an id without a checkpoint) when
+/// `nothing_saved`, else kept with what its model calls cost counted (for a run that started);
+/// let go either way.
+async fn keep_or_drop(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    graph: &dyn ErasedGraph,
+    thread: &str,
+    nothing_saved: bool,
+    result: &Outcome,
+    ended: &mut Ended,
+) {
+    if nothing_saved {
         let _ = ctx.store.delete_thread(thread).await;
-    } else if started {
-        count_spend(ctx, resolved, graph, thread, &result, &mut ended).await;
+    } else if ended.started {
+        count_spend(ctx, resolved, graph, thread, result, ended).await;
     }
     if let Err(e) = ctx.store.release(thread) {
         // A failed run already says what failed its store.
@@ -172,7 +196,6 @@ async fn drive(
             say!("warning: could not flush the thread's store: {e}");
         }
     }
-    (ended, result)
 }
 
 /// What the kept thread's model calls cost, for the report: a failed run's saved steps' ledger,
