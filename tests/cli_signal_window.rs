@@ -231,8 +231,18 @@ impl InputPipe {
 
 /// `graph run pipeline --input-file PIPE`, waiting on its input.
 fn a_run_reading_its_input(db: &Db, pipe: &InputPipe) -> (Running, std::fs::File) {
+    a_run_reading_its_input_with(db, pipe, LONG, None)
+}
+
+/// [`a_run_reading_its_input`] with steps of `step_ms`, started ignoring `ignoring`.
+fn a_run_reading_its_input_with(
+    db: &Db,
+    pipe: &InputPipe,
+    step_ms: u64,
+    ignoring: Option<i32>,
+) -> (Running, std::fs::File) {
     let input = pipe.path.to_str().unwrap();
-    let step = format!("step_ms={LONG}");
+    let step = format!("step_ms={step_ms}");
     let args = [
         "run",
         "pipeline",
@@ -242,7 +252,12 @@ fn a_run_reading_its_input(db: &Db, pipe: &InputPipe) -> (Running, std::fs::File
         "--set",
         &step,
     ];
-    let mut run = db.graph(&args).spawn();
+    let command = db.graph(&args);
+    let mut run = match ignoring {
+        Some(signal) => command.ignoring(signal),
+        None => command,
+    }
+    .spawn();
     let writer = pipe.opened_by(&mut run);
     (run, writer)
 }
@@ -313,18 +328,7 @@ fn json_says_a_run_stopped_before_it_started_was_not_started() {
 fn a_run_started_ignoring_sigterm_is_not_stopped_by_it_early_either() {
     let db = Db::new();
     let pipe = InputPipe::new(db.path());
-    let input = pipe.path.to_str().unwrap();
-    let args = [
-        "run",
-        "pipeline",
-        "--input-file",
-        input,
-        "--yes",
-        "--set",
-        "step_ms=1",
-    ];
-    let mut run = db.graph(&args).ignoring(libc::SIGTERM).spawn();
-    let mut writer = pipe.opened_by(&mut run);
+    let (run, mut writer) = a_run_reading_its_input_with(&db, &pipe, 1, Some(libc::SIGTERM));
     run.signal(libc::SIGTERM);
     std::io::Write::write_all(&mut writer, br#"{"topic": "sled"}"#).unwrap();
     drop(writer);
