@@ -399,8 +399,8 @@ async fn watch(mut heard: tokio::net::UnixStream, shared: Arc<Shared>) {
     }
 }
 
-/// Whether `signal` is ignored (`SIG_IGN`) in this process now. Read before this module listens
-/// for it, that is how the process was started: once tokio listens, it never is again.
+/// Whether `signal` is ignored (`SIG_IGN`) in this process now. Read before [`Stops::hear`]
+/// puts its handler in place, that is how the process was started: after that it never is.
 fn ignored(signal: libc::c_int) -> bool {
     // SAFETY: a zeroed sigaction is a valid value of this plain C struct; sigaction(2) with a
     // null new action only writes the current one into `old`, which lives for the call.
