@@ -1,5 +1,5 @@
-//! Real processes: Ctrl+C, SIGTERM and SIGHUP in the first moments of `graph run`, `resume`
-//! and `rerun`, before their run starts (resolving the graph, reading the input, taking the
+//! Real processes: Ctrl+C, SIGTERM and SIGHUP in the first moments of `graph run`, `resume`,
+//! `rerun`, `decompose` and `solve`, before their run starts (resolving the graph, reading the input, taking the
 //! thread). Each must end the command with the signal's code and say what became of the
 //! thread, leaving it either whole and resumable or not made at all; never a thread folder
 //! that is not a thread, a damaged one, or a lock the next command waits on.
@@ -507,4 +507,57 @@ fn no_thread_of_a_run_blocks_the_signals_its_commands_must_hear() {
     assert!(seen > 1, "the run's threads were read");
     run.signal(libc::SIGTERM);
     assert_eq!(run.finish().code, Some(143));
+}
+
+/// The example task, for `graph decompose` and `graph solve` to read from a pipe.
+fn example_task() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/tasks/web_scraper.md");
+    std::fs::read_to_string(path).expect("the example task")
+}
+
+/// `graph decompose|solve TASK.md` stopped by `signal` while it reads the task file from a pipe
+/// (the model it would call is never reached: nothing listens at its address). It ends with the
+/// signal's code, its run never started: no thread, and no task file written beside the task.
+fn a_tree_command_stopped_while_reading_its_task(
+    command: &str,
+    (signal, name, code): (i32, &str, i32),
+) {
+    let db = Db::new();
+    let folder = tempfile::tempdir().expect("a temporary folder");
+    let pipe = InputPipe::at(folder.path().join("web_scraper.md"));
+    let task = pipe.path.to_str().unwrap().to_string();
+    let mut run = db
+        .graph(&[command, &task])
+        .with_model_at("http://127.0.0.1:9/v1")
+        .spawn();
+    let mut writer = pipe.opened_by(&mut run);
+    run.signal(signal);
+    run.wait_for("the run has not started and will not");
+    std::io::Write::write_all(&mut writer, example_task().as_bytes()).unwrap();
+    drop(writer);
+    let out = run.finish();
+    assert_eq!(out.code, Some(code), "{command}, {name}\n{out}");
+    out.stderr_has(&[&format!("stopped ({name}) before the run started")]);
+    assert!(assert_whole(&db, &out.to_string()).is_empty(), "{out}");
+    let beside: Vec<_> = std::fs::read_dir(folder.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        beside,
+        ["web_scraper.md"],
+        "nothing written beside the task\n{out}"
+    );
+}
+
+#[test]
+fn a_signal_while_decompose_reads_its_task_stops_it_before_its_run() {
+    for signal in SIGNALS {
+        a_tree_command_stopped_while_reading_its_task("decompose", signal);
+    }
+}
+
+#[test]
+fn a_signal_while_solve_reads_its_task_stops_it_before_its_run() {
+    a_tree_command_stopped_while_reading_its_task("solve", SIGNALS[1]);
 }
