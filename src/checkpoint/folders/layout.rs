@@ -4,7 +4,7 @@
 //! <root>/threads/<thread-id>/store/       the thread's sled store
 //! <root>/threads/<thread-id>/lock         held (flock, exclusive) by the process writing it
 //! <root>/threads/<thread-id>/index.json   the thread's line in `threads()`: a cache
-//! <root>/threads/<thread-id>/new          made before a new thread's store; gone once it holds a record
+//! <root>/threads/<thread-id>/new          made before a new thread's store; gone once a record is flushed
 //! <root>/threads/.deleted-<id>-<pid>-<n>/ a deletion in progress (swept once its process died)
 //! ```
 //!
@@ -76,11 +76,12 @@ impl Layout {
         self.thread_dir(thread).join("lock")
     }
 
-    /// The mark of a thread folder made by a writer that has not let it go with a record in
-    /// its store yet: a store there that holds nothing was never written, rather than emptied
-    /// by damage (its process died before its first record reached the disk, a `kill -9` or a
-    /// second Ctrl+C just after `graph run` made the thread). Such a folder is no thread: not
-    /// listed, and taken over by the next run of its id.
+    /// The mark of a thread folder whose store has not held a record on disk yet (its writer
+    /// removes it after the first flush that makes one durable, `sled_store/mark.rs`): a store
+    /// there that holds nothing was never written, rather than emptied by damage (its process
+    /// died before its first record reached the disk: a `kill -9` or a second Ctrl+C just after
+    /// `graph run` made the thread). Such a folder is no thread: not listed, and taken over by
+    /// the next run of its id.
     pub(super) fn new_marker(&self, thread: &str) -> PathBuf {
         self.thread_dir(thread).join(NEW_MARKER)
     }

@@ -12,6 +12,7 @@ use super::{
     WRITE_PATIENCE,
 };
 use crate::checkpoint::error::{validate_thread_id, CheckpointError};
+use crate::checkpoint::sled_store::remove_mark;
 use crate::checkpoint::status::summarize;
 use crate::checkpoint::{Checkpointer, SledCheckpointer};
 use std::path::Path;
@@ -154,9 +155,13 @@ impl FolderCheckpointer {
             }
         };
         self.check_presence(root, &store, how).await?;
-        if !store.holds_nothing()? {
+        if store.holds_nothing()? {
+            // Marked now, or by a run that died before its first record reached the disk: the
+            // first flush that makes a record durable removes it.
+            store.remove_once_written(marker);
+        } else {
             // What it holds was read from the disk: a leftover mark is no longer true.
-            forget_new(&marker);
+            remove_mark(&marker);
         }
         self.held_from(root, lock, store)
     }
@@ -298,10 +303,8 @@ impl FolderCheckpointer {
             Err(held) => return held.store.flush_now(),
         };
         drop(server);
+        // Removes the thread's mark of being new when this is its first flush of a record.
         let flushed = store.flush_now();
-        if flushed.is_ok() && matches!(store.holds_nothing(), Ok(false)) {
-            forget_new(&self.layout.new_marker(root));
-        }
         let store_dir = self.layout.store_dir(root);
         let legacy = self.layout.legacy_meta_path(root);
         let listing = futures::executor::block_on(async {
@@ -498,18 +501,5 @@ impl FolderCheckpointer {
         thread: &str,
     ) -> Result<Arc<SledCheckpointer>, CheckpointError> {
         self.take(thread, Take::Any).await
-    }
-}
-
-/// Removes a thread folder's mark of being new (`Layout::new_marker`), now that its store holds
-/// a record on the disk. One that cannot be removed only keeps saying so: harmless while the
-/// store holds records.
-fn forget_new(marker: &Path) {
-    match std::fs::remove_file(marker) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => {
-            tracing::warn!(file = %marker.display(), error = %e, "cannot remove a new thread's mark")
-        }
     }
 }

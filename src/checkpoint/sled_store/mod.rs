@@ -6,13 +6,17 @@
 //! `pieces.rs` keeps the pieces of large snapshots, shared by a thread's snapshots, and sweeps
 //! those no record names; `keys.rs` is how keys are laid out; `inspect.rs` is what the per-thread
 //! layout and tests read beyond the contract (checkpoint ids from keys alone, whether a store is
-//! empty, the stored bytes) and the tampering hooks of the corruption tests.
+//! empty, the stored bytes) and the tampering hooks of the corruption tests; `mark.rs` removes
+//! the per-thread layout's mark of a store never written once a flush made a record durable.
 
 mod checkpointer;
 mod inspect;
 mod keys;
+mod mark;
 mod open;
 mod pieces;
+
+pub(crate) use mark::remove_mark;
 
 use super::chunks::{self, ChunkHash};
 use super::error::CheckpointError;
@@ -64,6 +68,7 @@ pub struct SledCheckpointer {
     known_pieces: Mutex<HashMap<String, HashSet<ChunkHash>>>,
     flushes: GroupCommit,
     io: IoFailure,
+    unwritten: mark::UnwrittenMark,
 }
 
 /// How a sled store is laid out: pass to [`SledCheckpointer::open_with`].
@@ -125,7 +130,12 @@ impl SledCheckpointer {
     /// Makes everything written so far durable, on this thread, without sharing the flush.
     pub(crate) fn flush_now(&self) -> Result<(), CheckpointError> {
         self.io.check()?;
-        self.db.flush().map(drop).map_err(|e| self.io.error(e))
+        let first_record = self.flush_makes_first_record_durable();
+        self.db.flush().map_err(|e| self.io.error(e))?;
+        if first_record {
+            self.written();
+        }
+        Ok(())
     }
 
     /// Bytes the store occupies on disk (as sled reports it).
@@ -140,12 +150,18 @@ impl SledCheckpointer {
         // The leader's flush blocks its thread, but one fsync (~100-200 us) is cheaper than a
         // hop to a blocking pool; callers that wait for it only await.
         self.io.check()?;
+        // Asked before the commit: a flush that starts after this covers the record seen.
+        let first_record = self.flush_makes_first_record_durable();
         self.flushes
             .commit(|| {
                 self.io.check()?;
                 self.db.flush().map(drop).map_err(|e| self.io.error(e))
             })
-            .await
+            .await?;
+        if first_record {
+            self.written();
+        }
+        Ok(())
     }
 
     fn remember_thread(&self, thread: &str) -> Result<(), CheckpointError> {

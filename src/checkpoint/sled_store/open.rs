@@ -71,6 +71,7 @@ impl SledCheckpointer {
             known_pieces: Mutex::new(HashMap::new()),
             flushes: GroupCommit::new(),
             io: IoFailure::new(&path),
+            unwritten: super::mark::UnwrittenMark::none(),
             path,
         })
     }
