@@ -34,3 +34,137 @@ fn a_run_killed_after_its_first_checkpoints_keeps_no_mark_and_its_emptied_store_
         .expect(1)
         .stderr_has(&["is damaged", "store/db"]);
 }
+
+/// Where `making_child` finds the store, the thread to make and how far to go (joined by
+/// U+001F).
+const CHILD_ENV: &str = "STATEGRAPH_NEW_MARK_CHILD";
+
+/// How far `making_child` goes in making its thread before it waits to be killed.
+#[derive(Clone, Copy)]
+enum Made {
+    /// Locked and marked new, sled not started yet: as `FolderCheckpointer` leaves a folder
+    /// just before it opens the store (`checkpoint/folders/take.rs`, `open_held`).
+    Marked,
+    /// Made and held by `FolderCheckpointer::create`, as `graph run` does first: the store is
+    /// open, nothing written in it.
+    Held,
+}
+
+#[test]
+#[ignore = "a child process of the folders_new_mark tests, started by them"]
+fn making_child() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let parts: Vec<&str> = spec.split('\u{1f}').collect();
+    let [db, thread, how] = parts[..] else {
+        panic!("db, thread and how: {spec:?}");
+    };
+    if how == "marked" {
+        use std::os::unix::io::AsRawFd;
+        let folder = std::path::Path::new(db).join("threads").join(thread);
+        std::fs::create_dir_all(&folder).expect("the thread's folder");
+        let lock = std::fs::File::create(folder.join("lock")).expect("the lock file");
+        // SAFETY: flock on a descriptor this function owns until the process is killed.
+        assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+        std::fs::write(folder.join("new"), b"").expect("the mark");
+        eprintln!("made {thread}");
+        std::thread::sleep(std::time::Duration::from_secs(300));
+        drop(lock);
+        return;
+    }
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        let store = stategraph::checkpoint::FolderCheckpointer::open(db).expect("open the store");
+        store.create(thread).await.expect("make the thread");
+        eprintln!("made {thread}");
+        tokio::time::sleep(std::time::Duration::from_secs(300)).await;
+    });
+}
+
+/// This test binary running `making_child`: a process that makes `thread` in `db` as far as
+/// `how` says, writing no record, and waits until it is killed.
+fn making(db: &Db, thread: &str, how: Made) -> harness::Running {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let child = [
+        "making_child",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ];
+    let how = match how {
+        Made::Marked => "marked",
+        Made::Held => "held",
+    };
+    let spec = format!("{}\u{1f}{thread}\u{1f}{how}", db.path().display());
+    let mut running = harness::TestCommand::program(&exe, &child, "making_child")
+        .env(CHILD_ENV, spec)
+        .spawn();
+    running.wait_for(&format!("made {thread}"));
+    running
+}
+
+#[test]
+fn prune_removes_folders_left_by_processes_killed_before_their_first_record_never_one_being_made() {
+    let db = Db::new();
+    let kept = db.finished_thread();
+    let threads = db.path().join("threads");
+    let (marked, held) = (threads.join("marked"), threads.join("held"));
+    let makers = [
+        making(&db, "marked", Made::Marked),
+        making(&db, "held", Made::Held),
+    ];
+    assert!(marked.join("new").exists() && !marked.join("store").exists());
+    assert!(held.join("new").exists() && held.join("store").is_dir());
+
+    // Their locks are held: each process is making its thread now, and is left alone.
+    let pruned = db.graph(&["prune", "--json"]).expect(0).json();
+    assert_eq!(pruned["never_written_folders_removed"], 0, "{pruned:#}");
+    assert!(
+        marked.join("new").exists(),
+        "a folder being made was touched"
+    );
+    assert!(held.join("new").exists() && held.join("store").is_dir());
+
+    for maker in makers {
+        maker.signal(libc::SIGKILL);
+        maker.finish();
+    }
+    assert_eq!(
+        db.thread_ids(),
+        [kept.as_str()],
+        "a folder never written is no thread"
+    );
+    db.graph(&["prune"])
+        .expect(0)
+        .stderr_has(&["removed 2 folder(s) of threads never written"]);
+    assert!(
+        !marked.exists() && !held.exists(),
+        "an abandoned folder is still there"
+    );
+    assert_eq!(db.thread_ids(), [kept.as_str()]);
+    let again = db.graph(&["prune", "--json"]).expect(0).json();
+    assert_eq!(again["never_written_folders_removed"], 0, "{again:#}");
+    db.graph(&["state", &kept]).expect(0);
+    // The id is free again.
+    db.run_pipeline(1, &["--yes", "--thread", "held"]).expect(0);
+}
+
+#[test]
+fn prune_keeps_a_thread_whose_mark_outlived_its_records_and_drops_the_mark() {
+    let db = Db::new();
+    let thread = db.finished_thread();
+    let folder = db.path().join("threads").join(&thread);
+    // As a run killed after its first checkpoints left it before the mark went with them.
+    std::fs::write(folder.join("new"), b"").unwrap();
+    let pruned = db.graph(&["prune", "--json"]).expect(0).json();
+    assert_eq!(pruned["never_written_folders_removed"], 0, "{pruned:#}");
+    assert!(folder.join("store").is_dir());
+    assert!(
+        !folder.join("new").exists(),
+        "the stale mark is still there"
+    );
+    assert_eq!(db.thread_ids(), [thread.as_str()]);
+    db.graph(&["state", &thread]).expect(0);
+}

@@ -56,7 +56,8 @@ pub(crate) enum Command {
     Artifacts(ArtifactsArgs),
     /// Delete a thread and everything stored for it.
     Delete(DeleteArgs),
-    /// Delete old checkpoints, keeping the newest of each thread.
+    /// Delete old checkpoints, keeping the newest of each thread (and, without --thread, the
+    /// folders runs left that died before their first checkpoint reached the disk).
     Prune(PruneArgs),
     /// Make a damaged thread usable again from its newest intact checkpoint (keeps a backup).
     Repair(RepairArgs),

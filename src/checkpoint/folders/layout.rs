@@ -80,8 +80,9 @@ impl Layout {
     /// removes it after the first flush that makes one durable, `sled_store/mark.rs`): a store
     /// there that holds nothing was never written, rather than emptied by damage (its process
     /// died before its first record reached the disk: a `kill -9` or a second Ctrl+C just after
-    /// `graph run` made the thread). Such a folder is no thread: not listed, and taken over by
-    /// the next run of its id.
+    /// `graph run` made the thread). Such a folder is no thread: not listed, taken over by the
+    /// next run of its id, and removed by `graph prune` once no process holds its lock
+    /// (`unwritten.rs`).
     pub(super) fn new_marker(&self, thread: &str) -> PathBuf {
         self.thread_dir(thread).join(NEW_MARKER)
     }

@@ -8,7 +8,9 @@
 //! never writes (see `read_copy.rs`). The on-disk layout is described in `layout.rs`; the index
 //! file that makes listing fast is only a cache of the stores (see `index.rs`). sled drops a
 //! blob file that fails its checksum with all written after it: readers and writers check them
-//! before sled opens a store (see `blobs.rs`).
+//! before sled opens a store (see `blobs.rs`). A thread folder whose store has not held a record
+//! on disk yet is marked new (see `layout.rs`): when its process died first, it is no thread,
+//! and `unwritten.rs` removes it once nobody holds it (`graph prune`).
 //!
 //! A subgraph's checkpoints (thread `{root}/{ns}`) are stored in the root thread's folder, only
 //! root threads are listed, and deleting a root thread deletes its folder, children included.
@@ -22,6 +24,7 @@ mod owner;
 mod read_copy;
 mod repair;
 mod take;
+mod unwritten;
 
 pub use index::{Damage, ThreadListing};
 pub(crate) use origin::{Origin, OriginUnreadable, ORIGIN_KEY};

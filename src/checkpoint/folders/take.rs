@@ -7,6 +7,7 @@ use super::layout::{blob_names, file_stamp, fingerprint, io_error, root_thread, 
 use super::origin::with_origin_checked;
 use super::owner::{self, OwnerServer, Request, Response};
 use super::read_copy::{open_copy, Copied, ReadCopy};
+use super::unwritten::remove_trash;
 use super::{
     wait_for_sole, Damage, FolderCheckpointer, Held, Slot, Source, Take, READ_PATIENCE, RETRY,
     WRITE_PATIENCE,
@@ -15,7 +16,7 @@ use crate::checkpoint::error::{validate_thread_id, CheckpointError};
 use crate::checkpoint::sled_store::remove_mark;
 use crate::checkpoint::status::summarize;
 use crate::checkpoint::{Checkpointer, SledCheckpointer};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -452,21 +453,25 @@ impl FolderCheckpointer {
             Some(_) => None,
             None => self.exclude_readers(root).await?,
         };
-        let dir = self.layout.thread_dir(root);
-        let trash = self.layout.trash_path(root);
-        // Renamed while held, so the thread vanishes at once and whole: a reader or writer
-        // waiting for it finds no folder, and a deletion cut short leaves only a dot-folder that
-        // the next command removes.
-        let renamed = std::fs::rename(&dir, &trash);
+        let trash = self.trash_folder(root);
         if let Some(held) = held {
             drop(Arc::try_unwrap(wait_for_sole(held)).ok());
         }
         drop(lock);
-        renamed.map_err(|e| io_error("cannot delete the thread's folder", &dir, e))?;
-        if let Err(e) = std::fs::remove_dir_all(&trash) {
-            tracing::warn!(path = %trash.display(), error = %e, "thread deleted, but its folder could not be removed yet");
-        }
+        remove_trash(&trash?);
         Ok(())
+    }
+
+    /// Renames the folder of a thread whose lock is held (readers kept out) to a dot-folder,
+    /// and returns where. Renamed while held, so the thread vanishes at once and whole: a reader
+    /// or writer waiting for it finds no folder, and a deletion cut short leaves only a
+    /// dot-folder that the next command removes.
+    pub(super) fn trash_folder(&self, root: &str) -> Result<PathBuf, CheckpointError> {
+        let dir = self.layout.thread_dir(root);
+        let trash = self.layout.trash_path(root);
+        std::fs::rename(&dir, &trash)
+            .map_err(|e| io_error("cannot delete the thread's folder", &dir, e))?;
+        Ok(trash)
     }
 
     /// Waits until no reader is copying the thread's store, and keeps new ones out.

@@ -292,6 +292,11 @@ pub(crate) async fn prune(ctx: &Ctx, args: PruneArgs) -> anyhow::Result<u8> {
         }
         None => ctx.store.list_threads().await?,
     };
+    // Only when pruning every thread: `--thread` names the one thread to touch.
+    let never_written = match &args.thread {
+        Some(_) => 0,
+        None => ctx.store.remove_never_written().await?,
+    };
     let mut report: Vec<Value> = Vec::new();
     let mut total = 0usize;
     for thread in threads {
@@ -331,10 +336,17 @@ pub(crate) async fn prune(ctx: &Ctx, args: PruneArgs) -> anyhow::Result<u8> {
     if args.json {
         out(&format!(
             "{:#}",
-            json!({"keep": keep, "removed": total, "threads": report})
+            json!({"keep": keep, "removed": total, "threads": report,
+                   "never_written_folders_removed": never_written})
         ));
     } else {
         say!("removed {total} checkpoint(s), keeping the newest {keep} of each thread");
+        if never_written > 0 {
+            say!(
+                "removed {never_written} folder(s) of threads never written (their run died \
+                 before its first checkpoint reached the disk)"
+            );
+        }
     }
     Ok(EXIT_DONE)
 }
