@@ -194,6 +194,11 @@ impl Stops {
         // The handler's write never waits: a full socket already holds a second signal.
         let _ = told.set_nonblocking(true);
         let _ = self.shared.told.set(OwnedFd::from(told));
+        // signal-hook-registry puts each handler in place before it publishes the action that
+        // handler runs, and a signal in between is lost: neither its default effect nor ours
+        // (a SIGHUP that a resume never heard, once, in CI). Held back meanwhile, it is
+        // delivered once all are in place.
+        let held = HeldBack::start();
         for stop in Stop::SIGNALS {
             let number = stop.number();
             if ignored(number) {
@@ -225,6 +230,7 @@ impl Stops {
                 }
             }
         }
+        drop(held);
         *lock(&self.heard) = Some(heard);
     }
 
@@ -374,6 +380,46 @@ impl Shared {
         }
         notices.after_signal(&stop.not_starting_text(), stop.typed());
         self.token.cancel();
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP blocked in the calling thread until dropped, for the moment
+/// [`Stops::hear`] puts its handlers in place. It runs before the command starts any thread, so
+/// the calling thread is then the process's only one: a signal that comes meanwhile waits for
+/// the handlers, and no thread (nor any command a graph runs) inherits the mask.
+struct HeldBack {
+    /// The thread's mask before, put back on drop; `None` when blocking failed.
+    old: Option<libc::sigset_t>,
+}
+
+impl HeldBack {
+    fn start() -> HeldBack {
+        // SAFETY: sigemptyset(3) and sigaddset(3) fill in a sigset_t they are given (zeroed
+        // first, a valid value of this plain C type); pthread_sigmask(3) reads `set` and writes
+        // `old`, both alive for the calls.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for stop in Stop::SIGNALS {
+                libc::sigaddset(&mut set, stop.number());
+            }
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            let blocked = libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) == 0;
+            HeldBack {
+                old: blocked.then_some(old),
+            }
+        }
+    }
+}
+
+impl Drop for HeldBack {
+    fn drop(&mut self) {
+        if let Some(old) = &self.old {
+            // SAFETY: puts back the mask `start` read; pthread_sigmask(3) only reads it. A
+            // signal that came meanwhile is delivered, to the handlers now in place, before
+            // this returns.
+            unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old, std::ptr::null_mut()) };
+        }
     }
 }
 
