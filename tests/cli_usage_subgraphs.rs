@@ -202,6 +202,18 @@ impl Setup {
         nodes.values().map(|n| n["calls"].as_u64().unwrap()).sum()
     }
 
+    /// `graph update THREAD --set-json {"question": ...}`: a person's edit of that thread (or
+    /// namespace) in place of resuming its failed step.
+    fn set_question(&self, thread: &str) {
+        self.graph(&[
+            "update",
+            thread,
+            "--set-json",
+            &json!({"question": QUESTION}).to_string(),
+        ])
+        .expect(0);
+    }
+
     /// What `graph state --json` counts beside the ledger (`failed_usage`), in requests.
     fn off_ledger_calls(&self, thread: &str) -> u64 {
         self.state(thread)["failed_usage"]["requests"]
@@ -271,13 +283,7 @@ fn failed_spend_inside_a_child_is_counted_when_an_edit_moves_the_thread_past_it(
     let thread = s.run().expect(1).thread();
     // The person edits the parent instead of resuming the failed step: its task runs again
     // from the edit's checkpoint, in a new child namespace.
-    s.graph(&[
-        "update",
-        &thread,
-        "--set-json",
-        &json!({"question": QUESTION}).to_string(),
-    ])
-    .expect(0);
+    s.set_question(&thread);
     assert_eq!(
         s.off_ledger_calls(&thread),
         3,
@@ -378,13 +384,7 @@ fn what_a_failed_childs_saved_steps_paid_is_counted_until_its_parent_step_finish
         "{out}"
     );
     assert_eq!(s.off_ledger_calls(&thread), 5);
-    s.graph(&[
-        "update",
-        &thread,
-        "--set-json",
-        &json!({"question": QUESTION}).to_string(),
-    ])
-    .expect(0);
+    s.set_question(&thread);
     assert_eq!(s.off_ledger_calls(&thread), 5, "set aside by the edit");
     s.refuse.store(false, Ordering::SeqCst);
     let out = s.graph(&["resume", &thread]).expect(0);
@@ -444,13 +444,7 @@ fn failed_spend_is_counted_when_an_edit_inside_the_child_moves_it_past() {
     let child = s.failed_child(&thread);
     // The person edits the child's state instead: the child's plan step runs again at the
     // edit's checkpoint (in the same namespace), where the failed attempts' journal is not read.
-    s.graph(&[
-        "update",
-        &child,
-        "--set-json",
-        &json!({"question": QUESTION}).to_string(),
-    ])
-    .expect(0);
+    s.set_question(&child);
     s.refuse.store(false, Ordering::SeqCst);
     let out = s.graph(&["resume", &thread]).expect(0);
     assert_eq!(s.paid(), 3 + 8, "{:?}", s.kinds());

@@ -88,6 +88,13 @@ fn root(failing: Arc<AtomicBool>) -> CompiledGraph<Ask> {
     g.compile().unwrap()
 }
 
+/// An off-ledger readout's rows, as (name, calls).
+fn rows_of(off: &UsageLedger) -> Vec<(&str, u64)> {
+    (off.nodes.iter())
+        .map(|(name, n)| (name.as_str(), n.calls))
+        .collect()
+}
+
 #[tokio::test]
 async fn a_grandchilds_failed_requests_are_named_with_their_path_and_counted_once() {
     let store = Arc::new(MemoryCheckpointer::new());
@@ -101,9 +108,7 @@ async fn a_grandchilds_failed_requests_are_named_with_their_path_and_counted_onc
     // its parent tasks have not finished. `prepare`'s request, which the children started
     // with, is the root's own.
     let off = off_ledger(store.as_ref(), "t", None, None).await.unwrap();
-    let rows: Vec<(&str, u64)> = (off.nodes.iter())
-        .map(|(name, n)| (name.as_str(), n.calls))
-        .collect();
+    let rows = rows_of(&off);
     assert_eq!(
         rows,
         [
@@ -136,9 +141,7 @@ async fn a_grandchilds_failed_requests_are_named_with_their_path_and_counted_onc
         done.state.usage
     );
     let off = off_ledger(store.as_ref(), "t", None, None).await.unwrap();
-    let rows: Vec<(&str, u64)> = (off.nodes.iter())
-        .map(|(name, n)| (name.as_str(), n.calls))
-        .collect();
+    let rows = rows_of(&off);
     assert_eq!(
         rows,
         [
