@@ -168,3 +168,30 @@ fn prune_keeps_a_thread_whose_mark_outlived_its_records_and_drops_the_mark() {
     assert_eq!(db.thread_ids(), [thread.as_str()]);
     db.graph(&["state", &thread]).expect(0);
 }
+
+#[test]
+fn prune_of_one_thread_leaves_the_folders_of_threads_never_written_alone() {
+    let db = Db::new();
+    let kept = db.finished_thread();
+    let maker = making(&db, "abandoned", Made::Held);
+    maker.signal(libc::SIGKILL);
+    maker.finish();
+    let abandoned = db.path().join("threads").join("abandoned");
+    assert!(abandoned.join("new").exists() && abandoned.join("store").is_dir());
+
+    // `--thread` names the one thread to touch: no other folder goes.
+    let one = db
+        .graph(&["prune", "--thread", &kept, "--json"])
+        .expect(0)
+        .json();
+    assert_eq!(one["never_written_folders_removed"], 0, "{one:#}");
+    assert!(
+        abandoned.join("new").exists() && abandoned.join("store").is_dir(),
+        "prune --thread removed a folder it was not given"
+    );
+    // Without it, the same folder goes: it was one to remove.
+    let all = db.graph(&["prune", "--json"]).expect(0).json();
+    assert_eq!(all["never_written_folders_removed"], 1, "{all:#}");
+    assert!(!abandoned.exists());
+    assert_eq!(db.thread_ids(), [kept.as_str()]);
+}

@@ -79,6 +79,7 @@ impl FolderCheckpointer {
         let dir = self.layout.thread_dir(root);
         let lock_path = self.layout.lock_path(root);
         let deadline = Instant::now() + WRITE_PATIENCE;
+        let mut waiting = Waiting::default();
         loop {
             if how == Take::Existing && !self.layout.store_dir(root).is_dir() {
                 return Err(CheckpointError::ThreadNotFound {
@@ -115,6 +116,7 @@ impl FolderCheckpointer {
                     if Instant::now() >= deadline {
                         return Err(self.busy(root, None).await);
                     }
+                    waiting.say(root, "another process holds it without serving it");
                     tokio::time::sleep(RETRY).await;
                 }
             }
@@ -138,11 +140,13 @@ impl FolderCheckpointer {
         }
         self.verify_before_writing(root, &store_dir).await?;
         let deadline = Instant::now() + WRITE_PATIENCE;
+        let mut waiting = Waiting::default();
         let store = loop {
             match SledCheckpointer::open_with(&store_dir, self.options) {
                 Ok(store) => break Arc::new(store),
                 // A reader is copying it.
                 Err(CheckpointError::Locked { .. }) if Instant::now() < deadline => {
+                    waiting.say(root, "a reader is copying its store");
                     tokio::time::sleep(RETRY).await;
                 }
                 Err(CheckpointError::Damaged { file, reason, .. }) => {
@@ -361,6 +365,7 @@ impl FolderCheckpointer {
                 .unwrap_or_default(),
         };
         let deadline = Instant::now() + READ_PATIENCE;
+        let mut waiting = Waiting::default();
         loop {
             match open_copy(&store_dir, root, self.options, &blobs)? {
                 Copied::Missing => return Ok(None),
@@ -395,6 +400,10 @@ impl FolderCheckpointer {
                             path: store_dir.display().to_string(),
                         });
                     }
+                    waiting.say(
+                        root,
+                        "another process has its store open without serving it",
+                    );
                     tokio::time::sleep(RETRY).await;
                 }
             }
@@ -481,6 +490,7 @@ impl FolderCheckpointer {
     ) -> Result<Option<FileLock>, CheckpointError> {
         let db_file = self.layout.store_dir(root).join("db");
         let deadline = Instant::now() + WRITE_PATIENCE;
+        let mut waiting = Waiting::default();
         loop {
             let file = match std::fs::File::open(&db_file) {
                 Ok(f) => f,
@@ -496,7 +506,10 @@ impl FolderCheckpointer {
                         path: db_file.display().to_string(),
                     })
                 }
-                None => tokio::time::sleep(RETRY).await,
+                None => {
+                    waiting.say(root, "a reader is copying its store");
+                    tokio::time::sleep(RETRY).await
+                }
             }
         }
     }
@@ -506,5 +519,24 @@ impl FolderCheckpointer {
         thread: &str,
     ) -> Result<Arc<SledCheckpointer>, CheckpointError> {
         self.take(thread, Take::Any).await
+    }
+}
+
+/// A wait for a thread that another process has, said once (at info level: `graph -v` shows
+/// it), so that a command that pauses for it says why.
+///
+/// Every wait of this file sleeps between tries, holding at most the thread's lock: its future
+/// dropped there (a caller's timeout, a stop of the `graph` command) lets go of the lock and
+/// leaves the thread as a failed wait would have.
+#[derive(Default)]
+struct Waiting {
+    said: bool,
+}
+
+impl Waiting {
+    fn say(&mut self, root: &str, why: &str) {
+        if !std::mem::replace(&mut self.said, true) {
+            tracing::info!(thread = %root, "waiting for the thread: {why}");
+        }
     }
 }

@@ -59,10 +59,12 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
         }
         None => uuid::Uuid::now_v7().to_string(),
     };
-    if let Some(stop) = ctx.stops.stopped() {
-        return stopped_before_taking(stop, None, None, Output::of(&args.settings));
+    // Making the thread waits while a process that does not serve it holds its id: a stop
+    // ends that wait (and one that came before, the command) with no thread made.
+    match ctx.stops.unless_stopped(create_thread(ctx, &thread)).await {
+        Ok(made) => made?,
+        Err(stop) => return stopped_before_taking(stop, None, None, Output::of(&args.settings)),
     }
-    create_thread(ctx, &thread).await?;
     if !ctx.quiet {
         match &resolved.path {
             Some(path) => say!("graph {} from {}", resolved.file.graph, path.display()),
@@ -101,19 +103,33 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
 pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
     ctx.stops.listen();
     check_thread_id(&args.thread)?;
+    // Stopped before it took its thread: the thread is as it was, the answer not given yet.
+    let stopped = |stop| {
+        let answer = read_answer(args.resume.as_ref(), args.resume_json.as_ref());
+        let next = resume_again(ctx, &args.thread, answer.ok().flatten().as_ref());
+        let output = Output::of(&args.settings);
+        stopped_before_taking(stop, Some(&args.thread), Some(&next), output)
+    };
     let mut extra = thread_overrides(&args.settings);
-    let (resolved, origin) = thread_graph(ctx, &args.thread, &mut extra).await?;
+    // Reading and taking the thread wait while a process that does not serve it holds it: a
+    // stop ends either wait.
+    let (resolved, origin) = match ctx
+        .stops
+        .unless_stopped(thread_graph(ctx, &args.thread, &mut extra))
+        .await
+    {
+        Ok(found) => found?,
+        Err(stop) => return stopped(stop),
+    };
     resolved.preflight()?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     check_breakpoints(graph.as_ref(), &args.settings)?;
     let answer = read_answer(args.resume.as_ref(), args.resume_json.as_ref())?;
     pause::refuse_empty_answer(ctx, graph.as_ref(), &args.thread, answer.as_ref()).await?;
-    if let Some(stop) = ctx.stops.stopped() {
-        let next = resume_again(ctx, &args.thread, answer.as_ref());
-        let output = Output::of(&args.settings);
-        return stopped_before_taking(stop, Some(&args.thread), Some(&next), output);
+    match ctx.stops.unless_stopped(ctx.store.hold(&args.thread)).await {
+        Ok(held) => held?,
+        Err(stop) => return stopped(stop),
     }
-    ctx.store.hold(&args.thread).await?;
     say!("thread {}", args.thread);
     remember_overrides(ctx, &resolved, origin, &args.thread, extra).await?;
     if let Some(arts) = artifacts::of(ctx, &resolved)? {
@@ -149,18 +165,30 @@ pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
 pub(crate) async fn rerun(ctx: &Ctx, args: RerunArgs) -> anyhow::Result<u8> {
     ctx.stops.listen();
     check_thread_id(&args.thread)?;
+    // Stopped before it took its thread: the thread is as it was.
+    let stopped = |stop| {
+        let next = ctx.command_line(&["rerun", &args.thread, "--from", &args.from]);
+        let output = Output::of(&args.settings);
+        stopped_before_taking(stop, Some(&args.thread), Some(&next), output)
+    };
     let mut extra = thread_overrides(&args.settings);
-    let (resolved, origin) = thread_graph(ctx, &args.thread, &mut extra).await?;
+    // As in `resume`: a stop ends a wait for a thread another process holds.
+    let (resolved, origin) = match ctx
+        .stops
+        .unless_stopped(thread_graph(ctx, &args.thread, &mut extra))
+        .await
+    {
+        Ok(found) => found?,
+        Err(stop) => return stopped(stop),
+    };
     resolved.preflight()?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     check_nodes(graph.as_ref(), std::slice::from_ref(&args.from), "--from")?;
     check_breakpoints(graph.as_ref(), &args.settings)?;
-    if let Some(stop) = ctx.stops.stopped() {
-        let next = ctx.command_line(&["rerun", &args.thread, "--from", &args.from]);
-        let output = Output::of(&args.settings);
-        return stopped_before_taking(stop, Some(&args.thread), Some(&next), output);
+    match ctx.stops.unless_stopped(ctx.store.hold(&args.thread)).await {
+        Ok(held) => held?,
+        Err(stop) => return stopped(stop),
     }
-    ctx.store.hold(&args.thread).await?;
     say!("thread {}", args.thread);
     remember_overrides(ctx, &resolved, origin, &args.thread, extra).await?;
     if let Some(arts) = artifacts::of(ctx, &resolved)? {

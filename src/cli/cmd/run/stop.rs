@@ -23,7 +23,8 @@
 //!
 //! A signal that arrives before the run started (while the command resolves its graph, reads
 //! its input, takes its thread) stops it the same way: said at once, then the run never starts
-//! and its thread is left as it was. A new run's thread is not made, or, when it was already
+//! and its thread is left as it was. A wait for a thread that another process holds without
+//! serving it (the folder store waits a few seconds for it) ends at once ([`Stops::unless_stopped`]). A new run's thread is not made, or, when it was already
 //! made, not kept (it has no checkpoint); a resume's or a rerun's thread keeps what it had.
 //! The command says so, with the command that continues the thread, and ends with the
 //! signal's code; a second signal quits at once. The signals are heard from the start of the
@@ -41,6 +42,7 @@
 
 use crate::cli::error::{EXIT_BROKEN_PIPE, EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TERMINATED};
 use crate::cli::progress::Notices;
+use std::future::Future;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -275,6 +277,27 @@ impl Stops {
     /// stopped it did not want), and a node ready at once could even run.
     pub(super) fn stopped(&self) -> Option<Stop> {
         self.shared.first.get().copied()
+    }
+
+    /// `work` (reading or taking the thread before the run, which waits up to seconds for a
+    /// process that holds it without serving it), unless a stop comes first: then `work` is
+    /// dropped where it waits and the stop returned, and the command ends now, not when the
+    /// wait would have. Dropped while it waits, a read or a take of the folder store has taken
+    /// nothing (`checkpoint/folders/take.rs`). A stop that came before returns at once, without
+    /// starting `work`.
+    pub(super) async fn unless_stopped<T>(&self, work: impl Future<Output = T>) -> Result<T, Stop> {
+        let token = self.shared.token.clone();
+        let mut work = std::pin::pin!(work);
+        tokio::select! {
+            biased;
+            () = token.cancelled() => {}
+            done = &mut work => return Ok(done),
+        }
+        // The token is cancelled only after the stop that cancels it was noted.
+        match self.stopped() {
+            Some(stop) => Err(stop),
+            None => Ok(work.await),
+        }
     }
 
     /// The run ended: a signal from now on is heard but cancels nothing (see the module doc).

@@ -1,0 +1,164 @@
+//! Real processes: a command that waits for a thread another process holds without serving it
+//! (the folder store waits a few seconds for such a holder to let go:
+//! `checkpoint/folders/take.rs`) and gets Ctrl+C, SIGTERM or SIGHUP ends at once, not when the
+//! wait would have: the signal's code, the thread as it was, the command that continues it,
+//! and no error of the wait it gave up. The holder still holds the thread when the command
+//! ends, so the wait had not ended on its own.
+
+#[path = "support/cli.rs"]
+mod harness;
+
+use harness::{Db, Output, Running};
+
+/// Where `holding_child` finds the store, the thread and how to hold it (joined by U+001F).
+const CHILD_ENV: &str = "STATEGRAPH_HOLDING_CHILD";
+
+/// The line the command logs (`-v`) when it starts to wait for the thread.
+const WAITING: &str = "waiting for the thread";
+
+/// How `holding_child` holds its thread, serving nobody.
+#[derive(Clone, Copy)]
+enum Hold {
+    /// Only the thread's lock, as a process has it between taking the lock and serving the
+    /// thread: a writer waits for it; a reader copies the store.
+    Lock,
+    /// Taken by `FolderCheckpointer::hold` in a program without a tokio runtime, which cannot
+    /// serve reads: its store is open, so a reader waits for it too.
+    Store,
+}
+
+#[test]
+#[ignore = "a child process of the cli_stop_while_waiting tests, started by them"]
+fn holding_child() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let parts: Vec<&str> = spec.split('\u{1f}').collect();
+    let [db, thread, how] = parts[..] else {
+        panic!("db, thread and how: {spec:?}");
+    };
+    if how == "lock" {
+        use std::os::unix::io::AsRawFd;
+        let folder = std::path::Path::new(db).join("threads").join(thread);
+        std::fs::create_dir_all(&folder).expect("the thread's folder");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(folder.join("lock"))
+            .expect("the lock file");
+        // SAFETY: flock on a descriptor this function owns until the process is killed.
+        assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+        eprintln!("holding {thread}");
+        std::thread::sleep(std::time::Duration::from_secs(300));
+        drop(lock);
+        return;
+    }
+    let store = stategraph::checkpoint::FolderCheckpointer::open(db).expect("open the store");
+    futures::executor::block_on(store.hold(thread)).expect("hold the thread");
+    eprintln!("holding {thread}");
+    std::thread::sleep(std::time::Duration::from_secs(300));
+}
+
+/// This test binary running `holding_child`: a process that holds `thread` in `db` as `how`
+/// says, serving nobody, until it is killed.
+fn holding(db: &Db, thread: &str, how: Hold) -> Running {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let child = [
+        "holding_child",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ];
+    let how = match how {
+        Hold::Lock => "lock",
+        Hold::Store => "store",
+    };
+    let spec = format!("{}\u{1f}{thread}\u{1f}{how}", db.path().display());
+    let mut running = harness::TestCommand::program(&exe, &child, "holding_child")
+        .env(CHILD_ENV, spec)
+        .spawn();
+    running.wait_for(&format!("holding {thread}"));
+    running
+}
+
+/// Runs `args` (a command that waits for a thread `holder` holds), sends it `signal` once it
+/// says it waits, and checks that it ended with `code` before the holder let go, with no error.
+fn stopped_while_waiting(
+    db: &Db,
+    holder: &mut Running,
+    args: &[&str],
+    (signal, code): (i32, i32),
+) -> Output {
+    let mut args = args.to_vec();
+    args.insert(0, "-v");
+    let mut waiting = db.graph(&args).spawn();
+    waiting.wait_for(WAITING);
+    waiting.signal(signal);
+    let out = waiting.finish();
+    assert!(
+        holder.is_running(),
+        "the holder ended before the command did"
+    );
+    assert_eq!(out.code, Some(code), "{out}");
+    assert!(
+        !out.stderr.contains("error"),
+        "the wait ran on to its end: {out}"
+    );
+    out
+}
+
+#[test]
+fn a_resume_waiting_to_take_its_thread_ends_at_once_on_sigterm_and_the_thread_resumes_later() {
+    let db = Db::new();
+    let thread = db.paused_thread();
+    let mut holder = holding(&db, &thread, Hold::Lock);
+    let resume = ["resume", &thread, "--resume", "yes"];
+    let out = stopped_while_waiting(&db, &mut holder, &resume, (libc::SIGTERM, 143));
+    out.stderr_has(&[
+        "stopping on SIGTERM: the run has not started",
+        &format!("stopped (SIGTERM) before the run started: thread {thread} is as it was"),
+        &format!("resume {thread} --resume yes"),
+    ]);
+    holder.signal(libc::SIGKILL);
+    holder.finish();
+    assert_eq!(db.row(&thread)["status"], "paused");
+    db.graph(&resume).expect(0);
+}
+
+#[test]
+fn a_resume_and_a_rerun_waiting_to_read_their_thread_end_at_once_on_a_signal() {
+    let db = Db::new();
+    let thread = db.paused_thread();
+    let mut holder = holding(&db, &thread, Hold::Store);
+    let resume = ["resume", &thread, "--json"];
+    let out = stopped_while_waiting(&db, &mut holder, &resume, (libc::SIGINT, 130));
+    let doc = out.json();
+    assert_eq!(doc["started"], false, "{doc:#}");
+    assert_eq!(doc["stopped_by"], "Ctrl+C", "{doc:#}");
+    let rerun = ["rerun", &thread, "--from", "draft"];
+    stopped_while_waiting(&db, &mut holder, &rerun, (libc::SIGHUP, 129)).stderr_has(&[
+        &format!("stopped (SIGHUP) before the run started: thread {thread} is as it was"),
+        &format!("rerun {thread} --from draft"),
+    ]);
+    holder.signal(libc::SIGKILL);
+    holder.finish();
+    assert_eq!(db.row(&thread)["status"], "paused");
+    db.graph(&["resume", &thread, "--resume", "yes"]).expect(0);
+}
+
+#[test]
+fn a_run_waiting_to_make_its_thread_ends_at_once_on_sigterm_making_nothing() {
+    let db = Db::new();
+    let mut holder = holding(&db, "taken", Hold::Lock);
+    let run = [
+        "run", "pipeline", "--input", "sled", "--yes", "--thread", "taken",
+    ];
+    stopped_while_waiting(&db, &mut holder, &run, (libc::SIGTERM, 143))
+        .stderr_has(&["stopped (SIGTERM) before the run started: no thread was kept"]);
+    holder.signal(libc::SIGKILL);
+    holder.finish();
+    assert!(db.thread_ids().is_empty(), "{:?}", db.thread_ids());
+    db.graph(&run).expect(0);
+}
