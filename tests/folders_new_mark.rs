@@ -35,6 +35,31 @@ fn a_run_killed_after_its_first_checkpoints_keeps_no_mark_and_its_emptied_store_
         .stderr_has(&["is damaged", "store/db"]);
 }
 
+#[test]
+fn a_program_running_with_async_durability_killed_after_its_first_checkpoint_keeps_no_mark() {
+    let db = Db::new();
+    let folder = db.path().join("threads").join("async");
+    let run = making(&db, "async", Made::RunningAsync);
+    // Its first record is flushed as it is written, and the mark goes with it; without that
+    // flush, sled's own (every 500 ms) puts it on disk with the mark still there.
+    let start = std::time::Instant::now();
+    while folder.join("new").exists() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "the mark is still there a minute into an async run"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    run.signal(libc::SIGKILL);
+    run.finish();
+    assert_ne!(db.row("async")["status"], "damaged");
+
+    // Emptied by damage: listed as damaged, not dropped as a thread never written.
+    let _ = std::fs::remove_file(folder.join("index.json"));
+    std::fs::write(db.store_dir("async").join("db"), b"").unwrap();
+    assert_eq!(db.row("async")["status"], "damaged");
+}
+
 /// Where `making_child` finds the store, the thread to make and how far to go (joined by
 /// U+001F).
 const CHILD_ENV: &str = "STATEGRAPH_NEW_MARK_CHILD";
@@ -48,6 +73,10 @@ enum Made {
     /// Made and held by `FolderCheckpointer::create`, as `graph run` does first: the store is
     /// open, nothing written in it.
     Held,
+    /// Made by `FolderCheckpointer::create`, then a pipeline run on it in this process with
+    /// async durability, as a program of the library's users runs one (no record flushed by
+    /// the CLI first), each step taking minutes.
+    RunningAsync,
 }
 
 #[test]
@@ -78,8 +107,30 @@ fn making_child() {
         let store = stategraph::checkpoint::FolderCheckpointer::open(db).expect("open the store");
         store.create(thread).await.expect("make the thread");
         eprintln!("made {thread}");
+        if how == "running-async" {
+            run_async(std::sync::Arc::new(store), thread).await;
+        }
         tokio::time::sleep(std::time::Duration::from_secs(300)).await;
     });
+}
+
+/// The pipeline on `thread` with async durability, its first step taking minutes.
+async fn run_async(
+    store: std::sync::Arc<stategraph::checkpoint::FolderCheckpointer>,
+    thread: &str,
+) {
+    use stategraph::runtime::{Durability, RunConfig};
+    let graph = stategraph::agents::pipeline::graph()
+        .compile()
+        .expect("the pipeline")
+        .with_checkpointer(store);
+    let input = stategraph::agents::pipeline::DocUpdate::default().topic("sled".to_string());
+    let config = RunConfig::new()
+        .thread(thread)
+        .durability(Durability::Async)
+        .setting("step_ms", 300_000)
+        .setting("yes", true);
+    let _ = graph.invoke(input, config).await;
 }
 
 /// This test binary running `making_child`: a process that makes `thread` in `db` as far as
@@ -96,6 +147,7 @@ fn making(db: &Db, thread: &str, how: Made) -> harness::Running {
     let how = match how {
         Made::Marked => "marked",
         Made::Held => "held",
+        Made::RunningAsync => "running-async",
     };
     let spec = format!("{}\u{1f}{thread}\u{1f}{how}", db.path().display());
     let mut running = harness::TestCommand::program(&exe, &child, "making_child")

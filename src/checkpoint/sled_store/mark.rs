@@ -1,7 +1,10 @@
 //! The per-thread layout's mark of a store never written (`checkpoint/folders/layout.rs`): a
 //! file beside the store, removed by the process writing the store as soon as a flush has made
 //! a record of it durable. Until then, a store there that holds nothing was never written
-//! (its process died first), rather than emptied by damage.
+//! (its process died first), rather than emptied by damage. A marked store's first record is
+//! flushed in every durability mode (`sync` in `mod.rs`): written without a flush (async and
+//! exit durability), sled's own background flush would put it on disk with the mark still
+//! there, and a store later emptied by damage would read as never written.
 
 use super::SledCheckpointer;
 use std::path::{Path, PathBuf};
