@@ -380,7 +380,12 @@ async fn files_of_a_checkpoint_newer_than_the_record_are_not_edits() {
         .unwrap();
     assert_eq!(research.state, FileState::Behind);
     assert!(artifacts.pick_up_edits("t").await.unwrap().files.is_empty());
-    // A real edit is still one.
+    // A real edit is still seen as one; made on the file of an older checkpoint, taking it
+    // would undo what followed ("third"), so it is refused until the file is current.
+    std::fs::write(&file, "[\"mine\"]").unwrap();
+    let refused = artifacts.pick_up_edits("t").await.unwrap_err().to_string();
+    assert!(refused.contains("would undo that change"), "{refused}");
+    artifacts.sync("t", None).await.unwrap();
     std::fs::write(&file, "[\"mine\"]").unwrap();
     let picked = artifacts.pick_up_edits("t").await.unwrap();
     assert_eq!(picked.files.len(), 1);

@@ -189,6 +189,7 @@ impl<S: State> Artifacts<S> {
         if let Some(last) = &last {
             self.settle_lagging(thread, last, &mut status, &mut disk)
                 .await?;
+            refuse_stale(last, &rendered, &ours, &mut status, &mut disk);
         }
         self.find_added(&folder, &paths, &ours, &mut status, &mut disk)?;
         let edits = self.read_edits(&snapshot.values, &mut status, &disk, snapshot.step);
@@ -370,9 +371,19 @@ impl<S: State> Artifacts<S> {
                 .filter(|f| mine(f) && f.state == FileState::Missing)
                 .map(|f| f.path.clone())
                 .collect();
+            // Read whole, the artifact would take an out-of-date file's content as an edit.
+            let old = (status.files.iter()).find(|f| mine(f) && f.state == FileState::Behind);
             let result = if let Some(gone) = missing.first() {
                 Err(EditError::new(format!(
                     "not read: `{gone}` of the same artifact was deleted, and an artifact is read whole; put it back (or restore the folder with `--restore`)"
+                )))
+            } else if let Some(old) = old {
+                Err(EditError::new(format!(
+                    "not read: `{}` of the same artifact is as written for an older checkpoint, \
+                     and the thread's state has changed it since; an artifact is read whole, so \
+                     reading it would undo that change. Keep a copy of your edits, write the \
+                     current files with `--restore`, and make them again on them",
+                    old.path
                 )))
             } else {
                 self.parse_artifact(i, state, status, disk, &changed)
@@ -509,6 +520,41 @@ impl<S: State> Artifacts<S> {
             }
         }
         out
+    }
+}
+
+/// Marks invalid each changed file whose written content is no longer what the state holds
+/// (`rendered`; a write into the folder failed or was cut short, or the state was updated
+/// since): the person edited an out-of-date copy, and reading it would undo what the state
+/// changed since. A file the engine may have written with the current content (a write whose
+/// record was lost, `ours`) counts as current.
+fn refuse_stale(
+    last: &Manifest,
+    rendered: &Rendered,
+    ours: &BTreeMap<String, Vec<String>>,
+    status: &mut Status,
+    disk: &mut BTreeMap<String, Vec<u8>>,
+) {
+    for f in status.files.iter_mut() {
+        let Some(written) = last.files.get(&f.path) else {
+            continue;
+        };
+        let now = rendered.get(&f.path).map(|(_, b)| files::hash(b));
+        let current = now.is_some_and(|now| written.hash == now || is_ours(ours, &f.path, &now));
+        if f.state != FileState::Changed || current {
+            continue;
+        }
+        disk.remove(&f.path);
+        f.state = FileState::Invalid {
+            error: EditError::new(format!(
+                "changed, but this file is as written for step {} and the thread's state has \
+                 changed it since (a write into the folder failed or was cut short, or the state \
+                 was updated): taking your version would undo that change, so it is not read. Keep \
+                 a copy of it, write the current files with `--restore`, and make your edit again \
+                 on them",
+                written.step
+            )),
+        };
     }
 }
 

@@ -54,7 +54,12 @@ impl EditError {
             .next()
             .unwrap_or(&message)
             .to_string();
-        let line = e.line();
+        // Column 0: serde stopped on a line break, which ends the line before (a string cut
+        // off by it, say); that line is the one to fix.
+        let line = match (e.line(), e.column()) {
+            (line, 0) if line > 1 => line - 1,
+            (line, _) => line,
+        };
         let mut out = EditError::new(message);
         if line > 0 {
             out = out.at_line(line);
@@ -79,8 +84,9 @@ impl std::error::Error for EditError {}
 /// An artifact operation that failed. Nothing in the thread changed unless the variant says so.
 #[derive(Debug, thiserror::Error)]
 pub enum ArtifactError {
-    /// A file or folder could not be read or written.
-    #[error("{action} {}: {source}", path.display())]
+    /// A file or folder could not be read or written. Why is its [`source`](std::error::Error::source)
+    /// (printed after it by an error chain, so once).
+    #[error("{action} {}", path.display())]
     Io {
         /// What was being done ("cannot write", "cannot read"...).
         action: &'static str,

@@ -221,7 +221,8 @@ impl<S: State> Artifact<S> {
                 if inner.is_data() {
                     err.message = crate::state::in_words(&err.message);
                 }
-                if path != "." && !path.is_empty() {
+                // A syntax error inside a key has no field yet (`?`): no path then.
+                if path != "." && !path.is_empty() && !path.contains('?') {
                     err.message = format!("field `{path}`: {}", err.message);
                 }
                 err

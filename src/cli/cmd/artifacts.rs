@@ -24,8 +24,17 @@ pub(super) fn of(
 fn refused(e: ArtifactError) -> anyhow::Error {
     match e {
         ArtifactError::InvalidEdits(_) | ArtifactError::UnknownVersion { .. } => {
-            bad_input(format!("{e}\nfix the file(s), or run with --ignore-edits"))
+            bad_input(format!(
+                "{e}\nfix the file(s), or run with --ignore-edits (the changed files then stay as \
+                 they are, and the run writes into a new version folder)"
+            ))
         }
+        ArtifactError::Io { .. } => bad_input(format!(
+            "{:#}\nthe thread's version folder cannot be read as its files: put it back as the \
+             run wrote it (`--restore` writes it again), or run with --ignore-edits (the folder \
+             then stays as it is, and the run writes into a new version folder)",
+            anyhow::Error::new(e)
+        )),
         other => other.into(),
     }
 }
@@ -76,11 +85,14 @@ pub(super) async fn before_resume(
     ignore_edits: bool,
     answering: bool,
 ) -> anyhow::Result<()> {
-    let folder = match version {
-        Some(label) => Some(arts.use_version(thread, label).await.map_err(refused)?),
-        None => arts.status(thread).await?.folder,
-    };
-    if ignore_edits || folder.is_none() {
+    if let Some(label) = version {
+        arts.use_version(thread, label).await.map_err(refused)?;
+    }
+    if ignore_edits {
+        return keep_ignored_edits(ctx, arts, thread).await;
+    }
+    let folder = arts.status(thread).await.map_err(refused)?.folder;
+    if folder.is_none() {
         return Ok(());
     }
     if answering {
@@ -102,6 +114,46 @@ pub(super) async fn before_resume(
     Ok(())
 }
 
+/// `resume --ignore-edits`: the run would write over the files a person changed, so when
+/// there are any (or the folder cannot be read), it writes into a new version folder and
+/// leaves theirs as it is.
+async fn keep_ignored_edits(
+    ctx: &Ctx,
+    arts: &dyn ThreadArtifacts,
+    thread: &str,
+) -> anyhow::Result<()> {
+    let kept = match arts.status(thread).await {
+        Ok(status) => {
+            let Some(folder) = status.folder else {
+                return Ok(());
+            };
+            let changed: Vec<&str> = (status.files.iter())
+                .filter(|f| f.state.is_changed() && f.state != FileState::Missing)
+                .map(|f| f.path.as_str())
+                .collect();
+            if changed.is_empty() {
+                return Ok(());
+            }
+            format!(
+                "{} keeps the files changed there as they are ({})",
+                shown(&folder.dir),
+                changed.join(", ")
+            )
+        }
+        Err(e @ ArtifactError::Io { .. }) => format!(
+            "the thread's version folder cannot be read ({:#}) and stays as it is",
+            anyhow::Error::new(e)
+        ),
+        Err(e) => return Err(e.into()),
+    };
+    arts.start_version(thread, None, "resume --ignore-edits")
+        .await?;
+    if !ctx.quiet {
+        say!("--ignore-edits: {kept}; this run writes into a new version folder beside it");
+    }
+    Ok(())
+}
+
 /// `resume --out DIR`: when the thread's current version folder is not in `out`, writes the
 /// thread's files (as of its newest checkpoint, edits already picked up) into a new version
 /// folder there, which the run then writes to; the old folder stays as it is. A thread whose
@@ -113,7 +165,18 @@ pub(super) async fn resume_into(
     thread: &str,
     out_dir: &Path,
 ) -> anyhow::Result<()> {
-    let Some(current) = arts.status(thread).await?.folder else {
+    let current = match arts.status(thread).await {
+        Ok(status) => status.folder,
+        // Only with --ignore-edits (else the resume was refused): the run's first write opens
+        // a new version folder in `out`, and the unreadable one stays as it is.
+        Err(ArtifactError::Io { .. }) => {
+            let reason = format!("resume into {}", out_dir.display());
+            arts.start_version(thread, Some(out_dir), &reason).await?;
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let Some(current) = current else {
         arts.start_version(thread, Some(out_dir), "run").await?;
         return Ok(());
     };
@@ -155,8 +218,12 @@ pub(super) async fn before_rerun(
     out_dir: Option<&Path>,
     ignore_edits: bool,
 ) -> anyhow::Result<()> {
-    let folder = arts.status(thread).await?.folder;
-    if !ignore_edits && folder.is_some() {
+    let folder = match ignore_edits {
+        // The rerun writes into a new version folder: the current one is not read.
+        true => None,
+        false => arts.status(thread).await.map_err(refused)?.folder,
+    };
+    if folder.is_some() {
         let preview = arts.check_edits(thread).await.map_err(refused)?;
         let producers: BTreeSet<&str> = preview.files.iter().map(|f| f.node.as_str()).collect();
         for node in producers {
@@ -205,21 +272,24 @@ pub(super) struct Writer<'a> {
     quiet: bool,
     notices: Notices,
     warned: BTreeSet<String>,
+    /// The command that writes the files again.
+    restore: String,
 }
 
 impl<'a> Writer<'a> {
     pub(super) fn new(
         arts: &'a dyn ThreadArtifacts,
         thread: &'a str,
-        quiet: bool,
+        ctx: &Ctx,
         notices: Notices,
     ) -> Self {
         Writer {
             arts,
             thread,
-            quiet,
+            quiet: ctx.quiet,
             notices,
             warned: BTreeSet::new(),
+            restore: ctx.command_line_with(&["artifacts", thread], "--restore"),
         }
     }
 
@@ -238,10 +308,14 @@ impl<'a> Writer<'a> {
                 }
             }
             Err(e) => {
-                let message = e.to_string();
+                let message = format!("{:#}", anyhow::Error::new(e));
                 if self.warned.insert(message.clone()) {
-                    self.notices
-                        .line(&format!("warning: artifacts not written: {message}"));
+                    self.notices.line(&format!(
+                        "warning: artifacts not written: {message}\n  the run goes on (its \
+                         checkpoints hold everything); once the folder can be written, `{}` \
+                         writes the files again",
+                        self.restore
+                    ));
                 }
             }
         }

@@ -126,8 +126,7 @@ async fn drive(
         notices.line(&format!("warning: artifacts not written: {e:#}"));
         None
     });
-    let mut writer =
-        (arts.as_deref()).map(|a| artifacts::Writer::new(a, thread, ctx.quiet, notices));
+    let mut writer = (arts.as_deref()).map(|a| artifacts::Writer::new(a, thread, ctx, notices));
     let follower = Follower {
         stops: &ctx.stops,
         streaming: !settings.stream.is_empty(),
