@@ -17,7 +17,8 @@
 //! let ops = store.take();
 //! ```
 //!
-//! Only writes are logged or failed; reads, deletes and leases pass straight through.
+//! Only writes are logged or failed; reads, deletes and leases pass straight through (the
+//! checkpoints `list_checkpoints` returns are counted: [`FaultyStore::listed`]).
 #![allow(dead_code)]
 
 use async_trait::async_trait;
@@ -108,6 +109,7 @@ pub struct FaultyStore {
     ops: Mutex<Vec<Op>>,
     faults: Mutex<Vec<Fault>>,
     failures: AtomicUsize,
+    listed: AtomicUsize,
     watcher: Option<Watcher>,
 }
 
@@ -119,6 +121,7 @@ impl FaultyStore {
             ops: Mutex::new(Vec::new()),
             faults: Mutex::new(Vec::new()),
             failures: AtomicUsize::new(0),
+            listed: AtomicUsize::new(0),
             watcher: None,
         }
     }
@@ -128,6 +131,11 @@ impl FaultyStore {
     pub fn watching(mut self, watch: impl Fn(&Op) + Send + Sync + 'static) -> FaultyStore {
         self.watcher = Some(Box::new(watch));
         self
+    }
+
+    /// How many checkpoints `list_checkpoints` has returned so far (what a reader read).
+    pub fn listed(&self) -> usize {
+        self.listed.load(Ordering::SeqCst)
     }
 
     /// Adds a fault; it fires at most once.
@@ -216,7 +224,9 @@ impl Checkpointer for FaultyStore {
         before: Option<CheckpointId>,
         limit: usize,
     ) -> Result<Vec<CheckpointRecord>, CheckpointError> {
-        self.inner.list_checkpoints(thread, before, limit).await
+        let page = self.inner.list_checkpoints(thread, before, limit).await?;
+        self.listed.fetch_add(page.len(), Ordering::SeqCst);
+        Ok(page)
     }
 
     async fn put_writes(

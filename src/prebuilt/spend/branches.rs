@@ -2,14 +2,16 @@
 //! subgraph namespaces its tasks started, and, for a fork, in its source's history (kept with
 //! the fork by `fork.rs`).
 
+use super::kept::{self, Kept};
+use super::links::{branch_links, usage_at, usage_in, Links};
 use super::{FailedSpend, FAILED_SPEND};
 use crate::checkpoint::{
-    CheckpointError, CheckpointId, Checkpointer, PendingKind, PendingWrite, Source, StateData,
+    CheckpointError, CheckpointId, Checkpointer, PendingKind, PendingWrite, Source,
 };
 use crate::llm::{NodeUsage, Pricing, Usage, UsageLedger};
 use crate::runtime::namespace::task_id;
 use crate::runtime::task_journal_key;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -51,6 +53,9 @@ const STARTED_WITH: &str = "usage/started_with";
 ///
 /// Failed attempts are priced with `pricing` (the thread's [`pricing_of`](super::pricing_of)
 /// its settings).
+///
+/// A root thread's walk stops at the checkpoint whose sum a run of the thread kept
+/// ([`off_ledger_keeping`]), so it reads only the checkpoints written since.
 pub async fn off_ledger(
     store: &dyn Checkpointer,
     thread: &str,
@@ -62,9 +67,37 @@ pub async fn off_ledger(
         pricing,
         keep_heads: false,
         heads: HashMap::new(),
+        kept: kept::read(store, thread, pricing).await,
     };
     let spent = walk.branch(thread, head, (false, true)).await?;
     Ok(spent.map(|s| s.off).unwrap_or_default())
+}
+
+/// [`off_ledger`] at the thread's newest checkpoint, for the process that holds the thread (a
+/// run, when it ends): it also keeps, in the thread's journal, what the checkpoints before
+/// that one left, which no later step can change (a step only ever runs at the thread's newest
+/// checkpoint, and a replay of an older one starts a branch at a new checkpoint), so the next
+/// readout walks only the checkpoints written since, not the whole history. Keeping it is a
+/// help, not the readout: when it cannot be stored, the readout is still returned.
+pub async fn off_ledger_keeping(
+    store: &dyn Checkpointer,
+    thread: &str,
+    pricing: Option<&Pricing>,
+) -> Result<UsageLedger, CheckpointError> {
+    let walk = Walk {
+        store,
+        pricing,
+        keep_heads: false,
+        heads: HashMap::new(),
+        kept: kept::read(store, thread, pricing).await,
+    };
+    let Some(spent) = walk.branch(thread, None, (false, true)).await? else {
+        return Ok(UsageLedger::default());
+    };
+    if !thread.contains('/') {
+        kept::write(store, thread, spent.head, pricing, &spent.before_head).await;
+    }
+    Ok(spent.off)
 }
 
 /// The journal key of a fork's first checkpoint that keeps what its source's history paid for
@@ -89,6 +122,8 @@ pub(super) struct Walk<'a> {
     pub(super) keep_heads: bool,
     /// A child namespace's head other than its newest checkpoint (a fork from inside it).
     pub(super) heads: HashMap<String, CheckpointId>,
+    /// What the root thread's checkpoints before one of them left, as a run kept it.
+    pub(super) kept: Option<Kept>,
 }
 
 /// What the walk of one thread's branch found.
@@ -99,6 +134,10 @@ pub(super) struct Spent {
     /// What the results of the branch's finished tasks hold (asked for a child whose parent
     /// task never finished: its steps' ledger then reaches no ledger of the parent), by node.
     saved: UsageLedger,
+    /// The branch's head.
+    head: CheckpointId,
+    /// The part of `off` the checkpoints before the head left (what a run keeps).
+    before_head: UsageLedger,
 }
 
 /// What the walk knows of a checkpoint whose children it reads.
@@ -136,29 +175,36 @@ impl Walk<'_> {
         (saved, pending): (bool, bool),
     ) -> Walked<'s> {
         Box::pin(async move {
-            let links = branch_links(self.store, thread, saved).await?;
+            // Only the root thread's own walk stops at what a run kept.
+            let kept = self.kept.as_ref().filter(|_| !thread.contains('/'));
+            let down_to = kept.map(|k| k.checkpoint);
+            let links = branch_links(self.store, thread, saved, down_to).await?;
             let Some(head) = head.or(links.newest) else {
                 return Ok(None);
             };
-            let mut spent = Spent::default();
+            let mut spent = Spent {
+                head,
+                ..Spent::default()
+            };
+            // What the checkpoints before the head leave, apart.
+            let mut before = UsageLedger::default();
             let (mut at, mut place) = (head, Place::Head);
+            let mut reached = false;
             while let Some(link) = links.by_id.get(&at) {
-                let tasks = (at, link.tasks.as_slice());
-                let writes = self
-                    .visit(thread, &links, (tasks, place), saved, &mut spent)
+                let here = self
+                    .one(thread, &links, (at, place), (saved, pending))
                     .await?;
-                let at_head = place == Place::Head;
-                let seen = Seen {
-                    step_done: links.finished.contains(&at),
-                    at_head,
-                    pending: pending && at_head && Some(at) == links.newest,
-                };
-                self.children(thread, tasks, writes, seen, &mut spent.off)
-                    .await?;
+                spent.saved.merge(&here.saved);
+                match place {
+                    Place::Head => spent.off.merge(&here.off),
+                    _ => before.merge(&here.off),
+                }
+                if let Some(kept) = kept.filter(|k| k.checkpoint == at) {
+                    before.merge(&kept.before);
+                    reached = true;
+                    break;
+                }
                 let Some(parent) = link.parent else {
-                    if link.source == Source::Fork && !thread.contains('/') {
-                        self.inherited(thread, at, &mut spent.off).await?;
-                    }
                     break;
                 };
                 place = match link.source {
@@ -167,6 +213,20 @@ impl Walk<'_> {
                 };
                 at = parent;
             }
+            if kept.is_some() && !reached && !links.complete {
+                // The branch does not pass the kept checkpoint (an older head, a branch that
+                // left the history before it): walked whole.
+                let whole = Walk {
+                    store: self.store,
+                    pricing: self.pricing,
+                    keep_heads: self.keep_heads,
+                    heads: self.heads.clone(),
+                    kept: None,
+                };
+                return whole.branch(thread, Some(head), (saved, pending)).await;
+            }
+            spent.off.merge(&before);
+            spent.before_head = before;
             if saved {
                 // What the steps of the branch added to the thread's ledger: its state's
                 // ledger at the head beyond the one it started with (at `at`, the branch's
@@ -177,6 +237,37 @@ impl Walk<'_> {
             }
             Ok(Some(spent))
         })
+    }
+
+    /// What checkpoint `at`, at `place` of `thread`'s branch, left: its tasks' and their
+    /// children's, and for a fork's first checkpoint what its source's history had left.
+    async fn one(
+        &self,
+        thread: &str,
+        links: &Links,
+        (at, place): (CheckpointId, Place),
+        (saved, pending): (bool, bool),
+    ) -> Result<Spent, CheckpointError> {
+        let mut here = Spent::default();
+        let Some(link) = links.by_id.get(&at) else {
+            return Ok(here);
+        };
+        let at_head = place == Place::Head;
+        let tasks = (at, link.tasks.as_slice());
+        let writes = self
+            .visit(thread, links, (tasks, place), saved, &mut here)
+            .await?;
+        let seen = Seen {
+            step_done: links.finished.contains(&at),
+            at_head,
+            pending: pending && at_head && Some(at) == links.newest,
+        };
+        self.children(thread, tasks, writes, seen, &mut here.off)
+            .await?;
+        if link.parent.is_none() && link.source == Source::Fork && !thread.contains('/') {
+            self.inherited(thread, at, &mut here.off).await?;
+        }
+        Ok(here)
     }
 
     /// Adds to `spent` what the tasks at `checkpoint` (`nodes`, in task order), at `place` of
@@ -335,104 +426,6 @@ impl Walk<'_> {
     }
 }
 
-/// The thread's checkpoints as links of its branches.
-pub(super) struct Links {
-    pub(super) newest: Option<CheckpointId>,
-    by_id: HashMap<CheckpointId, Link>,
-    /// Checkpoints a step finished at: the parents of `loop` checkpoints.
-    finished: HashSet<CheckpointId>,
-}
-
-struct Link {
-    parent: Option<CheckpointId>,
-    source: Source,
-    /// The nodes of the checkpoint's tasks, in task order.
-    tasks: Vec<String>,
-    /// The state's usage ledger (`usage`), when asked for.
-    usage: Option<StateUsage>,
-}
-
-/// A checkpoint's usage ledger, as its state stores it.
-enum StateUsage {
-    /// A snapshot's whole ledger.
-    Whole(UsageLedger),
-    /// What a delta's writes add to its parent's (the built-in agents' ledgers merge).
-    Added(UsageLedger),
-}
-
-/// The thread's checkpoints; with `usage`, each one's usage ledger too.
-pub(super) async fn branch_links(
-    store: &dyn Checkpointer,
-    thread: &str,
-    usage: bool,
-) -> Result<Links, CheckpointError> {
-    let mut links = Links {
-        newest: None,
-        by_id: HashMap::new(),
-        finished: HashSet::new(),
-    };
-    let mut before = None;
-    loop {
-        let page = store.list_checkpoints(thread, before, 200).await?;
-        let Some(last) = page.last() else { break };
-        before = Some(last.id);
-        for record in page {
-            links.newest.get_or_insert(record.id);
-            if let (Source::Loop, Some(parent)) = (record.metadata.source, record.parent_id) {
-                links.finished.insert(parent);
-            }
-            let usage = usage.then(|| match &record.state {
-                StateData::Snapshot(raw) => StateUsage::Whole(usage_in(raw.get())),
-                StateData::Delta(writes) => {
-                    StateUsage::Added((writes.iter()).fold(UsageLedger::default(), |sum, w| {
-                        sum.merged(&usage_in(w.update.get()))
-                    }))
-                }
-            });
-            let tasks = record.frontier.tasks.into_iter().map(|t| t.node).collect();
-            let link = Link {
-                parent: record.parent_id,
-                source: record.metadata.source,
-                tasks,
-                usage,
-            };
-            links.by_id.insert(record.id, link);
-        }
-    }
-    Ok(links)
-}
-
-/// The usage ledger in a state or an update (`usage`, the built-in agents' convention); empty
-/// when there is none or it does not read (this is a readout).
-fn usage_in(json: &str) -> UsageLedger {
-    #[derive(serde::Deserialize)]
-    struct WithUsage {
-        #[serde(default)]
-        usage: Option<UsageLedger>,
-    }
-    serde_json::from_str::<WithUsage>(json)
-        .ok()
-        .and_then(|w| w.usage)
-        .unwrap_or_default()
-}
-
-/// The usage ledger of the state at `at`: its snapshot's, plus the deltas after it.
-pub(super) fn usage_at(links: &Links, mut at: CheckpointId) -> UsageLedger {
-    let mut sum = UsageLedger::default();
-    while let Some(link) = links.by_id.get(&at) {
-        match &link.usage {
-            Some(StateUsage::Whole(whole)) => return sum.merged(whole),
-            Some(StateUsage::Added(added)) => sum.merge(added),
-            None => break,
-        }
-        match link.parent {
-            Some(parent) => at = parent,
-            None => break,
-        }
-    }
-    sum
-}
-
 /// What `later` holds beyond `earlier`, row by row: `later` grew from `earlier` by merges.
 fn grown(later: &UsageLedger, earlier: &UsageLedger) -> UsageLedger {
     let less = |a: Usage, b: Usage| Usage {
@@ -492,25 +485,6 @@ fn renamed(ledger: &UsageLedger, name: impl Fn(&str) -> String) -> UsageLedger {
             .map(|(row, usage)| (name(row), *usage))
             .collect(),
     }
-}
-
-/// The first checkpoint of the branch of `links` that ends at `head`, and why it was written.
-pub(super) fn first_of(links: &Links, mut head: CheckpointId) -> (CheckpointId, Option<Source>) {
-    while let Some(link) = links.by_id.get(&head) {
-        match link.parent {
-            Some(parent) => head = parent,
-            None => return (head, Some(link.source)),
-        }
-    }
-    (head, None)
-}
-
-/// The nodes of the tasks of `checkpoint`, in task order.
-pub(super) fn tasks_of(links: &Links, checkpoint: CheckpointId) -> &[String] {
-    links
-        .by_id
-        .get(&checkpoint)
-        .map_or(&[], |l| l.tasks.as_slice())
 }
 
 /// True when `thread` has a checkpoint.

@@ -2,7 +2,8 @@
 //! paid for that no ledger holds, and, for each child it copied from mid-way, the ledger that
 //! child started with (so the fork's readout can tell what the child's steps added).
 
-use super::branches::{branch_links, first_of, inherited_key, start_key, tasks_of, usage_at, Walk};
+use super::branches::{inherited_key, start_key, Walk};
+use super::links::{branch_links, first_of, tasks_of, usage_at};
 use crate::checkpoint::{CheckpointError, CheckpointId, Checkpointer, Source};
 use crate::llm::{Pricing, UsageLedger};
 use crate::runtime::namespace::task_id;
@@ -52,6 +53,7 @@ pub async fn carry_into_fork(
         pricing,
         keep_heads: true,
         heads,
+        kept: None,
     };
     let spent = walk
         .branch(path.root(), Some(first.id), (false, true))
@@ -80,7 +82,7 @@ fn keep_child_starts<'a>(
     head: CheckpointId,
 ) -> Kept<'a> {
     Box::pin(async move {
-        let links = branch_links(store, copy, false).await?;
+        let links = branch_links(store, copy, false, None).await?;
         for (task, node) in tasks_of(&links, head).iter().enumerate() {
             for call in 0u32.. {
                 let namespace = format!("{node}:{}", task_id(head, task, call));
@@ -88,13 +90,13 @@ fn keep_child_starts<'a>(
                     format!("{source}/{namespace}"),
                     format!("{copy}/{namespace}"),
                 );
-                let copied = branch_links(store, &to, false).await?;
+                let copied = branch_links(store, &to, false, None).await?;
                 let Some(child_head) = copied.newest else {
                     break;
                 };
                 let (first, why) = first_of(&copied, child_head);
                 if why.is_some_and(|s| s != Source::Input) {
-                    let original = branch_links(store, &from, true).await?;
+                    let original = branch_links(store, &from, true, None).await?;
                     let (start, _) = first_of(&original, child_head);
                     // Kept even when empty: without it, the copy's first state stands in.
                     let started = usage_at(&original, start);

@@ -12,12 +12,15 @@
 //! of their own. Those requests are in no ledger; [`off_ledger`] finds them on the thread's
 //! branch, in its subgraphs' namespaces too, for `graph state` and the run's summary, which
 //! show them beside the ledger. A fork into a new thread takes its source's along
-//! ([`carry_into_fork`]).
+//! ([`carry_into_fork`]). A run keeps, when it ends, what its thread's history before its last
+//! checkpoint left ([`off_ledger_keeping`]), so a readout reads only what came after.
 
 mod branches;
 mod fork;
+mod kept;
+mod links;
 
-pub use branches::off_ledger;
+pub use branches::{off_ledger, off_ledger_keeping};
 pub use fork::carry_into_fork;
 
 use crate::llm::{usd, LlmError, Pricing, Usage, UsageLedger};

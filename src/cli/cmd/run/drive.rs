@@ -16,7 +16,7 @@ use crate::cli::output::{self, stdout_closed};
 use crate::cli::progress::Progress;
 use crate::cli::{out, Ctx};
 use crate::llm::UsageLedger;
-use crate::prebuilt::spend::{off_ledger, pricing_of};
+use crate::prebuilt::spend::{off_ledger_keeping, pricing_of};
 use crate::registry::{ErasedGraph, Resolved};
 use crate::runtime::{Event, Resume, RunConfig, RunError, RunOutcome, RunStatus};
 use serde_json::Value;
@@ -219,7 +219,7 @@ async fn count_spend(
         // edit or a rerun set aside): the summary counts it too. Only for a graph that
         // keeps a ledger, as it walks the thread's checkpoints.
         let pricing = pricing_of(&resolved.file.settings);
-        ended.off_ledger = off_ledger(ctx.store.as_ref(), thread, None, pricing.as_ref())
+        ended.off_ledger = off_ledger_keeping(ctx.store.as_ref(), thread, pricing.as_ref())
             .await
             .ok()
             .filter(|l| !l.is_empty());
