@@ -162,3 +162,21 @@ fn a_run_waiting_to_make_its_thread_ends_at_once_on_sigterm_making_nothing() {
     assert!(db.thread_ids().is_empty(), "{:?}", db.thread_ids());
     db.graph(&run).expect(0);
 }
+
+#[test]
+fn a_resume_that_waited_out_its_patience_names_the_process_holding_the_thread() {
+    let db = Db::new();
+    let thread = db.paused_thread();
+    let holder = holding(&db, &thread, Hold::Lock);
+    // No lease to read (it is no run): the thread's lock says who holds it.
+    let out = db.graph(&["resume", &thread, "--resume", "yes"]).expect(1);
+    out.stderr_has(&[&format!(
+        "thread `{thread}` is busy: another process (pid {}) holds it",
+        holder.id()
+    )]);
+    assert!(!out.stderr.contains("pid 0"), "{out}");
+    assert!(!out.stderr.contains("lease lapses"), "{out}");
+    holder.signal(libc::SIGKILL);
+    holder.finish();
+    db.graph(&["resume", &thread, "--resume", "yes"]).expect(0);
+}

@@ -23,20 +23,17 @@ pub enum CheckpointError {
         #[source]
         source: FrameError,
     },
-    /// Another run holds the thread.
-    #[error(
-        "thread `{thread}` is busy: another run (pid {pid} on {host}) is writing it; wait for it \
-         to finish or stop it. A run that died releases the thread when its lease lapses \
-         (in {expires_in_ms} ms at most)"
-    )]
+    /// Another run, or another process, holds the thread.
+    #[error("{}", busy_text(thread, *pid, host, *expires_in_ms))]
     ThreadBusy {
         /// The thread.
         thread: String,
-        /// The holder's process id.
+        /// The holder's process id; 0 when not known.
         pid: u32,
         /// The holder's host.
         host: String,
-        /// Time until the holder's lease lapses unless renewed.
+        /// Time until the holder's lease lapses unless renewed; 0 when the holder has no lease
+        /// (a command other than a run holds the thread, as `graph update` does for moments).
         expires_in_ms: u64,
     },
     /// An id that is not valid as a thread id.
@@ -138,4 +135,29 @@ pub fn validate_thread_id(thread: &str) -> Result<(), CheckpointError> {
         }),
         None => Ok(()),
     }
+}
+
+/// What [`CheckpointError::ThreadBusy`] says: a run's lease names its process and when it lapses;
+/// without one, the holder is a process that lets go when it is done (or dies).
+fn busy_text(thread: &str, pid: u32, host: &str, expires_in_ms: u64) -> String {
+    if expires_in_ms == 0 {
+        let process = match pid {
+            0 => String::new(),
+            pid => format!(" (pid {pid})"),
+        };
+        return format!(
+            "thread `{thread}` is busy: another process{process} holds it; wait for it to let go \
+             (a command such as `graph update` holds a thread for moments, a run until it ends \
+             or pauses), or stop it"
+        );
+    }
+    let process = match pid {
+        0 => format!("on {host}"),
+        pid => format!("pid {pid} on {host}"),
+    };
+    format!(
+        "thread `{thread}` is busy: another run ({process}) is writing it; wait for it to \
+         finish or stop it. A run that died releases the thread when its lease lapses (in \
+         {expires_in_ms} ms at most)"
+    )
 }

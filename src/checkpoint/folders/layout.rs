@@ -162,6 +162,32 @@ pub(super) fn process_is_alive(pid: u32) -> bool {
     rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
+/// The process holding the `flock` on `path`, as Linux lists it (`/proc/locks`): who holds a
+/// thread that says nothing of itself (no lease: a command other than a run, or a process that
+/// does not serve the thread). `None` when none does, or where there is no such list.
+pub(super) fn lock_holder(path: &Path) -> Option<u32> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    let file = std::fs::metadata(path).ok()?;
+    let id = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(file.dev()),
+        libc::minor(file.dev()),
+        file.ino()
+    );
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    // `1: FLOCK  ADVISORY  WRITE 21846 fe:00:6373414 0 EOF`; a process waiting for a lock
+    // is listed as `1: -> FLOCK ...` and holds nothing.
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        match fields[..] {
+            [_, "FLOCK", _, _, pid, lock, ..] if lock == id => pid.parse().ok(),
+            _ => None,
+        }
+    })
+}
+
 /// A held `flock` on a file: released when dropped (the file is closed).
 #[derive(Debug)]
 pub(super) struct FileLock {

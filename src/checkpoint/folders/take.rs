@@ -3,7 +3,9 @@
 
 use super::blobs::damaged_blob;
 use super::index::{IndexEntry, ThreadListing};
-use super::layout::{blob_names, file_stamp, fingerprint, io_error, root_thread, FileLock};
+use super::layout::{
+    blob_names, file_stamp, fingerprint, io_error, lock_holder, root_thread, FileLock,
+};
 use super::origin::with_origin_checked;
 use super::owner::{self, OwnerServer, Request, Response};
 use super::read_copy::{open_copy, Copied, ReadCopy};
@@ -282,9 +284,14 @@ impl FolderCheckpointer {
             },
             None => None,
         };
+        // Without a lease (no run holds it, or its holder serves nobody), the lock says who.
+        let pid = match &lease {
+            Some(lease) => lease.pid,
+            None => lock_holder(&self.layout.lock_path(root)).unwrap_or(0),
+        };
         CheckpointError::ThreadBusy {
             thread: root.to_string(),
-            pid: lease.as_ref().map(|l| l.pid).unwrap_or(0),
+            pid,
             host: lease
                 .as_ref()
                 .map(|l| l.host.clone())
