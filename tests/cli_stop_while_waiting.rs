@@ -180,3 +180,24 @@ fn a_resume_that_waited_out_its_patience_names_the_process_holding_the_thread() 
     holder.finish();
     db.graph(&["resume", &thread, "--resume", "yes"]).expect(0);
 }
+
+#[test]
+fn a_thread_whose_run_is_suspended_is_read_as_busy_with_that_run_named() {
+    let db = Db::new();
+    let mut run = db.run_pipeline(60_000, &["--yes"]).spawn();
+    let thread = run.thread();
+    // Ctrl+Z: it holds the thread and answers nobody until it goes on.
+    run.signal(libc::SIGSTOP);
+    let busy = format!(
+        "thread `{thread}` is busy: another process (pid {}) holds it",
+        run.id()
+    );
+    db.graph(&["state", &thread]).expect(1).stderr_has(&[&busy]);
+    let out = db.graph(&["resume", &thread]).expect(1);
+    out.stderr_has(&[&busy]);
+    assert!(!out.stderr.contains("sled"), "{out}");
+    run.signal(libc::SIGCONT);
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.finish().code, Some(143));
+    db.graph(&["state", &thread]).expect(0);
+}

@@ -402,10 +402,15 @@ impl FolderCheckpointer {
                             return Ok(Some(Source::Remote(socket)));
                         }
                     }
-                    if Instant::now() >= deadline {
+                    if Instant::now() >= deadline && self.layout.is_single_store() {
                         return Err(CheckpointError::Locked {
                             path: store_dir.display().to_string(),
                         });
+                    }
+                    // Its holder does not answer (it serves nobody, or it is stopped: Ctrl+Z):
+                    // named as a writer refused would name it, not as sled's refusal.
+                    if Instant::now() >= deadline {
+                        return Err(self.busy(root, None).await);
                     }
                     waiting.say(
                         root,
