@@ -48,7 +48,10 @@ impl Outline {
         let (mut heading_text, mut link_text) = (String::new(), String::new());
         // Lists, items and quotes open around a paragraph that is not top-level.
         let mut containers = 0usize;
-        for (event, range) in Parser::new_ext(text, Options::empty()).into_offset_iter() {
+        // A YAML front matter block (`---` ... `---` first in the file, as Obsidian, Jekyll
+        // or Hugo write it) is the file's metadata, not its text: no heading, link or paragraph.
+        let options = Options::ENABLE_YAML_STYLE_METADATA_BLOCKS;
+        for (event, range) in Parser::new_ext(text, options).into_offset_iter() {
             match event {
                 Event::Start(Tag::Heading { level, .. }) => {
                     heading = Some((level_number(level), range.start));

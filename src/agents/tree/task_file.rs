@@ -273,7 +273,10 @@ fn is_list_item(line: &str) -> bool {
 
 /// A dependent's target: a relative path to a `.md` file, without its `#fragment`.
 fn check_target(dest: &str, line: usize) -> Result<String, FormatError> {
-    let target = dest.split('#').next().unwrap_or_default().trim();
+    let target = dest.split(['#', '?']).next().unwrap_or_default().trim();
+    // A link's destination is a URL: editors write a file name's space as `%20`.
+    let decoded = percent_encoding::percent_decode_str(target).decode_utf8();
+    let target = decoded.as_deref().unwrap_or(target);
     let problem = if target.is_empty() {
         Some("links to nothing".to_string())
     } else if target.contains("://") || target.starts_with("mailto:") {
