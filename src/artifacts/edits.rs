@@ -503,6 +503,13 @@ impl<S: State> Artifacts<S> {
                         out.push(e);
                     }
                 }
+                FileState::Truncated { len: 0, expected } => out.push(
+                    EditError::new(format!(
+                        "empty ({expected} bytes were written): an artifact is not emptied by an edit \
+                         (for less, edit it down to what it must keep); `--restore` writes it again"
+                    ))
+                    .in_file(f.path.clone()),
+                ),
                 FileState::Truncated { len, expected } => out.push(
                     EditError::new(format!(
                         "truncated: {len} of the {expected} bytes written (a writer was cut off); `--restore` writes it again"

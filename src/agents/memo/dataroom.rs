@@ -31,6 +31,20 @@ const STOP: &[&str] = &[
     "by", "as", "from", "it",
 ];
 
+/// Why a document is refused when it is not UTF-8 (a Windows or Latin-1 file, say): where, and
+/// how to convert it.
+fn not_utf8(path: &Path, e: &std::string::FromUtf8Error) -> String {
+    let bytes = e.as_bytes();
+    let at = e.utf8_error().valid_up_to();
+    let line = 1 + bytes[..at].iter().filter(|b| **b == b'\n').count();
+    format!(
+        "{} is not UTF-8 text (line {line}: byte 0x{:02X}); save it as UTF-8 (for a Windows or \
+         Latin-1 file: `iconv -f windows-1252 -t utf-8`), or move it out of the data room",
+        path.display(),
+        bytes.get(at).copied().unwrap_or_default()
+    )
+}
+
 impl DataRoom {
     /// Reads every `.md` and `.txt` file of `dir`.
     pub fn open(dir: &Path) -> Result<DataRoom, String> {
@@ -44,8 +58,9 @@ impl DataRoom {
             if !path.is_file() || !matches!(ext, "md" | "txt") {
                 continue;
             }
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let bytes =
+                std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let text = String::from_utf8(bytes).map_err(|e| not_utf8(&path, &e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let canonical = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
             docs.push(Doc {

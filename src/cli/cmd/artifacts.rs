@@ -331,6 +331,9 @@ fn describe(state: &FileState) -> String {
             Some(line) => format!("invalid: line {line}: {}", error.message),
             None => format!("invalid: {}", error.message),
         },
+        FileState::Truncated { len: 0, expected } => {
+            format!("empty ({expected} bytes were written)")
+        }
         FileState::Truncated { len, expected } => {
             format!("truncated ({len} of {expected} bytes)")
         }
