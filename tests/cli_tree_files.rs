@@ -2,12 +2,16 @@
 //! stand-in OpenAI-compatible server on 127.0.0.1: a child renamed with a space in its name,
 //! linked the way Markdown editors write such a link (`fetch%20pages.md`), and a YAML front
 //! matter block (`---` ... `---`, as Obsidian, Jekyll or Hugo write it) above the title. Both
-//! are read as the task they are, by `graph tree` and by `graph solve`. No network, no key.
+//! are read as the task they are, by `graph tree` and by `graph solve`. A task folder that
+//! cannot be written is named in the error, and the decomposition goes on once it can, without
+//! asking the model again. No network, no key.
 
 #[path = "support/fake_openai.rs"]
 mod fake_openai;
 #[path = "support/cli.rs"]
 mod harness;
+#[path = "support/small_fs.rs"]
+mod small_fs;
 #[path = "support/task_plans.rs"]
 mod task_plans;
 
@@ -102,5 +106,48 @@ fn a_renamed_child_linked_with_percent_20_and_a_front_matter_block_are_read_as_t
             "app.md"
         ],
         "the renamed task first, then what needs it"
+    );
+}
+
+#[test]
+fn a_read_only_task_folder_is_named_and_decompose_goes_on_once_it_can_write() {
+    small_fs::with_small_fs(
+        "a_read_only_task_folder_is_named_and_decompose_goes_on_once_it_can_write",
+        "8m",
+        |disk| {
+            let db = Db::new();
+            let server = FakeOpenAi::answering(respond);
+            let example =
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/tasks/web_scraper.md");
+            std::fs::copy(example, disk.join(ROOT)).unwrap();
+            let root = disk.join(ROOT).display().to_string();
+            let decompose = || {
+                db.graph(&["decompose", &root])
+                    .with_model_at(&server.base_url())
+            };
+            let mount = |how: &str| {
+                let status = std::process::Command::new("mount")
+                    .args(["-o", how])
+                    .arg(disk)
+                    .status()
+                    .expect("mount");
+                assert!(status.success(), "mount -o {how} failed");
+            };
+            mount("remount,ro");
+            let out = decompose().expect(1);
+            out.stderr_has(&[
+                &format!("cannot create {}/app_children", disk.display()),
+                "Read-only file system",
+                "graph decompose",
+            ]);
+            mount("remount,rw");
+            decompose().expect(3);
+            assert!(disk.join("app_children/parse.md").is_file());
+            assert_eq!(
+                server.keys("TaskPlan"),
+                ["app.md"],
+                "the decomposition the model wrote once is not asked for again"
+            );
+        },
     );
 }

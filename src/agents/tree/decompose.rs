@@ -314,7 +314,10 @@ impl Decomposition {
     /// exists with other text is kept as found (a person's edit is never replaced).
     pub fn write(&self, tree: &TaskTree) -> std::io::Result<WriteReport> {
         let mut report = WriteReport::default();
-        std::fs::create_dir_all(tree.file_path(&children_dir(&self.task)))?;
+        let folder = tree.file_path(&children_dir(&self.task));
+        std::fs::create_dir_all(&folder).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot create {}: {e}", folder.display()))
+        })?;
         for child in &self.children {
             match write_new(&tree.file_path(&child.path), &child.text)? {
                 Written::Created | Written::Unchanged => report.created.push(child.path.clone()),

@@ -4,8 +4,14 @@ use std::io::Write;
 use std::path::Path;
 
 /// Writes `text` to `path` through a temporary file in the same folder, an fsync and a rename,
-/// so a reader (or a crash) never sees half a file. Creates the folder when missing.
+/// so a reader (or a crash) never sees half a file. Creates the folder when missing. An error
+/// names the path it could not write (a read-only folder, a full disk).
 pub(crate) fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    write_in_place(path, text)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display())))
+}
+
+fn write_in_place(path: &Path, text: &str) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -50,7 +56,10 @@ pub(crate) fn write_new(path: &Path, text: &str) -> std::io::Result<Written> {
             write_atomic(path, text)?;
             Ok(Written::Created)
         }
-        Err(e) => Err(e),
+        Err(e) => Err(std::io::Error::new(
+            e.kind(),
+            format!("cannot read {}: {e}", path.display()),
+        )),
     }
 }
 
