@@ -14,7 +14,7 @@ use super::error::{NodeError, NodeErrorKind, RunError};
 use super::executor::{Identity, Run, Start};
 use super::namespace::{task_id, ThreadPath};
 use super::subgraph_view::{view_of, SubgraphView};
-use super::{execute_run, Resume, RunConfig, RunOutcome, RunStatus};
+use super::{nested_run, Resume, RunConfig, RunOutcome, RunStatus};
 use crate::checkpoint::status::waiting_interrupts;
 use crate::checkpoint::{Checkpointer, InterruptRecord};
 use crate::graph::{Command, CompiledGraph, Node};
@@ -266,15 +266,7 @@ pub(crate) async fn child_run<C: State>(
     // node's future and copied each time that future moved or was boxed, and each level of
     // nesting grew the parent's future by a whole run.
     let mark = mark && matches!(start, Start::Fresh(_));
-    Box::pin(execute_run(
-        graph,
-        start,
-        config,
-        events,
-        Some(identity),
-        mark,
-    ))
-    .await
+    Box::pin(nested_run(graph, start, config, events, identity, mark)).await
 }
 
 /// A child run's config. Its run id, settings and what it inherits are the parent run's (see
