@@ -472,27 +472,21 @@ fn typed_changes(update: &Ident, fields: &[StateField]) -> TokenStream {
             let ident = f.ident;
             let name = &f.name;
             let ty = f.ty;
-            let (net, reduce) = match &f.reducer {
+            let (net, reduce, replaces) = match &f.reducer {
                 Reducer::Builtin(builtin, span) => {
                     let reducer = Ident::new(builtin.type_name(), *span);
-                    let reducer = quote!(::stategraph::state::#reducer);
-                    (
-                        quote!(<#reducer as ::stategraph::state::Reducer<#ty>>::net_write),
-                        quote!(<#reducer as ::stategraph::state::Reducer<#ty>>::reduce),
-                    )
+                    reducer_change_fns(&quote!(::stategraph::state::#reducer), ty)
                 }
-                Reducer::Type(reducer) => (
-                    quote!(<#reducer as ::stategraph::state::Reducer<#ty>>::net_write),
-                    quote!(<#reducer as ::stategraph::state::Reducer<#ty>>::reduce),
-                ),
+                Reducer::Type(reducer) => reducer_change_fns(&quote!(#reducer), ty),
                 Reducer::With(path) => (
                     quote!(|_: &#ty, after: #ty| ::core::result::Result::Err(after)),
                     quote!(#path),
+                    quote!(false),
                 ),
             };
             quote! {
                 #ident: ::stategraph::state::field_change(
-                    #name, &before.#ident, #local, marks.of(#index), #net, #reduce,
+                    #name, &before.#ident, #local, marks.of(#index), #net, #reduce, #replaces,
                 )?,
             }
         });
@@ -519,6 +513,15 @@ fn typed_changes(update: &Ident, fields: &[StateField]) -> TokenStream {
             })
         }
     }
+}
+
+/// A reducer type's `net_write`, `reduce` and `REPLACES`, as `state::field_change` takes them.
+fn reducer_change_fns(reducer: &TokenStream, ty: &Type) -> (TokenStream, TokenStream, TokenStream) {
+    (
+        quote!(<#reducer as ::stategraph::state::Reducer<#ty>>::net_write),
+        quote!(<#reducer as ::stategraph::state::Reducer<#ty>>::reduce),
+        quote!(<#reducer as ::stategraph::state::Reducer<#ty>>::REPLACES),
+    )
 }
 
 /// `Update::mark_writes`: each written field's position, and whether it is an overwrite.

@@ -35,9 +35,19 @@ pub enum FieldMark {
 /// implement it leaves the marks untracked, and the changes are then found by comparing JSON.
 #[derive(Clone, Debug, Default)]
 pub struct WriteMarks {
-    fields: Vec<FieldMark>,
+    /// Bit `i`: the field at position `i` was written. Bits rather than a list, because every
+    /// step of a child records each field it writes, and a list cost an allocation per child
+    /// run and a bounds check per write.
+    written: u64,
+    /// Bit `i`: that field was explicitly overwritten at least once.
+    overwritten: u64,
+    /// The fields past the 64th, for the rare state that has more.
+    beyond: Vec<FieldMark>,
     untracked: bool,
 }
+
+/// How many fields the bits of [`WriteMarks`] cover.
+const MARK_BITS: usize = u64::BITS as usize;
 
 impl WriteMarks {
     /// No field written yet.
@@ -46,11 +56,23 @@ impl WriteMarks {
     }
 
     /// Records a write to the field at `index` (its position in the state struct).
+    // Inlined into each state type's `mark_writes`, in the crate that derives it: every step of
+    // a child records every field it writes.
+    #[inline]
     pub fn record(&mut self, index: usize, overwrite: bool) {
-        if self.fields.len() <= index {
-            self.fields.resize(index + 1, FieldMark::Untouched);
+        if index < MARK_BITS {
+            let bit = 1u64 << index;
+            self.written |= bit;
+            if overwrite {
+                self.overwritten |= bit;
+            }
+            return;
         }
-        let mark = &mut self.fields[index];
+        let index = index - MARK_BITS;
+        if self.beyond.len() <= index {
+            self.beyond.resize(index + 1, FieldMark::Untouched);
+        }
+        let mark = &mut self.beyond[index];
         if overwrite {
             *mark = FieldMark::Overwritten;
         } else if *mark == FieldMark::Untouched {
@@ -70,7 +92,21 @@ impl WriteMarks {
 
     /// How the field at `index` was written.
     pub fn of(&self, index: usize) -> FieldMark {
-        self.fields.get(index).copied().unwrap_or_default()
+        if index >= MARK_BITS {
+            return self
+                .beyond
+                .get(index - MARK_BITS)
+                .copied()
+                .unwrap_or_default();
+        }
+        let bit = 1u64 << index;
+        if self.overwritten & bit != 0 {
+            FieldMark::Overwritten
+        } else if self.written & bit != 0 {
+            FieldMark::Reduced
+        } else {
+            FieldMark::Untouched
+        }
     }
 
     /// Records what every update of a batch wrote.
@@ -132,7 +168,9 @@ pub fn changes_from_json<S: State>(before: &S, after: &S) -> Result<S::Update, S
 /// One field's part of [`State::changes_since`]: the write that takes `before` to `after`
 /// under the module's rule. `mark` says how the run wrote the field; `net` is the reducer's
 /// [`Reducer::net_write`](super::Reducer::net_write) (asked only for a field written through
-/// the reducer alone) and `reduce` its fold, to check a candidate write.
+/// the reducer alone) and `reduce` its fold, to check a candidate write; `replaces` is the
+/// reducer's [`Reducer::REPLACES`](super::Reducer::REPLACES): the check is then only whether
+/// the candidate is the new value.
 pub fn field_change<T: Serialize + DeserializeOwned>(
     field: &str,
     before: &T,
@@ -140,6 +178,7 @@ pub fn field_change<T: Serialize + DeserializeOwned>(
     mark: FieldMark,
     net: impl FnOnce(&T, T) -> Result<Option<T>, T>,
     reduce: impl FnOnce(&mut T, T),
+    replaces: bool,
 ) -> Result<Option<Write<T>>, String> {
     let after = match mark {
         FieldMark::Untouched => return Ok(None),
@@ -161,6 +200,16 @@ pub fn field_change<T: Serialize + DeserializeOwned>(
         return Ok(None);
     }
     if let Some(delta) = growth(&old, &new) {
+        if replaces {
+            // The write of `delta` leaves `delta`: it takes `before` to `after` only when the
+            // growth is the whole new value (from 0, "" or []).
+            let reaches = delta == new;
+            return Ok(Some(if reaches {
+                Write::Reduce(after)
+            } else {
+                Write::Overwrite(after)
+            }));
+        }
         let mut probe = decode(&old)?;
         reduce(&mut probe, decode(&delta)?);
         if json(&probe)? == new {
@@ -326,6 +375,26 @@ mod tests {
         assert_eq!(marks.of(0), FieldMark::Untouched);
         marks.record_all([&Bare]);
         assert!(!marks.is_tracked());
+    }
+
+    #[test]
+    fn marks_keep_an_overwrite_over_later_reducer_writes_below_and_past_the_64th_field() {
+        let mut marks = WriteMarks::new();
+        for index in [0, 63, 64, 130] {
+            assert_eq!(marks.of(index), FieldMark::Untouched);
+            marks.record(index, false);
+            assert_eq!(marks.of(index), FieldMark::Reduced, "field {index}");
+            marks.record(index, true);
+            marks.record(index, false);
+            assert_eq!(marks.of(index), FieldMark::Overwritten, "field {index}");
+        }
+        for untouched in [1, 62, 65, 129, 131, 500] {
+            assert_eq!(
+                marks.of(untouched),
+                FieldMark::Untouched,
+                "field {untouched}"
+            );
+        }
     }
 
     /// One node's write in a generated step.

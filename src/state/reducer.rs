@@ -8,6 +8,10 @@ pub trait Reducer<T> {
     /// True when the field accepts only one write per superstep (plain overwrite semantics).
     const EXCLUSIVE: bool = false;
 
+    /// True when a write replaces the value whatever it was (`reduce` leaves `current` equal to
+    /// `incoming`). It lets a same-type child's changes skip proving a write by applying it.
+    const REPLACES: bool = false;
+
     /// Folds `incoming` into `current`.
     fn reduce(current: &mut T, incoming: T);
 
@@ -27,6 +31,7 @@ pub struct Overwrite;
 
 impl<T> Reducer<T> for Overwrite {
     const EXCLUSIVE: bool = true;
+    const REPLACES: bool = true;
     fn reduce(current: &mut T, incoming: T) {
         *current = incoming;
     }
@@ -45,8 +50,9 @@ impl<T> Reducer<Vec<T>> for Append {
         if after.len() < before.len() {
             return Err(after);
         }
-        let gained = after.split_off(before.len());
-        Ok((!gained.is_empty()).then_some(gained))
+        // The prefix is removed in place: `split_off` would copy the gain into a new list.
+        after.drain(..before.len());
+        Ok((!after.is_empty()).then_some(after))
     }
 }
 
@@ -59,8 +65,8 @@ impl Reducer<String> for Append {
         if after.len() < before.len() || !after.is_char_boundary(before.len()) {
             return Err(after);
         }
-        let gained = after.split_off(before.len());
-        Ok((!gained.is_empty()).then_some(gained))
+        after.drain(..before.len());
+        Ok((!after.is_empty()).then_some(after))
     }
 }
 
