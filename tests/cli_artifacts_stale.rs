@@ -253,3 +253,20 @@ fn a_json_syntax_error_names_its_line_and_no_made_up_field() {
     out.stderr_has(&["outline.json:2: control character"]);
     assert!(!out.stderr.contains("field `?`"), "{out}");
 }
+
+#[test]
+fn a_file_given_as_the_output_folder_is_refused_before_anything_runs() {
+    let db = Db::new();
+    let file = db.path().join("not-a-folder");
+    std::fs::write(&file, "x").unwrap();
+    let file = file.display().to_string();
+    db.run_pipeline(0, &["--set", ART, "--yes", "--out", &file])
+        .expect(2)
+        .stderr_has(&["is a file, not a folder"]);
+    assert!(db.thread_ids().is_empty(), "no thread was made");
+    // GRAPH_OUT is read the same way.
+    db.run_pipeline(0, &["--set", ART, "--yes"])
+        .env("GRAPH_OUT", &file)
+        .expect(2)
+        .stderr_has(&["is a file, not a folder"]);
+}

@@ -113,6 +113,18 @@ fn parse_stream_mode(s: &str) -> Result<crate::runtime::StreamMode, String> {
     s.parse()
 }
 
+/// `--out` (or `GRAPH_OUT`): a folder, made when missing. A file there is refused before
+/// anything runs: a run's artifacts could never be written into it.
+fn parse_out_dir(s: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(s);
+    match std::fs::metadata(&path) {
+        Ok(m) if !m.is_dir() => Err(format!(
+            "{s} is a file, not a folder: give the folder the artifact version folders go in"
+        )),
+        _ => Ok(path),
+    }
+}
+
 #[derive(Copy, Clone, Debug, ValueEnum)]
 pub(crate) enum DurabilityArg {
     Sync,
@@ -147,7 +159,7 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "ID")]
     pub thread: Option<String>,
     /// Where the graph's artifact version folders go [default: output/ here].
-    #[arg(long, env = "GRAPH_OUT", value_name = "DIR")]
+    #[arg(long, env = "GRAPH_OUT", value_name = "DIR", value_parser = parse_out_dir)]
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub settings: RunSettings,
@@ -182,7 +194,7 @@ pub(crate) struct ResumeArgs {
     /// Where the artifact version folders go. When the thread's current version folder is
     /// elsewhere, its edits are picked up there, then the files are written into a new version
     /// folder here (the old one is kept) [default: beside the thread's current one].
-    #[arg(long, env = "GRAPH_OUT", value_name = "DIR")]
+    #[arg(long, env = "GRAPH_OUT", value_name = "DIR", value_parser = parse_out_dir)]
     pub out: Option<PathBuf>,
     /// Do not pick up edited artifact files.
     #[arg(long)]
@@ -199,7 +211,7 @@ pub(crate) struct RerunArgs {
     #[arg(long, value_name = "NODE")]
     pub from: String,
     /// Where the new artifact version folder goes [default: beside the thread's current one].
-    #[arg(long, env = "GRAPH_OUT", value_name = "DIR")]
+    #[arg(long, env = "GRAPH_OUT", value_name = "DIR", value_parser = parse_out_dir)]
     pub out: Option<PathBuf>,
     /// Do not pick up edited artifact files.
     #[arg(long)]
