@@ -44,6 +44,7 @@ fn an_edit_of_a_file_the_state_changed_since_is_refused_instead_of_undoing_the_c
     .expect(0);
     let listed = db.graph(&["artifacts", &thread]).expect(0);
     assert!(listed.stdout.contains("behind"), "{listed}");
+    listed.stderr_has(&["older than the thread's state", "--restore"]);
     // A person edits the copy they see, which still has the old title.
     let file = v1.join("outline.json");
     let mut outline: Value = serde_json::from_str(&read(&file)).unwrap();

@@ -345,7 +345,8 @@ fn describe(state: &FileState) -> String {
     }
 }
 
-fn print_status(ctx: &Ctx, thread: &str, status: &Status) {
+/// `running`: a run is writing the folder, so files behind the state are on their way.
+fn print_status(ctx: &Ctx, thread: &str, status: &Status, running: bool) {
     let Some(folder) = &status.folder else {
         out(&format!("thread {thread} has no artifacts written yet"));
         return;
@@ -397,9 +398,16 @@ fn print_status(ctx: &Ctx, thread: &str, status: &Status) {
             ctx.command_line(&["resume", thread])
         );
     }
+    let behind = status.files.iter().any(|f| f.state == FileState::Behind);
     if damaged {
         say!(
             "write the files again from the checkpoint with:\n  {}",
+            ctx.command_line_with(&["artifacts", thread], "--restore")
+        );
+    } else if behind && !edited && !running {
+        // A write failed or the state was updated since: the folder shows an older state.
+        say!(
+            "some files are older than the thread's state; bring them up to date with:\n  {}",
             ctx.command_line_with(&["artifacts", thread], "--restore")
         );
     }
@@ -433,7 +441,8 @@ pub(crate) async fn artifacts(ctx: &Ctx, args: ArtifactsArgs) -> anyhow::Result<
     if args.json {
         out(&format!("{:#}", serde_json::to_value(&status)?));
     } else {
-        print_status(ctx, &args.thread, &status);
+        let running = ctx.store.is_running(&args.thread).await;
+        print_status(ctx, &args.thread, &status, running);
     }
     Ok(0)
 }
