@@ -406,8 +406,12 @@ impl FolderCheckpointer {
             let request = Request::Listing {
                 thread: thread.to_string(),
             };
-            if let Ok(Response::Listing(l)) = owner::request(&socket, &request).await {
-                return *l;
+            // Pinged first: a holder that does not answer (suspended with Ctrl+Z) costs the
+            // listing half a second, not a request's full wait (10 s) for each such thread.
+            if owner::ping(&socket).await {
+                if let Ok(Response::Listing(l)) = owner::request(&socket, &request).await {
+                    return *l;
+                }
             }
         }
         let mut listing = witness.cloned().unwrap_or(ThreadListing {
