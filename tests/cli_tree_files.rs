@@ -151,3 +151,44 @@ fn a_read_only_task_folder_is_named_and_decompose_goes_on_once_it_can_write() {
         },
     );
 }
+
+#[test]
+fn a_result_changed_in_a_plan_file_is_pointed_out_since_nothing_reads_it_back() {
+    let s = Setup::new();
+    s.graph("decompose").expect(3);
+    s.graph("solve").expect(0);
+    let plan = s.path("app_children/fetch_plan.md");
+    let text = std::fs::read_to_string(&plan).unwrap();
+    assert!(text.contains("RESULT of app_children/fetch.md"), "{text}");
+    std::fs::write(
+        &plan,
+        text.replace(
+            "RESULT of app_children/fetch.md",
+            "A better result, by hand.",
+        ),
+    )
+    .unwrap();
+    let tree = s.graph("tree").expect(0);
+    assert!(
+        tree.stdout.contains(
+            "app_children/fetch_plan.md: its `## Result` was changed since app_children/fetch.md was solved"
+        ),
+        "{tree}"
+    );
+    assert!(
+        tree.stdout.contains("edit app_children/fetch.md itself"),
+        "{tree}"
+    );
+    assert_eq!(
+        tree.stdout.matches("was changed since").count(),
+        1,
+        "the other plan files are as solve wrote them: {tree}"
+    );
+    s.graph("solve")
+        .expect(0)
+        .stderr_has(&["warning: app_children/fetch_plan.md: its `## Result` was changed"]);
+    // The person's text is kept as they wrote it.
+    assert!(std::fs::read_to_string(&plan)
+        .unwrap()
+        .contains("A better result, by hand."));
+}

@@ -7,7 +7,8 @@
 //! child changes its parent's fingerprint the same way.
 
 use super::markdown::{escape_link_text, link_dest};
-use super::paths::relative_link;
+use super::paths::{plan_path, relative_link};
+use super::plan_file::PlanFile;
 use super::state::SolvedTask;
 use super::task_tree::{TaskTree, TreeView};
 use serde::{Deserialize, Serialize};
@@ -121,6 +122,30 @@ impl SolvePlan {
     /// The next task to solve.
     pub fn next(&self) -> Option<&(usize, Reason)> {
         self.pending.first()
+    }
+
+    /// The plan files whose `## Result` a person changed after the task was solved, with
+    /// their task: a result is read from the thread, never back from its plan file, so what
+    /// builds on the task still uses it as solved. Only tasks solved as the files stand.
+    pub fn edited_results(&self, tree: &TaskTree, solved: &[SolvedTask]) -> Vec<(String, String)> {
+        let mut edited = Vec::new();
+        for (i, task) in tree.tasks().iter().enumerate() {
+            let Some(done) = solved.iter().find(|s| s.path == task.path) else {
+                continue;
+            };
+            if self.status[i].is_some() {
+                continue;
+            }
+            let plan = plan_path(&task.path);
+            let Ok(text) = std::fs::read_to_string(tree.file_path(&plan)) else {
+                continue;
+            };
+            let written = PlanFile::parse(&text).section("Result");
+            if written.is_some_and(|w| w != done.result.trim()) {
+                edited.push((plan, task.path.clone()));
+            }
+        }
+        edited
     }
 
     /// Task `i`'s fingerprint: a hash over its file and its children's and dependencies'

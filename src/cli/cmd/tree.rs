@@ -323,10 +323,26 @@ pub(crate) async fn tree(ctx: &Ctx, args: TreeArgs) -> anyhow::Result<u8> {
             String::new()
         }
     ));
-    if !tree.problems().is_empty() {
-        out(&format!("warnings:\n{}", problems_text(tree.problems())));
+    let mut warnings: Vec<String> = tree.problems().iter().map(ToString::to_string).collect();
+    warnings.extend(edited_results(&tree, &plan, &state));
+    if !warnings.is_empty() {
+        out(&format!("warnings:\n  {}", warnings.join("\n  ")));
     }
     Ok(EXIT_DONE)
+}
+
+/// What a person changed in a solved task's `## Result`, which nothing reads back.
+fn edited_results(tree: &TaskTree, plan: &SolvePlan, state: &TreeState) -> Vec<String> {
+    (plan.edited_results(tree, &state.solved).into_iter())
+        .map(|(plan_file, task)| {
+            format!(
+                "{plan_file}: its `## Result` was changed since {task} was solved; results are \
+                 read from the thread, not from plan files, so the tasks that build on it use the \
+                 result as solved. To change what they get, edit {task} itself (it is solved \
+                 again, and they after it)"
+            )
+        })
+        .collect()
 }
 
 /// `graph solve TASK.md`.
@@ -341,6 +357,9 @@ pub(crate) async fn solve(ctx: &Ctx, args: SolveArgs) -> anyhow::Result<u8> {
     let plan = SolvePlan::new(&tree, &state.solved);
     announce(&tree, &plan, args.json);
     for warning in tree.problems() {
+        say!("warning: {warning}");
+    }
+    for warning in edited_results(&tree, &plan, &state) {
         say!("warning: {warning}");
     }
     let action = solve_action(&tree, &plan, &state, snapshot, &task)?;
