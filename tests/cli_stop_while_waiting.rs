@@ -5,8 +5,12 @@
 //! and no error of the wait it gave up. The holder still holds the thread when the command
 //! ends, so the wait had not ended on its own.
 
+#[path = "support/fake_openai.rs"]
+mod fake_openai;
 #[path = "support/cli.rs"]
 mod harness;
+#[path = "support/task_plans.rs"]
+mod task_plans;
 
 use harness::{Db, Output, Running};
 
@@ -200,4 +204,42 @@ fn a_thread_whose_run_is_suspended_is_read_as_busy_with_that_run_named() {
     run.signal(libc::SIGTERM);
     assert_eq!(run.finish().code, Some(143));
     db.graph(&["state", &thread]).expect(0);
+}
+
+#[test]
+fn a_decompose_stopped_before_its_new_run_on_an_existing_tree_thread_keeps_that_thread() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/tasks/web_scraper.md");
+    let task = dir.path().join("web_scraper.md");
+    std::fs::copy(example, &task).expect("copy the example task");
+    let task = task.display().to_string();
+    let model = fake_openai::FakeOpenAi::answering(|call| {
+        task_plans::task_plan(
+            &call.key,
+            &[("fetch", "simple", &[]), ("parse", "simple", &[])],
+        )
+        .to_string()
+    });
+    let db = Db::new();
+    let decompose = |verbose: bool| {
+        let args: &[&str] = match verbose {
+            true => &["-v", "decompose", &task],
+            false => &["decompose", &task],
+        };
+        db.graph(args).with_model_at(&model.base_url())
+    };
+    // Decomposed and paused: a decompose of it again starts a new run on the same thread.
+    let thread = decompose(false).expect(3).thread();
+    let holder = holding(&db, &thread, Hold::Lock);
+    let mut again = decompose(true).spawn();
+    again.wait_for(WAITING);
+    // Stopped before it took the thread, which it then gets: its run never starts.
+    again.signal(libc::SIGTERM);
+    holder.signal(libc::SIGKILL);
+    holder.finish();
+    let out = again.finish();
+    assert_eq!(out.code, Some(143), "{out}");
+    out.stderr_has(&["before the run started"]);
+    assert_eq!(db.row(&thread)["status"], "paused", "{out}");
 }

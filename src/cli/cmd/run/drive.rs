@@ -99,15 +99,15 @@ async fn drive(
     settings: &RunSettings,
     first_step: &[String],
 ) -> (Ended, Outcome) {
-    let fresh = matches!(action, Action::Run(_));
-    let started_at = match fresh {
-        true => None,
-        false => summarize(ctx.store.as_ref(), thread)
-            .await
-            .ok()
-            .flatten()
-            .map(|s| s.step),
-    };
+    // Only a thread this run starts (no checkpoint yet) is not kept when it saves nothing: a new
+    // run on a thread that has checkpoints (a tree command's, `run_on_thread`) keeps them, as a
+    // resume or a rerun does, also when a stop comes before it starts.
+    let before = summarize(ctx.store.as_ref(), thread).await;
+    let started_at = before
+        .as_ref()
+        .ok()
+        .and_then(|s| s.as_ref().map(|s| s.step));
+    let fresh = matches!(action, Action::Run(_)) && matches!(before, Ok(None));
     let mut progress = Progress::new(ctx.quiet, ctx.verbose > 0);
     progress.expect(first_step);
     let hint = ctx.command_line(&["resume", thread]);
