@@ -62,13 +62,7 @@ pub async fn off_ledger(
     head: Option<CheckpointId>,
     pricing: Option<&Pricing>,
 ) -> Result<UsageLedger, CheckpointError> {
-    let walk = Walk {
-        store,
-        pricing,
-        keep_heads: false,
-        heads: HashMap::new(),
-        kept: kept::read(store, thread, pricing).await,
-    };
+    let walk = Walk::of_thread(store, thread, pricing).await;
     let spent = walk.branch(thread, head, (false, true)).await?;
     Ok(spent.map(|s| s.off).unwrap_or_default())
 }
@@ -84,13 +78,7 @@ pub async fn off_ledger_keeping(
     thread: &str,
     pricing: Option<&Pricing>,
 ) -> Result<UsageLedger, CheckpointError> {
-    let walk = Walk {
-        store,
-        pricing,
-        keep_heads: false,
-        heads: HashMap::new(),
-        kept: kept::read(store, thread, pricing).await,
-    };
+    let walk = Walk::of_thread(store, thread, pricing).await;
     let Some(spent) = walk.branch(thread, None, (false, true)).await? else {
         return Ok(UsageLedger::default());
     };
@@ -124,6 +112,23 @@ pub(super) struct Walk<'a> {
     pub(super) heads: HashMap<String, CheckpointId>,
     /// What the root thread's checkpoints before one of them left, as a run kept it.
     pub(super) kept: Option<Kept>,
+}
+
+impl<'a> Walk<'a> {
+    /// The walk of a thread's own history (not a fork's), stopping where a run kept its sum.
+    async fn of_thread(
+        store: &'a dyn Checkpointer,
+        thread: &str,
+        pricing: Option<&'a Pricing>,
+    ) -> Walk<'a> {
+        Walk {
+            store,
+            pricing,
+            keep_heads: false,
+            heads: HashMap::new(),
+            kept: kept::read(store, thread, pricing).await,
+        }
+    }
 }
 
 /// What the walk of one thread's branch found.
