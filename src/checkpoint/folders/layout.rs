@@ -304,6 +304,39 @@ pub(super) fn copy_tree(from: &Path, to: &Path) -> std::io::Result<u64> {
     Ok(bytes)
 }
 
+/// Copies a store as [`copy_tree`] does, but hard-links the files of its `blobs` folder where it
+/// can (copying those it cannot: another file system, a link limit). sled writes a blob file
+/// once (`create_new`) and only ever removes it, so sled opening the copy, which may remove
+/// some, cannot change the originals through a link; and a writer that removes an original
+/// later leaves the copy's link whole. A long thread's store is mostly blob files.
+pub(super) fn copy_linking_blobs(from: &Path, to: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if !entry.file_type()?.is_dir() {
+            std::fs::copy(entry.path(), &target)?;
+            continue;
+        }
+        std::fs::create_dir(&target)?;
+        if entry.file_name() != "blobs" {
+            copy_tree(&entry.path(), &target)?;
+            continue;
+        }
+        for blob in std::fs::read_dir(entry.path())? {
+            let blob = blob?;
+            let linked = blob.path();
+            let target = target.join(blob.file_name());
+            if blob.file_type()?.is_dir() {
+                std::fs::create_dir(&target)?;
+                copy_tree(&linked, &target)?;
+            } else if std::fs::hard_link(&linked, &target).is_err() {
+                std::fs::copy(&linked, &target)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// An I/O error on `path`, as a storage error that names it; a full disk is told apart.
 pub(super) fn io_error(what: &str, path: &Path, e: std::io::Error) -> CheckpointError {
     if crate::checkpoint::io_failure::is_disk_full(&e) {

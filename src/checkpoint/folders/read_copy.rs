@@ -4,7 +4,9 @@
 //! its page table, zeroes torn segments and removes blob files past the recovered end. A read
 //! must never change a store (a damaged one least of all: recovery would make the damage
 //! permanent), so readers copy the store's files while holding a shared lock on `store/db`
-//! (which keeps writers from opening it mid-copy), let go, and open the copy.
+//! (which keeps writers from opening it mid-copy), let go, and open the copy. Its blob files,
+//! which sled never writes after making them, are hard-linked rather than copied where the
+//! temporary directory is on the store's file system (`layout::copy_linking_blobs`).
 //!
 //! The copy goes to the temporary directory, or to `/dev/shm` when that fails (a full disk):
 //! reading must work when the disk is full.
@@ -13,7 +15,7 @@ use super::super::error::CheckpointError;
 use super::super::{SledCheckpointer, SledOptions};
 use super::blobs::check_blobs;
 use super::index::Damage;
-use super::layout::{copy_tree, io_error, FileLock};
+use super::layout::{copy_linking_blobs, copy_tree, io_error, FileLock};
 use std::path::{Path, PathBuf};
 
 /// A private, opened copy of a thread's store.
@@ -82,7 +84,7 @@ pub(super) fn open_copy(
     else {
         return Ok(Copied::Busy);
     };
-    let dir = copy_to_temp(store_dir)?;
+    let dir = to_temp(store_dir, copy_linking_blobs)?;
     drop(lock);
     let copy = dir.path().join("store");
     // Before opening: sled's recovery reads the log only up to a blob that fails its checksum,
@@ -166,6 +168,14 @@ fn lost_threads(
 
 /// Copies a store into a fresh temporary directory (as `<tmp>/store`).
 pub(super) fn copy_to_temp(store_dir: &Path) -> Result<tempfile::TempDir, CheckpointError> {
+    to_temp(store_dir, |from, to| copy_tree(from, to).map(drop))
+}
+
+/// A store's files put into a fresh temporary directory (as `<tmp>/store`) by `fill`.
+fn to_temp(
+    store_dir: &Path,
+    fill: impl Fn(&Path, &Path) -> std::io::Result<()>,
+) -> Result<tempfile::TempDir, CheckpointError> {
     let mut last = None;
     for parent in temp_parents() {
         let attempt = tempfile::Builder::new()
@@ -174,7 +184,7 @@ pub(super) fn copy_to_temp(store_dir: &Path) -> Result<tempfile::TempDir, Checkp
             .and_then(|dir| {
                 let copy = dir.path().join("store");
                 std::fs::create_dir(&copy)?;
-                copy_tree(store_dir, &copy)?;
+                fill(store_dir, &copy)?;
                 Ok(dir)
             });
         match attempt {
