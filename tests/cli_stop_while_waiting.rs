@@ -9,6 +9,8 @@
 mod fake_openai;
 #[path = "support/cli.rs"]
 mod harness;
+#[path = "support/own_binary.rs"]
+mod own_binary;
 #[path = "support/task_plans.rs"]
 mod task_plans;
 
@@ -34,25 +36,14 @@ enum Hold {
 #[test]
 #[ignore = "a child process of the cli_stop_while_waiting tests, started by them"]
 fn holding_child() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
+    let Some(spec) = own_binary::child_spec(CHILD_ENV) else {
         return;
     };
-    let parts: Vec<&str> = spec.split('\u{1f}').collect();
-    let [db, thread, how] = parts[..] else {
+    let [db, thread, how] = &spec[..] else {
         panic!("db, thread and how: {spec:?}");
     };
     if how == "lock" {
-        use std::os::unix::io::AsRawFd;
-        let folder = std::path::Path::new(db).join("threads").join(thread);
-        std::fs::create_dir_all(&folder).expect("the thread's folder");
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(folder.join("lock"))
-            .expect("the lock file");
-        // SAFETY: flock on a descriptor this function owns until the process is killed.
-        assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+        let lock = own_binary::hold_thread_lock(std::path::Path::new(db), thread);
         eprintln!("holding {thread}");
         std::thread::sleep(std::time::Duration::from_secs(300));
         drop(lock);
@@ -68,18 +59,16 @@ fn holding_child() {
 /// says, serving nobody, until it is killed.
 fn holding(db: &Db, thread: &str, how: Hold) -> Running {
     let exe = std::env::current_exe().expect("the test binary's path");
-    let child = [
-        "holding_child",
-        "--exact",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ];
+    let child = own_binary::child_test_args("holding_child");
     let how = match how {
         Hold::Lock => "lock",
         Hold::Store => "store",
     };
-    let spec = format!("{}\u{1f}{thread}\u{1f}{how}", db.path().display());
+    let spec = own_binary::command_line(&[
+        db.path().display().to_string(),
+        thread.to_string(),
+        how.to_string(),
+    ]);
     let mut running = harness::TestCommand::program(&exe, &child, "holding_child")
         .env(CHILD_ENV, spec)
         .spawn();

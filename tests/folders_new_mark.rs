@@ -5,6 +5,8 @@
 
 #[path = "support/cli.rs"]
 mod harness;
+#[path = "support/own_binary.rs"]
+mod own_binary;
 
 use harness::Db;
 
@@ -82,20 +84,15 @@ enum Made {
 #[test]
 #[ignore = "a child process of the folders_new_mark tests, started by them"]
 fn making_child() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
+    let Some(spec) = own_binary::child_spec(CHILD_ENV) else {
         return;
     };
-    let parts: Vec<&str> = spec.split('\u{1f}').collect();
-    let [db, thread, how] = parts[..] else {
+    let [db, thread, how] = &spec[..] else {
         panic!("db, thread and how: {spec:?}");
     };
     if how == "marked" {
-        use std::os::unix::io::AsRawFd;
+        let lock = own_binary::hold_thread_lock(std::path::Path::new(db), thread);
         let folder = std::path::Path::new(db).join("threads").join(thread);
-        std::fs::create_dir_all(&folder).expect("the thread's folder");
-        let lock = std::fs::File::create(folder.join("lock")).expect("the lock file");
-        // SAFETY: flock on a descriptor this function owns until the process is killed.
-        assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
         std::fs::write(folder.join("new"), b"").expect("the mark");
         eprintln!("made {thread}");
         std::thread::sleep(std::time::Duration::from_secs(300));
@@ -137,19 +134,17 @@ async fn run_async(
 /// `how` says, writing no record, and waits until it is killed.
 fn making(db: &Db, thread: &str, how: Made) -> harness::Running {
     let exe = std::env::current_exe().expect("the test binary's path");
-    let child = [
-        "making_child",
-        "--exact",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ];
+    let child = own_binary::child_test_args("making_child");
     let how = match how {
         Made::Marked => "marked",
         Made::Held => "held",
         Made::RunningAsync => "running-async",
     };
-    let spec = format!("{}\u{1f}{thread}\u{1f}{how}", db.path().display());
+    let spec = own_binary::command_line(&[
+        db.path().display().to_string(),
+        thread.to_string(),
+        how.to_string(),
+    ]);
     let mut running = harness::TestCommand::program(&exe, &child, "making_child")
         .env(CHILD_ENV, spec)
         .spawn();

@@ -1,6 +1,8 @@
 //! A user's own `graph` binary inside a test: the test binary runs itself again as that binary,
 //! through one of its ignored tests that registers the user's graphs with
-//! `stategraph::cli::App`, so the real CLI runs them in a real process.
+//! `stategraph::cli::App`, so the real CLI runs them in a real process. Other children of a
+//! test binary (a process that holds a thread, say) use the same pieces: `child_test_args`,
+//! `command_line` and `child_spec`, and `hold_thread_lock`.
 //!
 //! ```ignore
 //! #[test]
@@ -48,6 +50,31 @@ pub fn child_test_args(name: &str) -> [&str; 5] {
 /// `args` as the child reads them from its environment variable.
 pub fn command_line(args: &[String]) -> String {
     args.join("\u{1f}")
+}
+
+/// The child's side of `command_line`: the parts its test wrote into `env`, or `None` in the
+/// test run itself (the variable is unset).
+pub fn child_spec(env: &str) -> Option<Vec<String>> {
+    let spec = std::env::var(env).ok()?;
+    Some(spec.split('\u{1f}').map(str::to_string).collect())
+}
+
+/// Takes the lock of `thread` in the folder store at `db` (`threads/ID/lock`) as the store
+/// takes it, and keeps it until the returned file is dropped or the process dies: a process
+/// that holds the thread without serving it.
+pub fn hold_thread_lock(db: &Path, thread: &str) -> std::fs::File {
+    use std::os::unix::io::AsRawFd;
+    let folder = db.join("threads").join(thread);
+    std::fs::create_dir_all(&folder).expect("the thread's folder");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(folder.join("lock"))
+        .expect("the lock file");
+    // SAFETY: flock on a descriptor owned by `lock`, which the caller keeps.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    lock
 }
 
 /// What the CLI printed: the child's stdout after its mark.
