@@ -153,31 +153,29 @@ pub(crate) async fn execute<S: State>(
     config: RunConfig,
     events: EventSink,
 ) -> Result<RunOutcome<S>, RunError> {
-    let (run, status) = execute_run(graph, start, config, events, None, false).await?;
+    let (run, status) = execute_run(graph, start, config, events).await?;
     Ok(run.into_outcome(status))
 }
 
-/// Runs a graph to its end or pause and hands back the finished run, for its caller to shape
-/// the result: a root run's [`RunOutcome`], or a subgraph's state (`nested`, its namespace and
-/// what it shares with its parent's run), which needs no ids written out. With `mark`, the
-/// run records which fields its steps wrote (its input aside).
-pub(crate) async fn execute_run<S: State>(
+/// Runs a root graph to its end or pause and hands back the finished run, for [`execute`] to
+/// shape into a [`RunOutcome`]. A subgraph's run is [`nested_run`].
+async fn execute_run<S: State>(
     graph: CompiledGraph<S>,
     start: Start<S>,
     config: RunConfig,
     events: EventSink,
-    nested: Option<Identity>,
-    mark: bool,
 ) -> Result<(Run<S>, RunStatus), RunError> {
     let span = run_span(&graph);
-    run_in_span(graph, start, config, events, nested, mark)
+    run_in_span(graph, start, config, events, None, false)
         .instrument(span)
         .await
 }
 
-/// [`execute_run`] as a future made in one go, for a subgraph's run, which its caller boxes.
-/// Awaited inside an `async fn`, the run's future was held twice in that function's own (once
-/// made, once instrumented): 13 KB where the run needs 7, all of it copied into the box.
+/// A subgraph's run (`nested`: its namespace and what it shares with its parent's run), as a
+/// future made in one go, which its caller boxes; with `mark`, the run records which fields
+/// its steps wrote (its input aside). Awaited inside an `async fn` as the root's is, the run's
+/// future was held twice in that function's own (once made, once instrumented): 13 KB where
+/// the run needs 7, all of it copied into the box.
 pub(crate) fn nested_run<S: State>(
     graph: CompiledGraph<S>,
     start: Start<S>,
