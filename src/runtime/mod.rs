@@ -153,20 +153,25 @@ pub(crate) async fn execute<S: State>(
     config: RunConfig,
     events: EventSink,
 ) -> Result<RunOutcome<S>, RunError> {
-    let (run, status) = execute_run(graph, start, config, events).await?;
+    let (run, status) = execute_run(graph, start, config, events, None, false).await?;
     Ok(run.into_outcome(status))
 }
 
 /// Runs a root graph to its end or pause and hands back the finished run, for [`execute`] to
-/// shape into a [`RunOutcome`]. A subgraph's run is [`nested_run`].
-async fn execute_run<S: State>(
+/// shape into a [`RunOutcome`]; a subgraph's run is [`nested_run`]. `nested` and `mark` (what
+/// `nested_run` passes on) are always `None` and `false` here, but taking them keeps the root
+/// run's future as it is: without them every root run cost ~700 instructions more (callgrind,
+/// subgraph bench, `flat` 77.3k to 78.0k), its future laid out and moved differently.
+pub(crate) async fn execute_run<S: State>(
     graph: CompiledGraph<S>,
     start: Start<S>,
     config: RunConfig,
     events: EventSink,
+    nested: Option<Identity>,
+    mark: bool,
 ) -> Result<(Run<S>, RunStatus), RunError> {
     let span = run_span(&graph);
-    run_in_span(graph, start, config, events, None, false)
+    run_in_span(graph, start, config, events, nested, mark)
         .instrument(span)
         .await
 }
