@@ -8,9 +8,10 @@
 //! and this process's peak RSS (VmHWM), the figures BENCHMARKS.md quotes.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use stategraph::agents::pipeline::{self, DocUpdate};
-use stategraph::checkpoint::{Checkpointer, SledCheckpointer};
+use stategraph::checkpoint::Checkpointer;
 use stategraph::runtime::{Durability, RunConfig};
+use stategraph_agents::pipeline::{self, DocUpdate};
+use stategraph_sled::SledCheckpointer;
 use std::sync::Arc;
 use std::time::Duration;
 

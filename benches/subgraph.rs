@@ -26,9 +26,10 @@
 
 use criterion::{criterion_group, BenchmarkId, Criterion};
 use serde::{Deserialize, Serialize};
-use stategraph::checkpoint::{Checkpointer, MemoryCheckpointer, SledCheckpointer};
+use stategraph::checkpoint::{Checkpointer, MemoryCheckpointer};
 use stategraph::runtime::{Context, Durability, RunConfig, Subgraph};
 use stategraph::{CompiledGraph, State, StateGraph, END, START};
+use stategraph_sled::SledCheckpointer;
 use std::sync::Arc;
 use std::time::Duration;
 

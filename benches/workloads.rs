@@ -27,9 +27,10 @@
 //! either way (it does not record N).
 
 use serde::{Deserialize, Serialize};
-use stategraph::checkpoint::{Checkpointer, MemoryCheckpointer, SledCheckpointer};
+use stategraph::checkpoint::{Checkpointer, MemoryCheckpointer};
 use stategraph::runtime::{Context, Durability, NodeError, RunConfig};
 use stategraph::{CompiledGraph, State, StateGraph, END, START};
+use stategraph_sled::SledCheckpointer;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;

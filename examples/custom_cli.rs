@@ -8,10 +8,10 @@
 //! ```
 
 use serde::{Deserialize, Serialize};
-use stategraph::cli::App;
-use stategraph::registry::{BuildError, GraphFactory, GraphFile};
 use stategraph::runtime::{Context, NodeError};
 use stategraph::{CompiledGraph, State, StateGraph, END, START};
+use stategraph_cli::App;
+use stategraph_registry::{BuildError, GraphFactory, GraphFile};
 use std::sync::Arc;
 
 #[derive(State, Clone, Debug, Default, Serialize, Deserialize)]

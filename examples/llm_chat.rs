@@ -9,8 +9,8 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use stategraph::llm::provider::{from_env, ProviderSettings};
-use stategraph::llm::{ChatRequest, Message, Pricing, TokenSink, UsageLedger};
+use stategraph_llm::provider::{from_env, ProviderSettings};
+use stategraph_llm::{ChatRequest, Message, Pricing, TokenSink, UsageLedger};
 
 #[tokio::main]
 async fn main() -> ExitCode {

@@ -2,13 +2,13 @@
 //! model and a small local corpus, so it needs no key and no network.
 //!
 //! Run it with `cargo run --example research`. With a real model, build the agent with
-//! `stategraph::llm::provider::from_env(..)` instead of the fake one (see `graphs/research.toml`).
+//! `stategraph_llm::provider::from_env(..)` instead of the fake one (see `graphs/research.toml`).
 
 use serde_json::json;
-use stategraph::agents::research::{graph, render, PlanStateUpdate, ResearchAgent};
 use stategraph::checkpoint::MemoryCheckpointer;
-use stategraph::llm::{ChatModel, FakeChatModel};
 use stategraph::runtime::{Resume, RunConfig};
+use stategraph_agents::research::{graph, render, PlanStateUpdate, ResearchAgent};
+use stategraph_llm::{ChatModel, FakeChatModel};
 use std::sync::Arc;
 
 /// Answers each kind of request the agent makes, the way a real model would in shape.

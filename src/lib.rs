@@ -36,17 +36,13 @@
 
 extern crate self as stategraph;
 
-pub mod agents;
-pub mod artifacts;
-pub mod checkpoint;
-pub mod cli;
 pub mod graph;
-pub mod llm;
-pub mod prebuilt;
-pub mod registry;
 pub mod runtime;
 pub mod state;
-pub mod tools;
+
+/// The checkpoint contract ([`stategraph_checkpoint`]), re-exported so a graph's author and a
+/// backend's see the same types under one name.
+pub use stategraph_checkpoint as checkpoint;
 
 pub use graph::{Command, CompiledGraph, Goto, Route, Send, StateGraph, END, START};
 pub use runtime::{Context, NodeError, RunConfig, RunError};

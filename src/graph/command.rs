@@ -1,5 +1,6 @@
 //! What a node returns and what a router chooses: updates, destinations, and Send invocations.
 
+use crate::checkpoint::{GotoRecord, SendRecord};
 use crate::state::State;
 use serde::{Deserialize, Serialize};
 
@@ -166,4 +167,37 @@ impl<S: State> Command<S> {
         self.goto.extend(route.into().0);
         self
     }
+}
+
+impl From<&Goto> for GotoRecord {
+    fn from(goto: &Goto) -> Self {
+        match goto {
+            Goto::Node(node) => GotoRecord::Node(node.clone()),
+            Goto::Send(send) => GotoRecord::Send(SendRecord {
+                node: send.node.clone(),
+                arg: send.arg.clone(),
+            }),
+            Goto::End => GotoRecord::End,
+        }
+    }
+}
+
+impl From<GotoRecord> for Goto {
+    fn from(record: GotoRecord) -> Self {
+        match record {
+            GotoRecord::Node(node) => Goto::Node(node),
+            GotoRecord::Send(SendRecord { node, arg }) => Goto::Send(Send { node, arg }),
+            GotoRecord::End => Goto::End,
+        }
+    }
+}
+
+/// The stored form of a command's destinations.
+pub(crate) fn goto_records(goto: &[Goto]) -> Vec<GotoRecord> {
+    goto.iter().map(GotoRecord::from).collect()
+}
+
+/// A command's destinations read back from their stored form.
+pub(crate) fn gotos_of(records: &[GotoRecord]) -> Vec<Goto> {
+    records.iter().cloned().map(Goto::from).collect()
 }

@@ -15,6 +15,7 @@ mod node;
 mod validate;
 
 pub use builder::{RouterFn, RouterSpec, StateGraph};
+pub(crate) use command::{goto_records, gotos_of};
 pub use command::{Command, Goto, Route, Send, END, START};
 pub use compiled::CompiledGraph;
 pub(crate) use compiled::{Target, Topology};

@@ -116,6 +116,33 @@ impl ThreadPath {
         self.child_of_task(node, task.to_string())
     }
 
+    /// The child that the `call`-th subgraph run (from 0) of the frontier's task `task` at
+    /// `checkpoint` runs in, when that task's node is `node`: where a node's child is found
+    /// again after a crash, and where what it spent is looked up.
+    ///
+    /// ```
+    /// use stategraph::runtime::ThreadPath;
+    /// # let checkpoint = uuid::Uuid::from_u128(7);
+    /// let child = ThreadPath::root_of("t1").task_child("review", checkpoint, 0, 0);
+    /// assert_eq!(child.nodes(), vec!["review"]);
+    /// assert_eq!(child, ThreadPath::root_of("t1").task_child("review", checkpoint, 0, 0));
+    /// assert_ne!(child, ThreadPath::root_of("t1").task_child("review", checkpoint, 1, 0));
+    /// ```
+    pub fn task_child(
+        &self,
+        node: &str,
+        checkpoint: CheckpointId,
+        task: usize,
+        call: u32,
+    ) -> ThreadPath {
+        self.child_of_task(node, task_id(checkpoint, task, call))
+    }
+
+    /// True when `thread` names a root thread, not a subgraph's namespace inside one.
+    pub fn is_root_id(thread: &str) -> bool {
+        crate::checkpoint::is_root_thread(thread)
+    }
+
     /// [`child`](Self::child) taking the task id it was just given (every child run's path).
     pub(crate) fn child_of_task(&self, node: &str, task: String) -> ThreadPath {
         let mut segments = Vec::with_capacity(self.segments.len() + 1);

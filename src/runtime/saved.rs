@@ -6,6 +6,7 @@
 
 use super::persist;
 use crate::checkpoint::{Frontier, PendingKind, PendingWrite, TaskSpec};
+use crate::graph::gotos_of;
 use crate::graph::Goto;
 use crate::state::{State, TaggedUpdate};
 
@@ -54,7 +55,7 @@ pub(crate) fn newest_view<S: State>(
                 );
             }
         }
-        add_command_tasks(frontier.to_mut(), goto);
+        add_command_tasks(frontier.to_mut(), &gotos_of(goto));
     }
     match with_saved_results(&state, &frontier, pending) {
         (Some(merged), next) => (merged, next),

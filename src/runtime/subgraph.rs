@@ -15,7 +15,7 @@ use super::executor::{Identity, Run, Start};
 use super::namespace::{task_id, ThreadPath};
 use super::subgraph_view::{view_of, SubgraphView};
 use super::{nested_run, Resume, RunConfig, RunOutcome, RunStatus};
-use crate::checkpoint::status::waiting_interrupts;
+use crate::checkpoint::waiting_interrupts;
 use crate::checkpoint::{Checkpointer, InterruptRecord};
 use crate::graph::{Command, CompiledGraph, Node};
 use crate::state::State;
@@ -215,7 +215,7 @@ pub(crate) async fn invoke_as_child<C: State>(
 
 /// Refuses a task whose node name would break the namespace of a child it runs.
 pub(crate) fn check_child_name(t: &TaskContext) -> Result<(), String> {
-    if t.node.contains('/') {
+    if t.node.contains(crate::checkpoint::NAMESPACE_SEPARATOR) {
         return Err(format!(
             "node `{}` runs a subgraph, but its name contains `/`, which separates the levels of \
              a subgraph namespace: rename the node",

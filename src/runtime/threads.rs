@@ -7,12 +7,12 @@ use super::persist::{self, LeaseGuard};
 use super::saved::{newest_view, COMMAND_TASK};
 use super::subgraph_view::SubgraphState;
 use super::{Resume, RunOutcome};
-pub(crate) use crate::checkpoint::status::{pending_interrupts, task_errors};
 use crate::checkpoint::{
     now_ms, summarize, validate_thread_id, CheckpointError, CheckpointId, CheckpointMetadata,
     CheckpointRecord, Checkpointer, Frontier, InterruptRecord, PendingKind, PendingWrite, Source,
     StateData,
 };
+pub(crate) use crate::checkpoint::{pending_interrupts, task_errors};
 pub use crate::checkpoint::{TaskError, ThreadStatus, ThreadSummary};
 use crate::graph::{CompiledGraph, GraphError};
 use crate::state::State;
@@ -24,7 +24,7 @@ use std::time::Duration;
 /// A root thread id or a child namespace's path (`{root}/{node}:{task}`), checked.
 #[allow(clippy::result_large_err)]
 pub(crate) fn check_thread(thread_id: &str) -> Result<ThreadPath, RunError> {
-    if !thread_id.contains('/') {
+    if crate::checkpoint::is_root_thread(thread_id) {
         validate_thread_id(thread_id)?;
         return Ok(ThreadPath::root_of(thread_id));
     }
@@ -432,7 +432,7 @@ impl<S: State> CompiledGraph<S> {
         if self.topology.node_index(node).is_none() {
             return Err(GraphError::UnknownNode {
                 name: node.to_string(),
-                context: "rerun --from",
+                context: "the node to rerun from",
                 known: self.node_names().join(", "),
             }
             .into());

@@ -3,7 +3,9 @@
 //! whatever the backend, a check wraps the store in `FaultyStore` (tests/support), which logs
 //! every write.
 
-use stategraph::checkpoint::{CheckpointId, Checkpointer, MemoryCheckpointer, SledCheckpointer};
+use stategraph::checkpoint::{CheckpointId, Checkpointer, MemoryCheckpointer};
+
+use stategraph_sled::SledCheckpointer;
 use std::sync::Arc;
 
 /// One storage backend, fresh and empty for each check.

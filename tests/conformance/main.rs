@@ -146,9 +146,8 @@ macro_rules! subgraph_tests {
 }
 
 mod subgraphs_on {
-    use stategraph::checkpoint::{
-        Checkpointer, FolderCheckpointer, MemoryCheckpointer, SledCheckpointer,
-    };
+    use stategraph::checkpoint::{Checkpointer, MemoryCheckpointer};
+    use stategraph_sled::{FolderCheckpointer, SledCheckpointer};
     use std::sync::Arc;
 
     pub(super) type Made = (Arc<dyn Checkpointer>, Option<tempfile::TempDir>);

@@ -5,9 +5,9 @@ use super::{visit, Log, LogUpdate};
 use futures::StreamExt;
 use stategraph::checkpoint::MemoryCheckpointer;
 use stategraph::graph::CompiledGraph;
-use stategraph::llm::{ChatModel, ChatRequest, FakeChatModel, Message};
 use stategraph::runtime::{Context, Event, RunConfig, StreamMode, TOKEN_EVENT};
 use stategraph::{StateGraph, END, START};
+use stategraph_llm::{ChatModel, ChatRequest, FakeChatModel, Message};
 use std::sync::Arc;
 use std::time::Duration;
 

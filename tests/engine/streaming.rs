@@ -86,8 +86,8 @@ async fn checkpoint_saved_events_appear_when_a_checkpointer_is_attached() {
 
 #[tokio::test]
 async fn model_tokens_stream_as_events_while_the_node_runs() {
-    use stategraph::llm::{ChatModel, ChatRequest, FakeChatModel, Message};
     use stategraph::runtime::TOKEN_EVENT;
+    use stategraph_llm::{ChatModel, ChatRequest, FakeChatModel, Message};
 
     let model = Arc::new(
         FakeChatModel::new()

@@ -135,7 +135,7 @@ impl Project {
 /// The text of the built-in graph file of `name` (`graphs/NAME.toml` in this repository).
 pub fn built_in_graph(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("graphs")
+        .join("../../graphs")
         .join(format!("{name}.toml"));
     std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("no built-in graph file {}: {e}", path.display()))

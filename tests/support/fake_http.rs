@@ -8,8 +8,8 @@
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
-use stategraph::llm::http::HttpSettings;
-use stategraph::llm::TokenSink;
+use stategraph_llm::http::HttpSettings;
+use stategraph_llm::TokenSink;
 pub use wiremock::matchers::{method, path};
 pub use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 

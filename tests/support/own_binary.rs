@@ -1,6 +1,6 @@
 //! A user's own `graph` binary inside a test: the test binary runs itself again as that binary,
 //! through one of its ignored tests that registers the user's graphs with
-//! `stategraph::cli::App`, so the real CLI runs them in a real process. Other children of a
+//! `stategraph_cli::App`, so the real CLI runs them in a real process. Other children of a
 //! test binary (a process that holds a thread, say) use the same pieces: `child_test_args`,
 //! `command_line` and `child_spec`, and `hold_thread_lock`.
 //!
@@ -24,7 +24,7 @@ pub const MARK: &str = "<<<graph output>>>";
 
 /// The child's side: when `env` holds a command line (`command_line`), runs it as `graph` with
 /// the CLI `app` builds and exits with its code; in the test run itself, returns at once.
-pub fn run_if_child(env: &str, app: impl FnOnce() -> stategraph::cli::App) {
+pub fn run_if_child(env: &str, app: impl FnOnce() -> stategraph_cli::App) {
     let Ok(spec) = std::env::var(env) else {
         return;
     };

@@ -4,6 +4,7 @@ use super::interrupts::answer_interrupts;
 use super::{Run, INPUT_WRITER};
 use crate::checkpoint::{Frontier, NodeWrite, Source};
 use crate::checkpoint::{PendingKind, PendingWrite};
+use crate::graph::{goto_records, gotos_of};
 use crate::graph::{Goto, GraphError};
 use crate::runtime::error::RunError;
 use crate::runtime::persist::{self, SnapshotTracker};
@@ -177,7 +178,7 @@ impl<S: State> Run<S> {
             node: INPUT_WRITER.to_string(),
             kind: PendingKind::Update {
                 update: persist::to_raw(&update.unwrap_or_default())?,
-                goto,
+                goto: goto_records(&goto),
             },
         };
         self.save_pending(vec![write.clone()], true).await?;
@@ -200,7 +201,7 @@ impl<S: State> Run<S> {
         Arc::make_mut(&mut self.state)
             .apply(&mut batch)
             .map_err(|e| RunError::InvalidInput(e.to_string()))?;
-        add_command_tasks(&mut self.frontier, goto);
+        add_command_tasks(&mut self.frontier, &gotos_of(goto));
         // The step's checkpoint stores the whole state: its delta would hold only the tasks'
         // writes, not this one.
         self.snapshots.force();

@@ -1,7 +1,7 @@
 //! Pauses: breakpoints before and after nodes, and the answers a resume addresses to them.
 
 use super::Run;
-use crate::checkpoint::status::{waiting_interrupts, Waiting};
+use crate::checkpoint::{waiting_interrupts, Waiting};
 use crate::checkpoint::{InterruptRecord, InterruptWhen, PendingKind, PendingWrite, TaskSpec};
 use crate::runtime::context::interrupt_id;
 use crate::runtime::error::{ResumeError, RunError};

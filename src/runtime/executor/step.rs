@@ -3,6 +3,7 @@
 
 use super::{Outcome, Run};
 use crate::checkpoint::{CheckpointId, NodeWrite, PendingKind, PendingWrite, Source, TaskSpec};
+use crate::graph::goto_records;
 use crate::graph::Goto;
 use crate::runtime::config::Durability;
 use crate::runtime::error::{NodeError, RunError};
@@ -233,7 +234,7 @@ impl<S: State> Run<S> {
                     };
                     writes.push(write(PendingKind::Update {
                         update,
-                        goto: command.goto,
+                        goto: goto_records(&command.goto),
                     }));
                 }
                 Outcome::Done { .. } | Outcome::Reused { .. } => {}

@@ -3,6 +3,7 @@
 
 use super::{Outcome, OutcomeSlots, PreparedTask, Run};
 use crate::checkpoint::{InterruptRecord, PendingKind, PendingWrite, TaskSpec};
+use crate::graph::{goto_records, gotos_of};
 use crate::graph::{Command, GraphError};
 use crate::runtime::config::Durability;
 use crate::runtime::context::{as_task, Context, TaskContext};
@@ -140,7 +141,7 @@ impl<S: State> Run<S> {
                     return Ok(Some(Outcome::Reused {
                         update: decoded,
                         raw: update.clone(),
-                        goto: goto.clone(),
+                        goto: gotos_of(goto),
                     }));
                 }
             }
@@ -228,7 +229,7 @@ impl<S: State> Run<S> {
             node: self.frontier.tasks[index].node.clone(),
             kind: PendingKind::Update {
                 update,
-                goto: command.goto.clone(),
+                goto: goto_records(&command.goto),
             },
         };
         // In sync mode a finished task's result is on disk before its siblings' results are

@@ -1,0 +1,160 @@
+//! What the memo pipeline reads from the run settings (`graphs/memo.toml`, `--set`).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use stategraph_llm::provider::ProviderSettings;
+use stategraph_llm::Pricing;
+use std::path::{Path, PathBuf};
+
+/// Whether the judgement stages use a model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ModeSetting {
+    /// The model when one is configured, else offline.
+    #[default]
+    Auto,
+    /// Never a model.
+    Offline,
+    /// Always the model; a run without one fails before it starts.
+    Model,
+}
+
+/// The memo pipeline's settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
+pub struct MemoSettings {
+    /// `auto`, `offline` or `model`.
+    pub mode: ModeSetting,
+    /// The folder holding one data room per company (`<dataroom>/<company>/`).
+    #[schemars(schema_with = "stategraph_registry::path_setting")]
+    pub dataroom: PathBuf,
+    /// The deck's file name inside a company's data room.
+    pub deck: String,
+    /// Approve the memo whatever its score (also: `--yes`).
+    pub yes: bool,
+    /// A memo scoring below this pauses for review.
+    pub review_below: f64,
+    /// Documents read per search.
+    pub max_results: usize,
+    /// Also search the web when `TAVILY_API_KEY` is set.
+    pub web: bool,
+    /// A pause at the start of each stage, in milliseconds, to watch (or kill) a run.
+    pub stage_ms: u64,
+    /// The model name (else `GRAPH_MODEL`, else the provider's default).
+    pub model: Option<String>,
+    /// `openai` (or any OpenAI-compatible server) or `anthropic`.
+    pub provider: Option<String>,
+    /// The model server's base URL.
+    pub base_url: Option<String>,
+    /// Sampling temperature for every call.
+    pub temperature: Option<f32>,
+    /// Model prices, so progress and the usage ledger show a cost.
+    pub pricing: Option<Pricing>,
+}
+
+impl Default for MemoSettings {
+    fn default() -> Self {
+        MemoSettings {
+            mode: ModeSetting::Auto,
+            dataroom: PathBuf::from("examples/dataroom"),
+            deck: "deck.md".into(),
+            yes: false,
+            review_below: 8.0,
+            max_results: 4,
+            web: true,
+            stage_ms: 0,
+            model: None,
+            provider: None,
+            base_url: None,
+            temperature: None,
+            pricing: None,
+        }
+    }
+}
+
+impl MemoSettings {
+    /// Reads the settings; unknown top-level keys are ignored (other tools share the table).
+    pub fn from_map(map: &serde_json::Map<String, serde_json::Value>) -> Result<Self, String> {
+        let value = serde_json::Value::Object(map.clone());
+        let settings: MemoSettings = serde_path_to_error::deserialize(value)
+            .map_err(|e| stategraph_registry::settings_decode_error(&e))?;
+        if settings.max_results == 0 {
+            return Err("`max_results` must be at least 1".into());
+        }
+        if !(0.0..=10.0).contains(&settings.review_below) {
+            return Err("`review_below` is a score from 0 to 10".into());
+        }
+        Ok(settings)
+    }
+
+    /// The model settings.
+    pub fn provider(&self) -> ProviderSettings {
+        ProviderSettings {
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+            ..ProviderSettings::default()
+        }
+    }
+
+    /// The company's data room folder: `<dataroom>/<company in lowercase, dashes for
+    /// spaces>`. A relative `dataroom` that is not under the current folder is looked for in
+    /// the source tree this binary was built from, so the bundled sample works from anywhere
+    /// on the machine that built it.
+    pub fn room(&self, company: &str) -> Result<PathBuf, String> {
+        let slug = slug(company);
+        if slug.is_empty() {
+            return Err(
+                "the memo has no company: give one as the run's input (e.g. --input Fernstone)"
+                    .into(),
+            );
+        }
+        let here = self.dataroom.join(&slug);
+        if here.is_dir() {
+            return Ok(here);
+        }
+        if self.dataroom.is_relative() {
+            // This crate sits two folders below the workspace's top, where `examples/` is.
+            let built = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+                .join(&self.dataroom)
+                .join(&slug);
+            if built.is_dir() {
+                return Ok(built);
+            }
+        }
+        Err(format!(
+            "no data room for `{company}`: {} is not a folder. Put the company's deck ({}) and \
+             documents there, or point `dataroom` at the folder that holds it \
+             (--set dataroom=DIR)",
+            here.display(),
+            self.deck
+        ))
+    }
+}
+
+/// `Fernstone Labs` -> `fernstone-labs`.
+pub fn slug(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.trim().chars() {
+        if c.is_alphanumeric() {
+            out.extend(c.to_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_and_defaults() {
+        assert_eq!(slug(" Fernstone Labs, Inc. "), "fernstone-labs-inc");
+        let s = MemoSettings::from_map(&serde_json::Map::new()).unwrap();
+        assert_eq!(s.review_below, 8.0);
+        let bad = serde_json::json!({"review_below": 11.0});
+        assert!(MemoSettings::from_map(bad.as_object().unwrap()).is_err());
+    }
+}

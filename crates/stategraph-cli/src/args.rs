@@ -1,0 +1,563 @@
+//! The command line, as clap parses it.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// Run, inspect and edit durable state graphs.
+///
+/// Exit codes: 0 done; 1 failure (including a thread busy with another run); 2 usage or bad
+/// input; 3 paused, waiting for a person; 130, 143, 129 stopped by Ctrl+C, SIGTERM, SIGHUP
+/// (also when it came before the run started, or after it ended); 141 stdout closed (a
+/// `--stream` run stops).
+#[derive(Parser, Debug)]
+#[command(version, propagate_version = true, max_term_width = 100)]
+pub(crate) struct Cli {
+    /// Where threads are stored [default: the user's data directory]/stategraph.
+    #[arg(long, env = "GRAPH_DB", global = true, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// More output: node updates, engine logs (-vv for debug logs). RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Only errors and the lines needed to continue a thread; no progress.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum Command {
+    /// Start a thread and run it until it ends or pauses.
+    Run(RunArgs),
+    /// Continue a paused, failed or stopped thread from its last checkpoint (edited artifacts
+    /// are picked up first).
+    #[command(disable_version_flag = true)]
+    Resume(ResumeArgs),
+    /// List threads: id, graph, status, steps, last update.
+    Threads(JsonArg),
+    /// Show a thread's state (at its newest checkpoint, or another one).
+    State(StateArgs),
+    /// List a thread's checkpoints, newest first.
+    History(HistoryArgs),
+    /// Edit a thread's state, as a new checkpoint.
+    Update(UpdateArgs),
+    /// Show or edit the plan of a thread whose graph keeps one (e.g. research).
+    Plan(PlanArgs),
+    /// Copy a checkpoint of a thread into a new thread.
+    ///
+    /// The fork's usage readout (`graph state`: the ledger in `values.usage` and, beside it,
+    /// `failed_usage`) starts as its source's at that checkpoint: what the shared history paid
+    /// for, failed model requests included, counted once. What the fork runs adds its own.
+    Fork(ForkArgs),
+    /// Run a thread again from the newest checkpoint where a node was about to run (into a new
+    /// artifact version folder).
+    Rerun(RerunArgs),
+    /// List a thread's artifact files (path, node, step, changed or not), or write them again.
+    Artifacts(ArtifactsArgs),
+    /// Delete a thread and everything stored for it.
+    Delete(DeleteArgs),
+    /// Delete old checkpoints, keeping the newest of each thread (and, without --thread, the
+    /// folders runs left that died before their first checkpoint reached the disk).
+    Prune(PruneArgs),
+    /// Make a damaged thread usable again from its newest intact checkpoint (keeps a backup).
+    Repair(RepairArgs),
+    /// List the graphs that can be run.
+    Graphs(JsonArg),
+    /// Draw a graph as Mermaid or Graphviz DOT.
+    Draw(DrawArgs),
+    /// Decompose a task file into a tree of task files with a model, then pause for review.
+    Decompose(DecomposeArgs),
+    /// Show a task tree: each task's type, summary and status, and what is wrong in the files.
+    Tree(TreeArgs),
+    /// Solve a task tree leaves first (run again, it continues; what was edited is solved again).
+    Solve(SolveArgs),
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct JsonArg {
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Settings shared by the commands that run a graph.
+#[derive(Args, Debug, Default)]
+pub(crate) struct RunSettings {
+    /// Override a setting of the graph file (`model=x`, `search.corpus=DIR`,
+    /// `recursion_limit=50`); values are read as TOML or JSON, else as text. Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Skip the review pauses the graph makes by default (sets the setting `yes = true`).
+    #[arg(long)]
+    pub yes: bool,
+    /// Also pause before these nodes, for this run.
+    #[arg(long, value_delimiter = ',', value_name = "NODE,..")]
+    pub interrupt_before: Vec<String>,
+    /// Also pause after these nodes, for this run.
+    #[arg(long, value_delimiter = ',', value_name = "NODE,..")]
+    pub interrupt_after: Vec<String>,
+    /// When checkpoints reach the disk, for this thread (default: the graph file's, or sync).
+    #[arg(long, value_enum)]
+    pub durability: Option<DurabilityArg>,
+    /// Print one JSON document on stdout (the outcome) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Stream these events on stdout, one JSON object per line, then the outcome as a line
+    /// `{"event":"outcome",...}`: values, updates, messages (model tokens), custom, debug. When
+    /// stdout closes (`| head -1`) the run stops, keeping its last checkpoint: exit 141.
+    #[arg(long, value_delimiter = ',', value_name = "MODE,..", value_parser = parse_stream_mode)]
+    pub stream: Vec<stategraph::runtime::StreamMode>,
+}
+
+fn parse_stream_mode(s: &str) -> Result<stategraph::runtime::StreamMode, String> {
+    s.parse()
+}
+
+/// `--out` (or `GRAPH_OUT`): a folder, made when missing. A file there is refused before
+/// anything runs: a run's artifacts could never be written into it.
+fn parse_out_dir(s: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(s);
+    match std::fs::metadata(&path) {
+        Ok(m) if !m.is_dir() => Err(format!(
+            "{s} is a file, not a folder: give the folder the artifact version folders go in"
+        )),
+        _ => Ok(path),
+    }
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+pub(crate) enum DurabilityArg {
+    Sync,
+    Async,
+    Exit,
+}
+
+impl DurabilityArg {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            DurabilityArg::Sync => "sync",
+            DurabilityArg::Async => "async",
+            DurabilityArg::Exit => "exit",
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct RunArgs {
+    /// A registered graph's name (see `graphs`) or the path of a graph file (.toml).
+    pub graph: String,
+    /// The input as text, into the graph's text field (e.g. the pipeline's topic).
+    #[arg(long, group = "input_source", value_name = "TEXT")]
+    pub input: Option<String>,
+    /// The input as JSON: an update of the graph's state.
+    #[arg(long, group = "input_source", value_name = "JSON")]
+    pub input_json: Option<String>,
+    /// The input as a JSON file.
+    #[arg(long, group = "input_source", value_name = "PATH")]
+    pub input_file: Option<PathBuf>,
+    /// The thread to run on (a new id when absent; an existing thread continues with the input).
+    #[arg(long, value_name = "ID")]
+    pub thread: Option<String>,
+    /// Where the graph's artifact version folders go [default: output/ here].
+    #[arg(long, env = "GRAPH_OUT", value_name = "DIR", value_parser = parse_out_dir)]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub settings: RunSettings,
+}
+
+impl RunArgs {
+    /// The flag the input came from, as errors about it name it.
+    pub(crate) fn input_source(&self) -> String {
+        match (&self.input_json, &self.input_file) {
+            (Some(_), _) => "--input-json".to_string(),
+            (None, Some(path)) => format!("--input-file {}", path.display()),
+            (None, None) if self.input.is_some() => "--input".to_string(),
+            (None, None) => "the input".to_string(),
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ResumeArgs {
+    /// The thread.
+    pub thread: String,
+    /// Answer the pending question with this text.
+    #[arg(long, group = "answer", value_name = "TEXT")]
+    pub resume: Option<String>,
+    /// Answer with this JSON; with several questions pending, an object of answers by id.
+    #[arg(long, group = "answer", value_name = "JSON")]
+    pub resume_json: Option<String>,
+    /// Read edits from, and write artifacts to, this existing version folder (`v2`) [default:
+    /// the thread's latest].
+    #[arg(long, value_name = "VERSION")]
+    pub version: Option<String>,
+    /// Where the artifact version folders go. When the thread's current version folder is
+    /// elsewhere, its edits are picked up there, then the files are written into a new version
+    /// folder here (the old one is kept) [default: beside the thread's current one].
+    #[arg(long, env = "GRAPH_OUT", value_name = "DIR", value_parser = parse_out_dir)]
+    pub out: Option<PathBuf>,
+    /// Do not pick up edited artifact files.
+    #[arg(long)]
+    pub ignore_edits: bool,
+    #[command(flatten)]
+    pub settings: RunSettings,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct RerunArgs {
+    /// The thread.
+    pub thread: String,
+    /// The node to run again (with everything after it).
+    #[arg(long, value_name = "NODE")]
+    pub from: String,
+    /// Where the new artifact version folder goes [default: beside the thread's current one].
+    #[arg(long, env = "GRAPH_OUT", value_name = "DIR", value_parser = parse_out_dir)]
+    pub out: Option<PathBuf>,
+    /// Do not pick up edited artifact files.
+    #[arg(long)]
+    pub ignore_edits: bool,
+    #[command(flatten)]
+    pub settings: RunSettings,
+}
+
+/// `graph artifacts THREAD [--restore]`.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Each file's status: ok (as written for the newest checkpoint), behind (the \
+    next write updates it),\nedited (read back as a valid edit by the next resume or rerun), \
+    invalid (does not parse or validate:\nthe line is named), truncated, changed (not editable), \
+    deleted, not written yet, added."
+)]
+pub(crate) struct ArtifactsArgs {
+    /// The thread.
+    pub thread: String,
+    /// Write every artifact file again from the thread's newest checkpoint (edits are lost).
+    #[arg(long)]
+    pub restore: bool,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct StateArgs {
+    /// The thread, or a subgraph namespace of it (THREAD/NODE:TASK, as `state` lists them).
+    pub thread: String,
+    /// A checkpoint id (see `history`) instead of the newest.
+    #[arg(long, value_name = "ID")]
+    pub checkpoint: Option<String>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct HistoryArgs {
+    /// The thread, or a subgraph namespace of it (THREAD/NODE:TASK, as `state` lists them).
+    pub thread: String,
+    /// Show at most this many checkpoints.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub limit: usize,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct UpdateArgs {
+    /// The thread, or a subgraph namespace of it (THREAD/NODE:TASK, as `state` lists them).
+    pub thread: String,
+    /// The edit: an update of the graph's state as JSON (`{"field": value}`; `{"field":
+    /// {"$overwrite": value}}` bypasses the field's reducer).
+    #[arg(long, value_name = "JSON")]
+    pub set_json: String,
+    /// Count the edit as this node's output, so its edges choose what runs next.
+    #[arg(long, value_name = "NODE")]
+    pub as_node: Option<String>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `graph plan THREAD [--edit | add|rm|move|status|deps ...]`.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+      graph plan ID                          the plan as a Markdown checklist\n  \
+      graph plan ID --edit                   edit it in $EDITOR (or $VISUAL, else vi)\n  \
+      graph plan ID add \"Read the docs\" --kind research --deps t1 --after t1\n  \
+      graph plan ID rm t3\n  \
+      graph plan ID move t4 --before t2      (or --after ID, or --to N)\n  \
+      graph plan ID status t2 blocked --reason \"out of scope\"\n  \
+      graph plan ID deps t2 --add t1         (or --remove IDS, or IDS to replace them)\n\
+    An edit that would make the plan invalid (unknown dependency, cycle, duplicate id, a line\n\
+    that cannot be read) is refused with the line named; the stored plan does not change.\n\
+    An editor that leaves the file empty aborts the edit (exit 1, the plan unchanged).\n\
+    A running thread cannot be edited: edit it while it is paused.")]
+pub(crate) struct PlanArgs {
+    /// The thread.
+    pub thread: String,
+    /// Open the plan in $EDITOR (or $VISUAL, else vi) and store the edited plan.
+    #[arg(long)]
+    pub edit: bool,
+    /// Print one JSON document on stdout (the plan, after any change) instead of Markdown.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub change: Option<PlanChange>,
+}
+
+/// One change to a plan.
+#[derive(Subcommand, Debug)]
+pub(crate) enum PlanChange {
+    /// Add a pending todo (at the end, unless --before/--after/--to says where).
+    Add {
+        /// What to find out or do, in one line.
+        task: String,
+        /// Its id [default: the next free tN].
+        #[arg(long)]
+        id: Option<String>,
+        /// research (search and read) or tool (fetch the URL in the task).
+        #[arg(long, value_name = "KIND")]
+        kind: Option<String>,
+        /// Ids of the todos it waits for.
+        #[arg(long, value_delimiter = ',', value_name = "ID,..")]
+        deps: Vec<String>,
+        #[command(flatten)]
+        at: Position,
+    },
+    /// Remove a todo (refused while another todo depends on it).
+    #[command(alias = "remove")]
+    Rm {
+        /// The todo.
+        id: String,
+    },
+    /// Move a todo (plan order decides which ready todo runs first).
+    Move {
+        /// The todo.
+        id: String,
+        #[command(flatten)]
+        to: Position,
+    },
+    /// Set a todo's status: pending (tried afresh), done, blocked, failed, in_progress.
+    Status {
+        /// The todo.
+        id: String,
+        /// The new status.
+        status: String,
+        /// Why (kept as the todo's reason).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Change a todo's dependencies: replace them with IDS, or --add / --remove some.
+    Deps {
+        /// The todo.
+        id: String,
+        /// The new dependencies (none clears them, unless --add or --remove is given).
+        #[arg(value_delimiter = ',', conflicts_with_all = ["add", "remove"])]
+        ids: Vec<String>,
+        /// Dependencies to add.
+        #[arg(long, value_delimiter = ',', value_name = "ID,..")]
+        add: Vec<String>,
+        /// Dependencies to remove.
+        #[arg(long, value_delimiter = ',', value_name = "ID,..")]
+        remove: Vec<String>,
+    },
+}
+
+/// Where a todo goes: at most one of `--before`, `--after`, `--to`.
+#[derive(Args, Debug, Default)]
+#[group(multiple = false)]
+pub(crate) struct Position {
+    /// Just before this todo.
+    #[arg(long, value_name = "ID")]
+    pub before: Option<String>,
+    /// Just after this todo.
+    #[arg(long, value_name = "ID")]
+    pub after: Option<String>,
+    /// At this 1-based position.
+    #[arg(long, value_name = "N")]
+    pub to: Option<usize>,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ForkArgs {
+    /// The thread to copy from, or a subgraph namespace of it (THREAD/NODE:TASK): the fork is then
+    /// the whole thread, with that child back at the checkpoint.
+    pub thread: String,
+    /// The checkpoint to copy (see `history`).
+    #[arg(long, value_name = "ID")]
+    pub checkpoint: String,
+    /// The new thread's id (a new id when absent).
+    #[arg(long = "to", value_name = "ID")]
+    pub new_thread: Option<String>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct DeleteArgs {
+    /// The thread.
+    pub thread: String,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct RepairArgs {
+    /// The thread.
+    pub thread: String,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct PruneArgs {
+    /// Checkpoints to keep per thread (at least 1: 0 is refused; `delete` removes a thread).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub keep: usize,
+    /// Prune only this thread.
+    #[arg(long, value_name = "ID")]
+    pub thread: Option<String>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct DrawArgs {
+    /// A registered graph's name or the path of a graph file.
+    pub graph: String,
+    /// The drawing's language.
+    #[arg(long, value_enum, default_value = "mermaid")]
+    pub format: FormatArg,
+    /// Draw subgraphs inside the nodes that run them (Mermaid `subgraph` blocks): every level,
+    /// or only the first LEVELS.
+    #[arg(long, value_name = "LEVELS", num_args = 0..=1)]
+    pub xray: Option<Option<usize>>,
+}
+
+/// `graph decompose TASK.md`.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "The model splits the task into child tasks, written beside it:\n  \
+      TASK_plan.md               the analysis and links to the children\n  \
+      TASK_children/CHILD.md     one file per child: # Title, ## Type (simple or complex),\n  \
+\x20                          ## Summary, ### Dependents (links to tasks it needs first)\n\
+    then decomposes complex children the same way, at most --max-nodes times in all. No file is\n\
+    moved or overwritten. It pauses (exit code 3) so you can edit the files; then `solve`.\n\
+    Run it again after a kill, it continues; run it again later, it decomposes the complex\n\
+    tasks that have no children yet."
+)]
+pub(crate) struct DecomposeArgs {
+    /// The task file (Markdown; `# Title` first).
+    pub task: PathBuf,
+    /// Most decomposition calls (model calls) in all [default: the setting `max_nodes`, 5].
+    #[arg(long, value_name = "N")]
+    pub max_nodes: Option<u32>,
+    /// Override a setting of graphs/tree.toml (`model=x`, `max_children=4`). Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `graph tree TASK.md`.
+#[derive(Args, Debug)]
+pub(crate) struct TreeArgs {
+    /// The root task file.
+    pub task: PathBuf,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `graph solve TASK.md`.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Reads the task files again and refuses them (exit code 2, nothing run) when one \
+    cannot be\nread as a task, a link is broken or dependencies make a cycle. Then solves each \
+    task after the\ntasks its ### Dependents name and after its children, the root last, writing \
+    ## Progress and\n## Result into each TASK_plan.md (never into the task files). Run it again \
+    after a kill or\nCtrl+C and it continues; a task whose file was edited since it was solved is \
+    solved again,\nwith everything that builds on it."
+)]
+pub(crate) struct SolveArgs {
+    /// The root task file.
+    pub task: PathBuf,
+    /// Override a setting of graphs/tree.toml (`model=x`). Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+pub(crate) enum FormatArg {
+    Mermaid,
+    Dot,
+}
+
+impl Command {
+    /// Whether the command was asked for JSON output.
+    pub(crate) fn json(&self) -> bool {
+        match self {
+            Command::Run(a) => a.settings.json,
+            Command::Resume(a) => a.settings.json,
+            Command::Rerun(a) => a.settings.json,
+            Command::Threads(a) | Command::Graphs(a) => a.json,
+            Command::State(a) => a.json,
+            Command::History(a) => a.json,
+            Command::Update(a) => a.json,
+            Command::Plan(a) => a.json,
+            Command::Fork(a) => a.json,
+            Command::Delete(a) => a.json,
+            Command::Prune(a) => a.json,
+            Command::Repair(a) => a.json,
+            Command::Artifacts(a) => a.json,
+            Command::Draw(_) => false,
+            Command::Decompose(a) => a.json,
+            Command::Tree(a) => a.json,
+            Command::Solve(a) => a.json,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn plan_changes_parse_as_written() {
+        let cli =
+            Cli::try_parse_from(["graph", "plan", "T", "deps", "t2", "--add", "t1", "--json"])
+                .unwrap();
+        let Command::Plan(args) = cli.command else {
+            panic!("not plan")
+        };
+        assert!(args.json);
+        assert!(matches!(args.change, Some(PlanChange::Deps { ref add, .. }) if add == &["t1"]));
+        let cli =
+            Cli::try_parse_from(["graph", "plan", "T", "move", "t4", "--before", "t2"]).unwrap();
+        let Command::Plan(args) = cli.command else {
+            panic!("not plan")
+        };
+        assert!(
+            matches!(args.change, Some(PlanChange::Move { ref to, .. }) if to.before.as_deref() == Some("t2"))
+        );
+        assert!(Cli::try_parse_from([
+            "graph", "plan", "T", "move", "t4", "--before", "t2", "--to", "1"
+        ])
+        .is_err());
+    }
+}

@@ -1,0 +1,362 @@
+//! `update`, `fork`, `delete` and `prune`: commands that change stored threads.
+
+use super::inspect::parse_checkpoint;
+use crate::args::{DeleteArgs, ForkArgs, PruneArgs, RepairArgs, UpdateArgs};
+use crate::error::{bad_input, EXIT_DONE};
+use crate::origin::{Origin, OriginDamaged};
+use crate::{check_thread_id, out, parse_json, root_of_thread_arg, Ctx};
+use serde_json::{json, Value};
+use stategraph::checkpoint::{CheckpointError, CheckpointId, Checkpointer};
+use stategraph::runtime::RunError;
+use stategraph_registry::Resolved;
+use stategraph_sled::RepairReport;
+use stategraph_spend::{carry_into_fork, pricing_of};
+
+/// `graph update`.
+pub(crate) async fn update(ctx: &Ctx, args: UpdateArgs) -> anyhow::Result<u8> {
+    // A subgraph namespace (`THREAD/NODE:TASK`) is edited in its root thread's store.
+    let root = root_of_thread_arg(&args.thread)?;
+    let edit = parse_json(&args.set_json, "--set-json")?;
+    let (resolved, _) = ctx.graph_for_thread(&root, &[]).await?;
+    let graph = resolved.build(Some(ctx.checkpointer()))?;
+    // A subgraph's edit is of the child's state, which its parent checks when it applies it.
+    if !args.thread.contains('/') {
+        graph.check_update(&edit, "--set-json")?;
+    }
+    ctx.store.hold(&root).await?;
+    let id = graph
+        .update_state(&args.thread, edit, args.as_node.as_deref())
+        .await?;
+    ctx.store.release(&root)?;
+    if args.json {
+        out(&format!(
+            "{:#}",
+            json!({"thread_id": args.thread, "checkpoint_id": id})
+        ));
+    } else {
+        say!(
+            "updated thread {}; continue with: {}",
+            args.thread,
+            ctx.command_line(&["resume", &root])
+        );
+        out(&id.to_string());
+    }
+    Ok(EXIT_DONE)
+}
+
+/// `graph fork`.
+pub(crate) async fn fork(ctx: &Ctx, args: ForkArgs) -> anyhow::Result<u8> {
+    // From a subgraph namespace (`THREAD/NODE:TASK`), the fork is a new root thread with the
+    // child at the checkpoint (see CompiledGraph::fork).
+    let root = root_of_thread_arg(&args.thread)?;
+    let checkpoint = parse_checkpoint(&args.checkpoint)?;
+    if let Some(new) = &args.new_thread {
+        check_thread_id(new)?;
+    }
+    let (resolved, origin) = ctx.graph_for_thread(&root, &[]).await?;
+    let graph = resolved.build(Some(ctx.checkpointer()))?;
+    let new = args
+        .new_thread
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    create_fork_thread(ctx, &new).await?;
+    let forked = graph
+        .fork(&args.thread, checkpoint, Some(new.clone()))
+        .await;
+    if let Err(e) = forked {
+        // Nothing was copied: the new thread does not stay behind empty.
+        let _ = ctx.store.delete_thread(&new).await;
+        return Err(e.into());
+    }
+    carry_spend_into_fork(ctx, &resolved, &args.thread, checkpoint, &new).await;
+    let mut origin =
+        origin.unwrap_or_else(|| Origin::new(&resolved.file.graph, &resolved.origin, Vec::new()));
+    origin.created_at_ms = stategraph::checkpoint::now_ms();
+    origin.write(&ctx.store, &new).await?;
+    start_fork_version(ctx, &resolved, &root, &args.thread, &new).await?;
+    let interrupts = match graph.get_state(&new, None).await {
+        Ok(snapshot) => snapshot.interrupts,
+        Err(_) => Vec::new(),
+    };
+    ctx.store.release(&new)?;
+    if args.json {
+        out(&format!(
+            "{:#}",
+            json!({"thread_id": new, "forked_from": args.thread, "checkpoint_id": checkpoint})
+        ));
+    } else {
+        say!(
+            "forked {} at {checkpoint}; continue with: {}",
+            args.thread,
+            crate::pause::continue_command(ctx, &new, &interrupts)
+        );
+        out(&new);
+    }
+    Ok(EXIT_DONE)
+}
+
+/// Creates the fork's thread, which must be new.
+async fn create_fork_thread(ctx: &Ctx, new: &str) -> anyhow::Result<()> {
+    match ctx.store.create(new).await {
+        Ok(()) => Ok(()),
+        Err(CheckpointError::ThreadExists { .. }) => Err(RunError::InvalidInput(format!(
+            "thread `{new}` already exists: fork into a new thread id"
+        ))
+        .into()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Keeps with the fork what `source`'s history up to `checkpoint` paid for that no ledger
+/// holds (failed attempts), so the fork's usage readout shows it. A failure to keep it only
+/// warns: the fork itself is made.
+async fn carry_spend_into_fork(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    source: &str,
+    checkpoint: CheckpointId,
+    new: &str,
+) {
+    let pricing = pricing_of(&resolved.file.settings);
+    let carried = carry_into_fork(
+        ctx.store.as_ref(),
+        source,
+        checkpoint,
+        new,
+        pricing.as_ref(),
+    );
+    if let Err(e) = carried.await {
+        say!(
+            "warning: what {source}'s failed attempts paid for could not be kept with the fork, \
+             whose usage readout leaves it out: {e}"
+        );
+    }
+}
+
+/// For a graph with artifacts, starts the fork's version folder beside `root`'s, so the fork
+/// writes its files into a folder of its own.
+async fn start_fork_version(
+    ctx: &Ctx,
+    resolved: &Resolved,
+    root: &str,
+    source: &str,
+    new: &str,
+) -> anyhow::Result<()> {
+    if let Some(arts) = super::artifacts::of(ctx, resolved)? {
+        let status = arts.status(root).await.ok();
+        let base = status
+            .and_then(|s| s.folder)
+            .and_then(|f| f.dir.parent().map(std::path::Path::to_path_buf));
+        let reason = format!("fork of {source}");
+        arts.start_version(new, base.as_deref(), &reason).await?;
+    }
+    Ok(())
+}
+
+/// `graph delete`: needs no graph, so threads of a graph no longer registered (or whose store
+/// is damaged) can go too.
+pub(crate) async fn delete(ctx: &Ctx, args: DeleteArgs) -> anyhow::Result<u8> {
+    check_thread_id(&args.thread)?;
+    match ctx.store.delete_thread(&args.thread).await {
+        Ok(()) => {}
+        Err(CheckpointError::ThreadNotFound { .. }) => {
+            return Err(RunError::ThreadNotFound {
+                thread_id: args.thread.clone(),
+            }
+            .into())
+        }
+        Err(e) => return Err(e.into()),
+    }
+    if args.json {
+        out(&format!("{:#}", json!({"deleted": args.thread})));
+    } else {
+        say!("deleted thread {}", args.thread);
+    }
+    Ok(EXIT_DONE)
+}
+
+/// `graph repair`: an explicit repair, which keeps a backup of the thread first.
+pub(crate) async fn repair(ctx: &Ctx, args: RepairArgs) -> anyhow::Result<u8> {
+    check_thread_id(&args.thread)?;
+    let report = match ctx.store.repair(&args.thread).await {
+        Err(CheckpointError::ThreadNotFound { .. }) => {
+            return Err(RunError::ThreadNotFound {
+                thread_id: args.thread.clone(),
+            }
+            .into())
+        }
+        other => other?,
+    };
+    let origin = rewrite_damaged_origin(ctx, &report).await?;
+    if args.json {
+        let mut json = serde_json::to_value(&report)?;
+        json["origin_rewritten"] = json!(origin.is_some());
+        out(&format!("{json:#}"));
+        return Ok(EXIT_DONE);
+    }
+    say!(
+        "repaired thread {}; its folder as it was is kept in {}",
+        report.thread_id,
+        report.backup.display()
+    );
+    for file in &report.set_aside {
+        say!("  set aside the unreadable file {file} (as damaged-{file})");
+    }
+    if let Some(note) = &origin {
+        say!("  {note}");
+    }
+    if let Some(blob) = &report.damaged_blob {
+        say!(
+            "  dropped the damaged file {blob} and what was written after it (the backup keeps \
+             them)"
+        );
+    }
+    if !report.removed.is_empty() {
+        say!(
+            "  removed {} checkpoint(s) that could not be read",
+            report.removed.len()
+        );
+    }
+    match (&report.now, report.lost_from_step) {
+        (Some(now), lost) => {
+            if let Some(step) = lost {
+                say!(
+                    "  the thread had reached step {step}; it continues from step {}",
+                    now.step
+                );
+            }
+            say!(
+                "continue with: {}",
+                ctx.command_line(&["resume", &report.thread_id])
+            );
+        }
+        (None, _) => say!(
+            "  no checkpoint of it could be read; delete it with: {}",
+            ctx.command_line(&["delete", &report.thread_id])
+        ),
+    }
+    Ok(EXIT_DONE)
+}
+
+/// Writes the thread's record of how it started again when it cannot be read (see
+/// `origin.rs`), from the graph its newest checkpoint names and without `--set` overrides, after
+/// the repair backed the thread up. Says what was lost, or `None` when the record was sound.
+async fn rewrite_damaged_origin(
+    ctx: &Ctx,
+    report: &RepairReport,
+) -> anyhow::Result<Option<String>> {
+    let thread = &report.thread_id;
+    let reason = match Origin::read(&ctx.store, thread).await {
+        Ok(_) => return Ok(None),
+        Err(e) => e.downcast::<OriginDamaged>()?.reason,
+    };
+    let Some(graph) = report.now.as_ref().and_then(|s| s.graph.clone()) else {
+        return Err(anyhow::anyhow!(
+            "the record of how thread `{thread}` was started cannot be read ({reason}), and no \
+             checkpoint of it names its graph, so it cannot be written again; its folder as it \
+             was is kept in {}; delete the thread with: {}",
+            report.backup.display(),
+            ctx.command_line(&["delete", thread])
+        ));
+    };
+    Origin::new(&graph, &graph, Vec::new())
+        .write(&ctx.store, thread)
+        .await?;
+    ctx.store.release(thread)?;
+    Ok(Some(format!(
+        "the record of how it was started could not be read ({reason}); it now names graph \
+         `{graph}` without --set overrides (give them again with `resume --set`; the old record \
+         is in the backup)"
+    )))
+}
+
+/// `graph prune`.
+pub(crate) async fn prune(ctx: &Ctx, args: PruneArgs) -> anyhow::Result<u8> {
+    if args.keep == 0 {
+        return Err(bad_input(
+            "--keep 0 would leave a thread no checkpoint to resume or read: keep at least 1 \
+             (the newest); to remove a whole thread, use `graph delete THREAD`",
+        ));
+    }
+    let keep = args.keep;
+    let threads = match &args.thread {
+        Some(t) => {
+            check_thread_id(t)?;
+            if ctx.store.get_checkpoint(t, None).await?.is_none() {
+                return Err(RunError::ThreadNotFound {
+                    thread_id: t.clone(),
+                }
+                .into());
+            }
+            vec![t.clone()]
+        }
+        None => ctx.store.list_threads().await?,
+    };
+    // Only when pruning every thread: `--thread` names the one thread to touch.
+    let never_written = match &args.thread {
+        Some(_) => 0,
+        None => ctx.store.remove_never_written().await?,
+    };
+    let mut report: Vec<Value> = Vec::new();
+    let mut total = 0usize;
+    for thread in threads {
+        let outcome = prune_one(ctx, &thread, keep).await;
+        match outcome {
+            Ok(removed) => {
+                total += removed;
+                if !args.json && removed > 0 {
+                    say!("{thread}: removed {removed} checkpoint(s)");
+                }
+                report.push(json!({"thread_id": thread, "removed": removed}));
+            }
+            Err(e) => {
+                let busy = e.chain().any(|c| {
+                    matches!(
+                        c.downcast_ref::<CheckpointError>(),
+                        Some(CheckpointError::ThreadBusy { .. })
+                    )
+                }) || e.chain().any(|c| {
+                    matches!(
+                        c.downcast_ref::<RunError>(),
+                        Some(RunError::Checkpoint(CheckpointError::ThreadBusy { .. }))
+                    )
+                });
+                let why = if busy {
+                    "running".to_string()
+                } else {
+                    format!("{e:#}")
+                };
+                if !args.json {
+                    say!("{thread}: skipped ({why})");
+                }
+                report.push(json!({"thread_id": thread, "skipped": why}));
+            }
+        }
+    }
+    if args.json {
+        out(&format!(
+            "{:#}",
+            json!({"keep": keep, "removed": total, "threads": report,
+                   "never_written_folders_removed": never_written})
+        ));
+    } else {
+        say!("removed {total} checkpoint(s), keeping the newest {keep} of each thread");
+        if never_written > 0 {
+            say!(
+                "removed {never_written} folder(s) of threads never written (their run died \
+                 before its first checkpoint reached the disk)"
+            );
+        }
+    }
+    Ok(EXIT_DONE)
+}
+
+async fn prune_one(ctx: &Ctx, thread: &str, keep: usize) -> anyhow::Result<usize> {
+    ctx.store.hold(thread).await?;
+    let (resolved, _) = ctx.graph_for_thread(thread, &[]).await?;
+    let graph = resolved.build(Some(ctx.checkpointer()))?;
+    let removed = graph.prune(thread, keep).await?;
+    // Done with it: let other processes have it while the next thread is pruned.
+    ctx.store.release(thread)?;
+    Ok(removed)
+}

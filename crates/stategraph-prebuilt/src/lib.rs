@@ -1,0 +1,19 @@
+//! Building blocks for tool-using agents, as LangGraph users know them: a conversation field
+//! with the add-messages reducer ([`add_messages`], [`MessagesState`]), a [`ToolNode`] that runs
+//! the last message's tool calls concurrently (durably, each journaled by its tool-call id, with
+//! optional approval pauses), the [`tools_condition`] router, and a prebuilt [`agent`] graph.
+//!
+//! They use only the public graph API, so an agent of one's own can mix them with its own
+//! nodes: any state implementing [`MessagesState`] can host a [`ToolNode`].
+
+mod agent;
+mod messages;
+
+mod tool_node;
+
+pub use agent::{
+    agent, call_model, model_node_error, AgentOptions, AgentState, AgentStateUpdate, AGENT,
+    DEFAULT_MAX_ROUNDS,
+};
+pub use messages::{add_messages, MessagesState};
+pub use tool_node::{tools_condition, Approval, ApprovalAnswer, ToolNode, TOOLS};

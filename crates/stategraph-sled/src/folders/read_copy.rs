@@ -1,0 +1,215 @@
+//! Reading a store without writing it: open a private copy.
+//!
+//! sled 0.34 has no read-only mode: opening a store recovers its log, writes a new snapshot of
+//! its page table, zeroes torn segments and removes blob files past the recovered end. A read
+//! must never change a store (a damaged one least of all: recovery would make the damage
+//! permanent), so readers copy the store's files while holding a shared lock on `store/db`
+//! (which keeps writers from opening it mid-copy), let go, and open the copy. Its blob files,
+//! which sled never writes after making them, are hard-linked rather than copied where the
+//! temporary directory is on the store's file system (`layout::copy_linking_blobs`).
+//!
+//! The copy goes to the temporary directory, or to `/dev/shm` when that fails (a full disk):
+//! reading must work when the disk is full.
+
+use super::blobs::check_blobs;
+use super::index::Damage;
+use super::layout::{copy_linking_blobs, copy_tree, io_error, FileLock};
+use crate::{SledCheckpointer, SledOptions};
+use stategraph_checkpoint::CheckpointError;
+use std::path::{Path, PathBuf};
+
+/// A private, opened copy of a thread's store.
+pub(super) struct ReadCopy {
+    // Declared first: the store closes before its directory is removed.
+    pub store: SledCheckpointer,
+    _dir: tempfile::TempDir,
+    /// What was wrong with the store, when the copy could be read only after setting a damaged
+    /// file aside, or reads only what was written before a damaged blob file.
+    pub damage: Option<Damage>,
+    /// True when `damage` is a blob file that fails its checksum: the copy ends before it, so
+    /// what a reader finds missing was lost with it.
+    pub blob_damaged: bool,
+    /// The threads whose every record was written after a damaged blob file: the copy does not
+    /// hold them at all (see `blobs.rs`).
+    pub lost_threads: Vec<String>,
+}
+
+impl ReadCopy {
+    /// The store to read `thread` from; [`CheckpointError::Damaged`] when the copy lost the
+    /// thread whole (read as missing, it would look like a thread that never was).
+    pub fn reads(&self, thread: &str) -> Result<&SledCheckpointer, CheckpointError> {
+        let root = stategraph_checkpoint::root_thread(thread);
+        match &self.damage {
+            Some(d) if self.lost_threads.iter().any(|t| t == root) => {
+                Err(CheckpointError::Damaged {
+                    thread: root.to_string(),
+                    file: d.file.clone(),
+                    reason: format!(
+                        "{}; every checkpoint of this thread was in it or written after it",
+                        d.reason
+                    ),
+                })
+            }
+            _ => Ok(&self.store),
+        }
+    }
+}
+
+/// What trying to copy a store found.
+pub(super) enum Copied {
+    Open(Box<ReadCopy>),
+    /// A writer has the store open (or is opening it).
+    Busy,
+    /// No store there.
+    Missing,
+}
+
+/// Copies the store in `store_dir` and opens the copy. `thread` names it in errors; `blobs` are
+/// the blob files the store had when it was last closed (from its index; empty when it does not
+/// say), checked before the copy is opened (see `blobs.rs`).
+pub(super) fn open_copy(
+    store_dir: &Path,
+    thread: &str,
+    options: SledOptions,
+    blobs: &[String],
+) -> Result<Copied, CheckpointError> {
+    let db_file = store_dir.join("db");
+    let file = match std::fs::File::open(&db_file) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Copied::Missing),
+        Err(e) => return Err(io_error("cannot read", &db_file, e)),
+    };
+    let Some(lock) =
+        FileLock::try_take(file, false).map_err(|e| io_error("cannot lock", &db_file, e))?
+    else {
+        return Ok(Copied::Busy);
+    };
+    let dir = to_temp(store_dir, copy_linking_blobs)?;
+    drop(lock);
+    let copy = dir.path().join("store");
+    // Before opening: sled's recovery reads the log only up to a blob that fails its checksum,
+    // and removes the blob with everything written after it.
+    let blob_check = check_blobs(&copy, store_dir, blobs, options);
+    let (store, set_aside) = open_setting_aside(&copy, dir.path(), store_dir, thread, options)?;
+    let lost_threads = match blob_check.damage {
+        Some(_) => lost_threads(&store, blob_check.threads)?,
+        None => Vec::new(),
+    };
+    let blob_damaged = blob_check.damage.is_some();
+    Ok(Copied::Open(Box::new(ReadCopy {
+        store,
+        _dir: dir,
+        damage: blob_check.damage.or(set_aside),
+        blob_damaged,
+        lost_threads,
+    })))
+}
+
+/// Opens the copy at `copy`, setting a damaged file of sled's own bookkeeping aside (into
+/// `aside`) once; with the store comes what was set aside. `store_dir` and `thread` name the
+/// original in errors.
+fn open_setting_aside(
+    copy: &Path,
+    aside: &Path,
+    store_dir: &Path,
+    thread: &str,
+    options: SledOptions,
+) -> Result<(SledCheckpointer, Option<Damage>), CheckpointError> {
+    let mut damage: Option<Damage> = None;
+    loop {
+        match SledCheckpointer::open_with(copy, options) {
+            Ok(store) => return Ok((store, damage)),
+            Err(CheckpointError::Damaged { file, reason, .. }) => {
+                let original = store_dir.join(&file).display().to_string();
+                // A damaged file of sled's own bookkeeping (its page table's snapshot, its
+                // configuration) is set aside in the copy: sled rebuilds the one from the log
+                // and writes the other afresh, and our records carry their own checksums, so
+                // what reads back is sound. Damage to the log itself is final.
+                let set_aside = (file.starts_with("snap.") || file == "conf")
+                    && damage.is_none()
+                    && std::fs::rename(copy.join(&file), aside.join(&file)).is_ok();
+                if !set_aside {
+                    return Err(CheckpointError::Damaged {
+                        thread: thread.to_string(),
+                        file: original,
+                        reason,
+                    });
+                }
+                damage = Some(Damage {
+                    file: original,
+                    reason,
+                    lost_checkpoints: false,
+                });
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The threads the copy of a store with a damaged blob file lost whole: named in the whole log
+/// (`in_log`) or in the copy (a thread's name is recorded before its first checkpoint), with no
+/// checkpoint in the copy.
+fn lost_threads(
+    store: &SledCheckpointer,
+    in_log: Vec<String>,
+) -> Result<Vec<String>, CheckpointError> {
+    let mut named = store.root_threads()?;
+    named.extend(in_log);
+    named.sort();
+    named.dedup();
+    let mut lost = Vec::new();
+    for thread in named {
+        if store.checkpoint_ids(&thread)?.is_empty() {
+            lost.push(thread);
+        }
+    }
+    Ok(lost)
+}
+
+/// Copies a store into a fresh temporary directory (as `<tmp>/store`).
+pub(super) fn copy_to_temp(store_dir: &Path) -> Result<tempfile::TempDir, CheckpointError> {
+    to_temp(store_dir, |from, to| copy_tree(from, to).map(drop))
+}
+
+/// A store's files put into a fresh temporary directory (as `<tmp>/store`) by `fill`.
+fn to_temp(
+    store_dir: &Path,
+    fill: impl Fn(&Path, &Path) -> std::io::Result<()>,
+) -> Result<tempfile::TempDir, CheckpointError> {
+    let mut last = None;
+    for parent in temp_parents() {
+        let attempt = tempfile::Builder::new()
+            .prefix("stategraph-read-")
+            .tempdir_in(&parent)
+            .and_then(|dir| {
+                let copy = dir.path().join("store");
+                std::fs::create_dir(&copy)?;
+                fill(store_dir, &copy)?;
+                Ok(dir)
+            });
+        match attempt {
+            Ok(dir) => return Ok(dir),
+            Err(e) => last = Some((parent, e)),
+        }
+    }
+    let (parent, e) = last.unwrap_or_else(|| {
+        (
+            std::env::temp_dir(),
+            std::io::Error::other("no temporary directory"),
+        )
+    });
+    Err(CheckpointError::Storage(format!(
+        "cannot copy the store at {} to read it (into {}): {e}",
+        store_dir.display(),
+        parent.display()
+    )))
+}
+
+fn temp_parents() -> Vec<PathBuf> {
+    let mut parents = vec![std::env::temp_dir()];
+    let shm = PathBuf::from("/dev/shm");
+    if shm.is_dir() && !parents.contains(&shm) {
+        parents.push(shm);
+    }
+    parents
+}

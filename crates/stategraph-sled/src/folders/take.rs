@@ -1,0 +1,564 @@
+//! Taking a thread for this process (lock, verify, open, serve) and letting it go; where reads
+//! of a thread go.
+
+use super::blobs::damaged_blob;
+use super::index::{IndexEntry, ThreadListing};
+use super::layout::{blob_names, file_stamp, fingerprint, io_error, lock_holder, FileLock};
+use super::owner::{self, OwnerServer, Request, Response};
+use super::read_copy::{open_copy, Copied, ReadCopy};
+use super::required::with_required_checked;
+use super::unwritten::remove_trash;
+use super::{
+    wait_for_sole, Damage, FolderCheckpointer, Held, Slot, Source, Take, READ_PATIENCE, RETRY,
+    WRITE_PATIENCE,
+};
+use crate::sled_store::remove_mark;
+use crate::SledCheckpointer;
+use stategraph_checkpoint::root_thread;
+use stategraph_checkpoint::summarize;
+use stategraph_checkpoint::Checkpointer;
+use stategraph_checkpoint::{validate_thread_id, CheckpointError};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+impl FolderCheckpointer {
+    /// Takes a thread for this process (see [`Take`]) and returns its store.
+    pub(super) async fn take(
+        &self,
+        thread: &str,
+        how: Take,
+    ) -> Result<Arc<SledCheckpointer>, CheckpointError> {
+        validate_thread_id(root_thread(thread))?;
+        let root = root_thread(thread);
+        self.refuse_single_store()?;
+        if root.starts_with('.') {
+            return Err(CheckpointError::InvalidThreadId {
+                thread: root.to_string(),
+                reason: "it starts with a dot (reserved for the store's own files)",
+            });
+        }
+        match self.slot(root) {
+            Some(Slot::Held(held)) => {
+                if how != Take::Any {
+                    self.check_presence(root, &held.store, how).await?;
+                }
+                return Ok(held.store.clone());
+            }
+            Some(Slot::Remote(socket)) => return Err(self.busy(root, Some(&socket)).await),
+            Some(Slot::Copy(_)) => {
+                self.take_slot(root);
+            }
+            None => {}
+        }
+        let lock = self.lock_thread(root, how).await?;
+        let held = self.open_held(root, lock, how).await?;
+        let store = held.store.clone();
+        self.set_slot(root, Slot::Held(held));
+        Ok(store)
+    }
+
+    /// A single store (written by `SledCheckpointer::open`) is read here, never written: it has
+    /// no folders to lock, and the program that writes it may open it at any moment.
+    pub(super) fn refuse_single_store(&self) -> Result<(), CheckpointError> {
+        if !self.layout.is_single_store() {
+            return Ok(());
+        }
+        Err(CheckpointError::Storage(format!(
+            "{} is a single sled store of many threads (as SledCheckpointer::open writes it): \
+             its threads can be listed and read here, not written. To write threads from both \
+             a program and `graph`, have the program store them with FolderCheckpointer::open",
+            self.layout.root().display()
+        )))
+    }
+
+    /// Takes the thread's lock, creating its folder when `how` allows.
+    pub(super) async fn lock_thread(
+        &self,
+        root: &str,
+        how: Take,
+    ) -> Result<FileLock, CheckpointError> {
+        let dir = self.layout.thread_dir(root);
+        let lock_path = self.layout.lock_path(root);
+        let deadline = Instant::now() + WRITE_PATIENCE;
+        let mut waiting = Waiting::default();
+        loop {
+            if how == Take::Existing && !self.layout.store_dir(root).is_dir() {
+                return Err(CheckpointError::ThreadNotFound {
+                    thread: root.to_string(),
+                });
+            }
+            if how != Take::Existing {
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| io_error("cannot create the thread's folder", &dir, e))?;
+            }
+            let file = match std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&lock_path)
+            {
+                Ok(f) => f,
+                // The folder went away (deleted) between the check and the open.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io_error("cannot open", &lock_path, e)),
+            };
+            match FileLock::try_take(file, true)
+                .map_err(|e| io_error("cannot lock", &lock_path, e))?
+            {
+                Some(lock) if lock.still_at(&lock_path) => return Ok(lock),
+                // Renamed away (deleted) while we opened it: look again.
+                Some(_) => continue,
+                None => {
+                    if let Ok(socket) = owner::socket_path(&dir) {
+                        if owner::ping(&socket).await {
+                            return Err(self.busy(root, Some(&socket)).await);
+                        }
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(self.busy(root, None).await);
+                    }
+                    waiting.say(root, "another process holds it without serving it");
+                    tokio::time::sleep(RETRY).await;
+                }
+            }
+        }
+    }
+
+    /// Opens the store of a thread whose lock this process now holds.
+    pub(super) async fn open_held(
+        &self,
+        root: &str,
+        lock: FileLock,
+        how: Take,
+    ) -> Result<Arc<Held>, CheckpointError> {
+        let store_dir = self.layout.store_dir(root);
+        let marker = self.layout.new_marker(root);
+        if how != Take::Existing && !store_dir.exists() {
+            // Before sled makes the store: a process that dies before its first record reaches
+            // the disk leaves a folder marked as never written, not one that looks emptied.
+            std::fs::write(&marker, b"")
+                .map_err(|e| io_error("cannot mark the new thread's folder", &marker, e))?;
+        }
+        self.verify_before_writing(root, &store_dir).await?;
+        let deadline = Instant::now() + WRITE_PATIENCE;
+        let mut waiting = Waiting::default();
+        let store = loop {
+            match SledCheckpointer::open_with(&store_dir, self.options) {
+                Ok(store) => break Arc::new(store),
+                // A reader is copying it.
+                Err(CheckpointError::Locked { .. }) if Instant::now() < deadline => {
+                    waiting.say(root, "a reader is copying its store");
+                    tokio::time::sleep(RETRY).await;
+                }
+                Err(CheckpointError::Damaged { file, reason, .. }) => {
+                    return Err(CheckpointError::Damaged {
+                        thread: root.to_string(),
+                        file: store_dir.join(file).display().to_string(),
+                        reason,
+                    })
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        self.check_presence(root, &store, how).await?;
+        if store.holds_nothing()? {
+            // Marked now, or by a run that died before its first record reached the disk: the
+            // first flush that makes a record durable removes it.
+            store.remove_once_written(marker);
+        } else {
+            // What it holds was read from the disk: a leftover mark is no longer true.
+            remove_mark(&marker);
+        }
+        self.held_from(root, lock, store)
+    }
+
+    /// A held thread, served to other processes (when there is a tokio runtime to serve from).
+    pub(super) fn held_from(
+        &self,
+        root: &str,
+        lock: FileLock,
+        store: Arc<SledCheckpointer>,
+    ) -> Result<Arc<Held>, CheckpointError> {
+        let server = if tokio::runtime::Handle::try_current().is_ok() {
+            let created = store.first_checkpoint_time(root).ok().flatten();
+            match OwnerServer::start(
+                &self.layout.thread_dir(root),
+                root.to_string(),
+                created,
+                &store,
+            ) {
+                Ok(server) => Some(server),
+                Err(e) => {
+                    tracing::warn!(thread = %root, error = %e, "cannot serve reads of this thread to other processes");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        Ok(Arc::new(Held {
+            store,
+            lock,
+            server,
+        }))
+    }
+
+    pub(super) async fn check_presence(
+        &self,
+        root: &str,
+        store: &SledCheckpointer,
+        how: Take,
+    ) -> Result<(), CheckpointError> {
+        let present = store.get_checkpoint(root, None).await?.is_some();
+        match how {
+            Take::Existing if !present => Err(CheckpointError::ThreadNotFound {
+                thread: root.to_string(),
+            }),
+            Take::New if present => Err(CheckpointError::ThreadExists {
+                thread: root.to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Before a store is opened for writing (sled's recovery would make any damage permanent):
+    /// checks that its blob files are whole (see `blobs.rs`), and when it changed since its
+    /// index was written, on a copy, that it still holds the checkpoint its index last saw.
+    pub(super) async fn verify_before_writing(
+        &self,
+        root: &str,
+        store_dir: &Path,
+    ) -> Result<(), CheckpointError> {
+        let entry = IndexEntry::read(&self.layout.index_path(root));
+        let unchanged = |entry: &IndexEntry| {
+            fingerprint(store_dir).as_deref() == Some(entry.fingerprint.as_str())
+        };
+        let entry = match entry {
+            Some(entry) if !unchanged(&entry) => entry,
+            // No index (or one that still matches, which a flipped bit does not change): the
+            // copy below is not made, so the blobs are checked here, in the store itself.
+            unindexed_or_unchanged => {
+                let blobs = unindexed_or_unchanged.map(|e| e.blobs).unwrap_or_default();
+                return match damaged_blob(store_dir, store_dir, &blobs, self.options) {
+                    Some(d) => Err(CheckpointError::Damaged {
+                        thread: root.to_string(),
+                        file: d.file,
+                        reason: d.reason,
+                    }),
+                    None => Ok(()),
+                };
+            }
+        };
+        match open_copy(store_dir, root, self.options, &entry.blobs)? {
+            Copied::Open(copy) => {
+                let listing =
+                    ThreadListing::of_store(&copy.store, root, Some(&entry.listing), store_dir)
+                        .await?;
+                match listing.and_then(|l| l.damage).or(copy.damage.clone()) {
+                    Some(d) => Err(CheckpointError::Damaged {
+                        thread: root.to_string(),
+                        file: d.file,
+                        reason: d.reason,
+                    }),
+                    None => Ok(()),
+                }
+            }
+            Copied::Missing | Copied::Busy => Ok(()),
+        }
+    }
+
+    /// The error for a thread another process holds, with what that process says of itself.
+    pub(super) async fn busy(&self, root: &str, socket: Option<&Path>) -> CheckpointError {
+        let lease = match socket {
+            Some(socket) => match owner::request(
+                socket,
+                &Request::GetLease {
+                    thread: root.to_string(),
+                },
+            )
+            .await
+            {
+                Ok(Response::Lease(lease)) => lease,
+                _ => None,
+            },
+            None => None,
+        };
+        // Without a lease (no run holds it, or its holder serves nobody), the lock says who.
+        let pid = match &lease {
+            Some(lease) => lease.pid,
+            None => lock_holder(&self.layout.lock_path(root)).unwrap_or(0),
+        };
+        CheckpointError::ThreadBusy {
+            thread: root.to_string(),
+            pid,
+            host: lease
+                .as_ref()
+                .map(|l| l.host.clone())
+                .unwrap_or_else(|| "this host".to_string()),
+            expires_in_ms: lease
+                .map(|l| {
+                    l.expires_at_ms
+                        .saturating_sub(stategraph_checkpoint::now_ms())
+                })
+                .unwrap_or(0),
+        }
+    }
+
+    /// Closes a held thread: flushes, lists it, closes the store, records the index entry with
+    /// the closed store's fingerprint, then unlocks.
+    pub(super) fn let_go(&self, root: &str, held: Arc<Held>) -> Result<(), CheckpointError> {
+        let Held {
+            store,
+            lock,
+            server,
+        } = match Arc::try_unwrap(wait_for_sole(held)) {
+            Ok(held) => held,
+            // Still in use after all: flush, and leave closing to the last user.
+            Err(held) => return held.store.flush_now(),
+        };
+        drop(server);
+        // Removes the thread's mark of being new when this is its first flush of a record.
+        let flushed = store.flush_now();
+        let store_dir = self.layout.store_dir(root);
+        let legacy = self.layout.legacy_meta_path(root);
+        let listing = futures::executor::block_on(async {
+            let summary = summarize(store.as_ref(), root).await.ok().flatten();
+            let listing = ThreadListing {
+                thread_id: root.to_string(),
+                summary,
+                created_at_ms: store.first_checkpoint_time(root).ok().flatten(),
+                damage: None,
+            };
+            // The index is what `threads` trusts while the store is unchanged: it says so too.
+            with_required_checked(
+                self.required.as_ref(),
+                Some(listing),
+                store.as_ref(),
+                &store_dir,
+                &legacy,
+            )
+            .await
+        });
+        let closed = Arc::try_unwrap(wait_for_sole(store)).is_ok();
+        if flushed.is_ok() && closed && lock.still_at(&self.layout.lock_path(root)) {
+            if let (Some(print), Some(listing)) = (fingerprint(&store_dir), listing) {
+                IndexEntry {
+                    fingerprint: print,
+                    listing,
+                    blobs: blob_names(&store_dir),
+                    legacy_meta: file_stamp(&legacy),
+                }
+                .write(&self.layout.index_path(root));
+            }
+        }
+        drop(lock);
+        flushed
+    }
+
+    /// Where reads of `thread` go; `None` when it has no store.
+    pub(super) async fn source(&self, thread: &str) -> Result<Option<Source>, CheckpointError> {
+        // One store holds every thread of a single store: one copy serves them all.
+        let root = match self.layout.is_single_store() {
+            true => "",
+            false => root_thread(thread),
+        };
+        match self.slot(root) {
+            Some(Slot::Held(h)) => return Ok(Some(Source::Local(h.store.clone()))),
+            Some(Slot::Copy(c)) => return Ok(Some(Source::Copy(c))),
+            Some(Slot::Remote(s)) => return Ok(Some(Source::Remote(s))),
+            None => {}
+        }
+        if !self.layout.is_single_store()
+            && (validate_thread_id(root).is_err() || root.starts_with('.'))
+        {
+            return Ok(None);
+        }
+        let store_dir = self.layout.store_dir(root);
+        let blobs = match self.layout.is_single_store() {
+            true => Vec::new(),
+            false => IndexEntry::read(&self.layout.index_path(root))
+                .map(|e| e.blobs)
+                .unwrap_or_default(),
+        };
+        let deadline = Instant::now() + READ_PATIENCE;
+        let mut waiting = Waiting::default();
+        loop {
+            match open_copy(&store_dir, root, self.options, &blobs)? {
+                Copied::Missing => return Ok(None),
+                Copied::Open(mut copy) => {
+                    if (copy.damage.is_none() || copy.blob_damaged)
+                        && !self.layout.is_single_store()
+                    {
+                        let lost = self.lost_since_indexed(root, &copy, &store_dir).await?;
+                        copy.damage = match (copy.damage.take(), lost) {
+                            // sled read the log only up to the damaged blob: when that lost the
+                            // checkpoint the index saw last, "the newest" is not known either.
+                            (Some(blob), Some(lost)) => Some(Damage {
+                                lost_checkpoints: lost.lost_checkpoints,
+                                ..blob
+                            }),
+                            (blob, lost) => blob.or(lost),
+                        };
+                    }
+                    let copy: Arc<ReadCopy> = Arc::from(copy);
+                    self.set_slot(root, Slot::Copy(copy.clone()));
+                    return Ok(Some(Source::Copy(copy)));
+                }
+                Copied::Busy => {
+                    if let Ok(socket) = owner::socket_path(&self.layout.thread_dir(root)) {
+                        if owner::ping(&socket).await {
+                            self.set_slot(root, Slot::Remote(socket.clone()));
+                            return Ok(Some(Source::Remote(socket)));
+                        }
+                    }
+                    if Instant::now() >= deadline && self.layout.is_single_store() {
+                        return Err(CheckpointError::Locked {
+                            path: store_dir.display().to_string(),
+                        });
+                    }
+                    // Its holder does not answer (it serves nobody, or it is stopped: Ctrl+Z):
+                    // named as a writer refused would name it, not as sled's refusal.
+                    if Instant::now() >= deadline {
+                        return Err(self.busy(root, None).await);
+                    }
+                    waiting.say(
+                        root,
+                        "another process has its store open without serving it",
+                    );
+                    tokio::time::sleep(RETRY).await;
+                }
+            }
+        }
+    }
+
+    /// The damage of a copied store that no longer holds what its index saw, or nothing at all.
+    pub(super) async fn lost_since_indexed(
+        &self,
+        root: &str,
+        copy: &ReadCopy,
+        store_dir: &Path,
+    ) -> Result<Option<Damage>, CheckpointError> {
+        let entry = IndexEntry::read(&self.layout.index_path(root));
+        Ok(ThreadListing::of_store(
+            &copy.store,
+            root,
+            entry.as_ref().map(|e| &e.listing),
+            store_dir,
+        )
+        .await?
+        .and_then(|l| l.damage))
+    }
+
+    pub(super) async fn remote(
+        &self,
+        socket: &Path,
+        request: Request,
+    ) -> Result<Response, CheckpointError> {
+        match owner::request(socket, &request).await {
+            Ok(Response::Error(message)) => Err(CheckpointError::Storage(message)),
+            Ok(response) => Ok(response),
+            Err(e) => Err(CheckpointError::Storage(format!(
+                "the process holding this thread did not answer on {}: {e}",
+                socket.display()
+            ))),
+        }
+    }
+
+    /// Deletes a root thread's folder. The store is not opened (a damaged one can go too); the
+    /// thread's lock keeps writers out and an exclusive lock on `store/db` waits for readers
+    /// copying it.
+    pub(super) async fn delete_folder(&self, root: &str) -> Result<(), CheckpointError> {
+        validate_thread_id(root)?;
+        self.refuse_single_store()?;
+        let held = match self.take_slot(root) {
+            Some(Slot::Held(held)) => Some(held),
+            Some(Slot::Remote(socket)) => return Err(self.busy(root, Some(&socket)).await),
+            _ => None,
+        };
+        let lock = match &held {
+            Some(_) => None,
+            None => Some(self.lock_thread(root, Take::Existing).await?),
+        };
+        let _readers_done = match held {
+            Some(_) => None,
+            None => self.exclude_readers(root).await?,
+        };
+        let trash = self.trash_folder(root);
+        if let Some(held) = held {
+            drop(Arc::try_unwrap(wait_for_sole(held)).ok());
+        }
+        drop(lock);
+        remove_trash(&trash?);
+        Ok(())
+    }
+
+    /// Renames the folder of a thread whose lock is held (readers kept out) to a dot-folder,
+    /// and returns where. Renamed while held, so the thread vanishes at once and whole: a reader
+    /// or writer waiting for it finds no folder, and a deletion cut short leaves only a
+    /// dot-folder that the next command removes.
+    pub(super) fn trash_folder(&self, root: &str) -> Result<PathBuf, CheckpointError> {
+        let dir = self.layout.thread_dir(root);
+        let trash = self.layout.trash_path(root);
+        std::fs::rename(&dir, &trash)
+            .map_err(|e| io_error("cannot delete the thread's folder", &dir, e))?;
+        Ok(trash)
+    }
+
+    /// Waits until no reader is copying the thread's store, and keeps new ones out.
+    pub(super) async fn exclude_readers(
+        &self,
+        root: &str,
+    ) -> Result<Option<FileLock>, CheckpointError> {
+        let db_file = self.layout.store_dir(root).join("db");
+        let deadline = Instant::now() + WRITE_PATIENCE;
+        let mut waiting = Waiting::default();
+        loop {
+            let file = match std::fs::File::open(&db_file) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(io_error("cannot open", &db_file, e)),
+            };
+            match FileLock::try_take(file, true)
+                .map_err(|e| io_error("cannot lock", &db_file, e))?
+            {
+                Some(lock) => return Ok(Some(lock)),
+                None if Instant::now() >= deadline => {
+                    return Err(CheckpointError::Locked {
+                        path: db_file.display().to_string(),
+                    })
+                }
+                None => {
+                    waiting.say(root, "a reader is copying its store");
+                    tokio::time::sleep(RETRY).await
+                }
+            }
+        }
+    }
+
+    pub(super) async fn writable(
+        &self,
+        thread: &str,
+    ) -> Result<Arc<SledCheckpointer>, CheckpointError> {
+        self.take(thread, Take::Any).await
+    }
+}
+
+/// A wait for a thread that another process has, said once (at info level: `graph -v` shows
+/// it), so that a command that pauses for it says why.
+///
+/// Every wait of this file sleeps between tries, holding at most the thread's lock: its future
+/// dropped there (a caller's timeout, a stop of the `graph` command) lets go of the lock and
+/// leaves the thread as a failed wait would have.
+#[derive(Default)]
+struct Waiting {
+    said: bool,
+}
+
+impl Waiting {
+    fn say(&mut self, root: &str, why: &str) {
+        if !std::mem::replace(&mut self.said, true) {
+            tracing::info!(thread = %root, "waiting for the thread: {why}");
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! Embedded on-disk checkpointers for stategraph, over sled 0.34.
+//!
+//! # Layout
+//! - [`SledCheckpointer`] (`sled_store/`): every thread in one sled directory. By job:
+//!   `open.rs` opening and what sled's refusals mean, `checkpointer.rs` the contract over sled's
+//!   trees, `pieces.rs` large snapshots' shared pieces, `keys.rs` the key layout, `inspect.rs`
+//!   what the per-thread layout reads beyond the contract, `mark.rs` a new store's first flush.
+//! - [`FolderCheckpointer`] (`folders/`): one sled store per thread in a folder per thread, what
+//!   the `graph` command uses: locks, an owner socket that serves a held thread's reads to other
+//!   processes, read copies (a read never writes), blob checks, an index cache and repair.
+//! - `io_failure.rs`: a store whose disk failed answers every later write with that failure.
+//!
+//! Both implement [`stategraph_checkpoint::Checkpointer`] and pass its conformance kit. They move
+//! records and never interpret a state.
+
+mod folders;
+mod io_failure;
+mod sled_store;
+
+pub use folders::{
+    Damage, FolderCheckpointer, RecordUnreadable, RepairReport, RequiredRecord, ThreadListing,
+};
+pub use sled_store::{SledCheckpointer, SledOptions};
