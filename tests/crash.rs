@@ -14,8 +14,7 @@
 //! Children are this test binary run again (`current_exe`) with the hidden `crash_child` test
 //! selected and the scenario in an environment variable, the way sled's crash tests do it.
 
-#[path = "support/faulty_store.rs"]
-mod faulty_store;
+use stategraph_checkpoint_conformance::faulty_store;
 
 use faulty_store::{FaultyStore, Op};
 use futures::StreamExt;

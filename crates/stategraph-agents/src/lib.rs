@@ -32,7 +32,7 @@ use std::sync::Arc;
 /// ([`GraphFactory::preflight`](stategraph_registry::GraphFactory::preflight)).
 ///
 /// ```
-/// let names: Vec<String> = stategraph::agents::builtin_factories().iter().map(|f| f.name().to_string()).collect();
+/// let names: Vec<String> = stategraph_agents::builtin_factories().iter().map(|f| f.name().to_string()).collect();
 /// assert_eq!(names, ["memo", "pipeline", "research", "tree", "agent"]);
 /// ```
 pub fn builtin_factories() -> Vec<Arc<dyn AnyFactory>> {

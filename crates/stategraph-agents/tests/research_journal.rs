@@ -7,8 +7,7 @@
 #[path = "../../../tests/support/research_agent.rs"]
 mod support;
 
-#[path = "../../../tests/support/faulty_store.rs"]
-mod faulty_store;
+use stategraph_checkpoint_conformance::faulty_store;
 
 use faulty_store::{Fault, FaultyStore};
 use serde_json::json;

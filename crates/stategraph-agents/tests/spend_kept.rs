@@ -4,8 +4,7 @@
 //! the whole history, and says the same as a walk of the whole history would: after more
 //! steps, after an edit, and for an older checkpoint, whose branch never passes the kept one.
 
-#[path = "../../../tests/support/faulty_store.rs"]
-mod faulty_store;
+use stategraph_checkpoint_conformance::faulty_store;
 
 use faulty_store::FaultyStore;
 use serde::{Deserialize, Serialize};

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 /// Parsers return it; the engine fills in the file when the parser did not.
 ///
 /// ```
-/// use stategraph::artifacts::EditError;
+/// use stategraph_artifacts::EditError;
 /// let e = EditError::new("`score` must be between 0 and 10").at_line(4);
 /// assert_eq!(e.to_string(), "line 4: `score` must be between 0 and 10");
 /// ```

@@ -18,7 +18,7 @@
 //! # use std::sync::Arc;
 //! # use serde::{Deserialize, Serialize};
 //! # use stategraph::{checkpoint::MemoryCheckpointer, runtime::{Context, RunConfig}, State, StateGraph, START, END};
-//! use stategraph::artifacts::{Artifact, ArtifactSet, FolderPattern, ThreadArtifacts};
+//! use stategraph_artifacts::{Artifact, ArtifactSet, FolderPattern, ThreadArtifacts};
 //! #[derive(State, Clone, Default, Serialize, Deserialize)]
 //! struct Memo { company: String, notes: Vec<String>, memo: String }
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {

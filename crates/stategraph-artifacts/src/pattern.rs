@@ -8,8 +8,8 @@ use std::path::{Component, Path};
 /// A text made safe for a file name: lower case ASCII letters and digits, words joined by `-`.
 ///
 /// ```
-/// assert_eq!(stategraph::artifacts::slug("Team & Founders (2024)"), "team-founders-2024");
-/// assert_eq!(stategraph::artifacts::slug("../.."), "item");
+/// assert_eq!(stategraph_artifacts::slug("Team & Founders (2024)"), "team-founders-2024");
+/// assert_eq!(stategraph_artifacts::slug("../.."), "item");
 /// ```
 pub fn slug(text: &str) -> String {
     file_safe(&text.to_lowercase())
@@ -205,7 +205,7 @@ fn match_pieces(pieces: &[Piece], text: &str, index: &mut usize, slug_out: &mut 
 /// `output/memo-v1/`, `output/memo-v2/`.
 ///
 /// ```
-/// use stategraph::artifacts::FolderPattern;
+/// use stategraph_artifacts::FolderPattern;
 /// let p = FolderPattern::new("{company}", "v0.0.{N}");
 /// let state = serde_json::json!({"company": "Fernstone Labs"});
 /// assert_eq!(p.folder_name("memo", &state, 3).unwrap(), "Fernstone-Labs-v0.0.3");

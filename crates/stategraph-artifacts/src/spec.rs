@@ -71,7 +71,7 @@ type ParseFn<S> = dyn Fn(&S, Vec<Entry>) -> Result<<S as State>::Update, EditErr
 ///
 /// ```
 /// use serde::{Deserialize, Serialize};
-/// use stategraph::artifacts::{Artifact, EditError, Entry, Format};
+/// use stategraph_artifacts::{Artifact, EditError, Entry, Format};
 /// use stategraph::State;
 ///
 /// #[derive(State, Clone, Default, Serialize, Deserialize)]

@@ -13,7 +13,7 @@ use std::sync::{Mutex, MutexGuard};
 ///
 /// ```
 /// use std::sync::Arc;
-/// use stategraph::checkpoint::{Checkpointer, MemoryCheckpointer};
+/// use stategraph_checkpoint::{Checkpointer, MemoryCheckpointer};
 /// let saver: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::new());
 /// # let _ = saver;
 /// ```

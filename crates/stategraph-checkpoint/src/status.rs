@@ -70,8 +70,8 @@ pub struct ThreadSummary {
 /// edit), the verdict is no longer its newest checkpoint's and is not reported.
 ///
 /// ```
-/// use stategraph::checkpoint::{record_verdict, summarize, CheckpointId, MemoryCheckpointer, Verdict};
-/// # async fn demo(store: MemoryCheckpointer, checkpoint_id: CheckpointId) -> Result<(), stategraph::checkpoint::CheckpointError> {
+/// use stategraph_checkpoint::{record_verdict, summarize, CheckpointId, MemoryCheckpointer, Verdict};
+/// # async fn demo(store: MemoryCheckpointer, checkpoint_id: CheckpointId) -> Result<(), stategraph_checkpoint::CheckpointError> {
 /// // The thread's newest checkpoint is `checkpoint_id`, where its run reached its end.
 /// let verdict = Verdict { checkpoint_id, failure: Some("no todo succeeded".into()) };
 /// record_verdict(&store, "thread-1", &verdict).await?;

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 /// the HTTP client sent again are not counted: they produced nothing and cost nothing.
 ///
 /// ```
-/// use stategraph::llm::Usage;
+/// use stategraph_llm::Usage;
 /// let total = Usage::new(100, 20) + Usage::new(50, 5);
 /// assert_eq!((total.input_tokens, total.output_tokens), (150, 25));
 /// assert_eq!(total.requests, 2);
@@ -90,7 +90,7 @@ impl Sum for Usage {
 /// Prices of a model, in US dollars per million tokens: costs are shown as `USD 0.0123`.
 ///
 /// ```
-/// use stategraph::llm::{Pricing, Usage};
+/// use stategraph_llm::{Pricing, Usage};
 /// let price = Pricing { input_per_million: 3.0, output_per_million: 15.0 };
 /// assert_eq!(price.cost(Usage::new(1_000_000, 100_000)), 4.5);
 /// ```
@@ -176,7 +176,7 @@ impl NodeUsage {
 /// carry only its new calls, not a copy of the ledger it started from.
 ///
 /// ```
-/// use stategraph::llm::{Pricing, Usage, UsageLedger};
+/// use stategraph_llm::{Pricing, Usage, UsageLedger};
 /// let price = Pricing { input_per_million: 1.0, output_per_million: 2.0 };
 /// let mut ledger = UsageLedger::default();
 /// ledger.record("plan", Usage::new(1000, 200), Some(&price));
@@ -205,7 +205,7 @@ impl UsageLedger {
     /// given.
     ///
     /// ```
-    /// use stategraph::llm::{Usage, UsageLedger};
+    /// use stategraph_llm::{Usage, UsageLedger};
     /// let mut ledger = UsageLedger::default();
     /// // An unusable reply, then a good one: two requests, both billed.
     /// ledger.record("plan", Usage::new(100, 20) + Usage::new(130, 25), None);
@@ -224,7 +224,7 @@ impl UsageLedger {
     /// reused: what the resume saved.
     ///
     /// ```
-    /// use stategraph::llm::{Usage, UsageLedger};
+    /// use stategraph_llm::{Usage, UsageLedger};
     /// let mut ledger = UsageLedger::default();
     /// ledger.record_reused("summarise", Usage::new(800, 120), None);
     /// assert_eq!(ledger.total().calls, 1);
@@ -273,7 +273,7 @@ impl UsageLedger {
 /// A cost as it is shown everywhere: its currency named, to a hundredth of a cent.
 ///
 /// ```
-/// assert_eq!(stategraph::llm::usd(0.01234), "USD 0.0123");
+/// assert_eq!(stategraph_llm::usd(0.01234), "USD 0.0123");
 /// ```
 pub fn usd(cost: f64) -> String {
     format!("USD {cost:.4}")

@@ -84,7 +84,7 @@ impl LlmError {
     /// engine's retry policy uses this.
     ///
     /// ```
-    /// use stategraph::llm::LlmError;
+    /// use stategraph_llm::LlmError;
     /// assert!(!LlmError::NotConfigured("set a key".into()).is_transient());
     /// ```
     pub fn is_transient(&self) -> bool {
@@ -103,7 +103,7 @@ impl LlmError {
     /// mid-stream, or an overload the provider reported inside a reply, it could not retry.
     ///
     /// ```
-    /// use stategraph::llm::LlmError;
+    /// use stategraph_llm::LlmError;
     /// let broke = LlmError::Stream { provider: "p".into(), detail: "reset".into() };
     /// assert!(broke.should_retry());
     /// ```
@@ -115,7 +115,7 @@ impl LlmError {
     /// is [`LlmError::AfterAnswers`].
     ///
     /// ```
-    /// use stategraph::llm::{LlmError, Usage};
+    /// use stategraph_llm::{LlmError, Usage};
     /// let e = LlmError::Fake("reset".into()).after_answers(Usage::new(10, 2));
     /// assert!(matches!(e.cause(), LlmError::Fake(_)));
     /// assert_eq!(e.usage().map(|u| u.requests), Some(1));
@@ -154,7 +154,7 @@ impl LlmError {
     /// back (the HTTP client's retries of refused requests cost nothing).
     ///
     /// ```
-    /// use stategraph::llm::{LlmError, Usage};
+    /// use stategraph_llm::{LlmError, Usage};
     /// let e = LlmError::Structured {
     ///     name: "Plan".into(),
     ///     attempts: 2,

@@ -29,7 +29,7 @@ struct Inner {
 ///
 /// ```
 /// use serde_json::json;
-/// use stategraph::llm::{ChatModel, ChatRequest, FakeChatModel, LlmError, Message};
+/// use stategraph_llm::{ChatModel, ChatRequest, FakeChatModel, LlmError, Message};
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// let model = FakeChatModel::new()
 ///     .then_tool_call("search", json!({"query": "rust"}))
@@ -48,7 +48,7 @@ struct Inner {
 /// Replies chosen by a function:
 ///
 /// ```
-/// use stategraph::llm::{ChatModel, ChatRequest, FakeChatModel, Message};
+/// use stategraph_llm::{ChatModel, ChatRequest, FakeChatModel, Message};
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// let echo = FakeChatModel::from_fn(|req| {
 ///     let last = req.messages.last().map(|m| m.content.clone()).unwrap_or_default();
@@ -56,7 +56,7 @@ struct Inner {
 /// });
 /// let reply = echo.chat(ChatRequest::new(vec![Message::user("hi")])).await?;
 /// assert_eq!(reply.message.content, "you said: hi");
-/// # Ok::<(), stategraph::llm::LlmError>(()) });
+/// # Ok::<(), stategraph_llm::LlmError>(()) });
 /// ```
 pub struct FakeChatModel {
     // A std Mutex: it is never held across an await, and the fake must be usable from sync

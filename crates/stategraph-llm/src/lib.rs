@@ -22,9 +22,9 @@
 //! `Debug` string (see [`http::Secret`]).
 //!
 //! ```no_run
-//! use stategraph::llm::{self, ChatRequest, Message};
-//! # async fn run() -> Result<(), stategraph::llm::LlmError> {
-//! let model = llm::provider::from_env(llm::provider::ProviderSettings::default())?;
+//! use stategraph_llm::{provider, ChatRequest, Message};
+//! # async fn run() -> Result<(), stategraph_llm::LlmError> {
+//! let model = provider::from_env(provider::ProviderSettings::default())?;
 //! let reply = model
 //!     .chat(ChatRequest::new(vec![Message::user("Name one prime number.")]))
 //!     .await?;
@@ -63,12 +63,12 @@ pub use structured::{
 /// [`FakeChatModel`]; object safe, so graphs hold an `Arc<dyn ChatModel>`.
 ///
 /// ```
-/// use stategraph::llm::{ChatModel, ChatRequest, FakeChatModel, Message};
+/// use stategraph_llm::{ChatModel, ChatRequest, FakeChatModel, Message};
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// let model = FakeChatModel::with_replies(["Paris"]);
 /// let reply = model.chat(ChatRequest::new(vec![Message::user("Capital of France?")])).await?;
 /// assert_eq!(reply.message.content, "Paris");
-/// # Ok::<(), stategraph::llm::LlmError>(()) });
+/// # Ok::<(), stategraph_llm::LlmError>(()) });
 /// ```
 #[async_trait]
 pub trait ChatModel: Send + Sync {
@@ -101,7 +101,7 @@ pub enum Role {
 /// One message of a conversation. Serialisable, so conversations can live in graph state.
 ///
 /// ```
-/// use stategraph::llm::{Message, Role};
+/// use stategraph_llm::{Message, Role};
 /// let m = Message::tool_result("call_1", "42 results");
 /// assert_eq!(m.role, Role::Tool);
 /// assert_eq!(m.tool_call_id.as_deref(), Some("call_1"));
@@ -150,11 +150,10 @@ impl Message {
     /// A write that removes the message with id `id` from a conversation kept in graph state.
     ///
     /// ```
-    /// use stategraph::llm::Message;
-    /// use stategraph::prebuilt::add_messages;
-    /// let mut conversation = vec![Message::user("hi").with_id("a"), Message::user("there").with_id("b")];
-    /// add_messages(&mut conversation, vec![Message::remove("a")]);
-    /// assert_eq!(conversation.len(), 1);
+    /// use stategraph_llm::Message;
+    /// let gone = Message::remove("a");
+    /// assert_eq!(gone.id.as_deref(), Some("a"));
+    /// // In graph state, `stategraph_prebuilt::add_messages` takes it as "drop message a".
     /// ```
     pub fn remove(id: impl Into<String>) -> Self {
         Message {
@@ -222,7 +221,7 @@ impl ToolSpec {
     /// ```
     /// #[derive(schemars::JsonSchema, serde::Deserialize)]
     /// struct SearchArgs { query: String }
-    /// let tool = stategraph::llm::ToolSpec::for_args::<SearchArgs>("search", "Search the web");
+    /// let tool = stategraph_llm::ToolSpec::for_args::<SearchArgs>("search", "Search the web");
     /// assert_eq!(tool.parameters["properties"]["query"]["type"], "string");
     /// ```
     pub fn for_args<A: JsonSchema>(
@@ -300,7 +299,7 @@ pub type TokenSink = Arc<dyn Fn(&str) + Send + Sync>;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use stategraph::llm::{ChatRequest, Message, TokenSink};
+/// use stategraph_llm::{ChatRequest, Message, TokenSink};
 /// let sink: TokenSink = Arc::new(|delta: &str| print!("{delta}"));
 /// let request = ChatRequest::new(vec![Message::user("Hi")])
 ///     .with_temperature(0.2)

@@ -5,8 +5,8 @@
 //! `OPENAI_BASE_URL` is set; else [`LlmError::NotConfigured`] listing what to set.
 //!
 //! ```no_run
-//! use stategraph::llm::provider::{from_env, ProviderSettings};
-//! # fn run() -> Result<(), stategraph::llm::LlmError> {
+//! use stategraph_llm::provider::{from_env, ProviderSettings};
+//! # fn run() -> Result<(), stategraph_llm::LlmError> {
 //! // e.g. from a graph file's `model = "gpt-4o-mini"` or `--set model=...`
 //! let model = from_env(ProviderSettings { model: Some("gpt-4o-mini".into()), ..Default::default() })?;
 //! # let _ = model; Ok(()) }
@@ -78,7 +78,7 @@ pub fn from_env(settings: ProviderSettings) -> Result<Arc<dyn ChatModel>, LlmErr
 /// and embedders need not touch the process environment).
 ///
 /// ```
-/// use stategraph::llm::provider::{build, detect, ProviderKind, ProviderSettings};
+/// use stategraph_llm::provider::{build, detect, ProviderKind, ProviderSettings};
 /// let env = |var: &str| (var == "OPENAI_BASE_URL").then(|| "http://localhost:11434/v1".to_string());
 /// assert_eq!(detect(&ProviderSettings::default(), &env).unwrap(), ProviderKind::OpenAi);
 /// let err = build(ProviderSettings::default(), &|_: &str| None).err().unwrap();
@@ -137,7 +137,7 @@ pub fn build(
 /// once instead of retrying; check [`from_env`] before a run to fail earlier still.
 ///
 /// ```
-/// use stategraph::llm::provider::{LazyModel, ProviderSettings};
+/// use stategraph_llm::provider::{LazyModel, ProviderSettings};
 /// let model = LazyModel::new(ProviderSettings::default()); // reads nothing yet
 /// # let _ = model;
 /// ```

@@ -188,9 +188,9 @@ impl Node<AgentState> for ModelNode {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use stategraph::llm::{FakeChatModel, Message};
-/// use stategraph::prebuilt::{agent, AgentOptions, AgentStateUpdate};
-/// use stategraph::tools::Toolbox;
+/// use stategraph_llm::{FakeChatModel, Message};
+/// use stategraph_prebuilt::{agent, AgentOptions, AgentStateUpdate};
+/// use stategraph_tools::Toolbox;
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// let model = Arc::new(FakeChatModel::with_replies(["Hello!"]));
 /// let graph = agent(model, Toolbox::default(), AgentOptions::default()).compile().unwrap();

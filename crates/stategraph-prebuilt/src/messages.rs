@@ -14,8 +14,8 @@ use stategraph_llm::{Message, Role};
 ///   ignored, so replaying a removal is harmless).
 ///
 /// ```
-/// use stategraph::llm::Message;
-/// use stategraph::prebuilt::add_messages;
+/// use stategraph_llm::Message;
+/// use stategraph_prebuilt::add_messages;
 /// let mut c = vec![Message::user("2+2?")];
 /// add_messages(&mut c, vec![Message::assistant("5").with_id("r")]);
 /// add_messages(&mut c, vec![Message::assistant("4").with_id("r"), Message::user("thanks")]);
@@ -66,8 +66,8 @@ fn free_id(current: &[Message]) -> String {
 ///
 /// ```
 /// use serde::{Deserialize, Serialize};
-/// use stategraph::llm::Message;
-/// use stategraph::prebuilt::{add_messages, MessagesState};
+/// use stategraph_llm::Message;
+/// use stategraph_prebuilt::{add_messages, MessagesState};
 /// use stategraph::State;
 ///
 /// #[derive(State, Clone, Default, Serialize, Deserialize)]

@@ -34,7 +34,7 @@ pub type EventSender = Option<UnboundedSender<Event>>;
 /// type, and a value that does not fit is an [`RunError::InvalidInput`] naming the field.
 ///
 /// ```no_run
-/// # async fn demo(graph: Box<dyn stategraph::registry::ErasedGraph>) -> Result<(), stategraph::RunError> {
+/// # async fn demo(graph: Box<dyn stategraph_registry::ErasedGraph>) -> Result<(), stategraph::RunError> {
 /// use stategraph::runtime::RunConfig;
 /// let outcome = graph.run(serde_json::json!({"topic": "sled"}), RunConfig::new(), None).await?;
 /// println!("{}", outcome.state);

@@ -41,7 +41,7 @@ fn top_level_schema() -> SettingsSchema {
 /// [`Context::setting`](stategraph::runtime::Context::setting).
 ///
 /// ```
-/// use stategraph::registry::GraphFile;
+/// use stategraph_registry::GraphFile;
 /// let file = GraphFile::parse(r#"
 ///     graph = "pipeline"
 ///     recursion_limit = 40
@@ -105,7 +105,7 @@ pub enum GraphFileError {
 /// `"quoted"`), else as JSON, else taken as a plain string.
 ///
 /// ```
-/// use stategraph::registry::Override;
+/// use stategraph_registry::Override;
 /// let o: Override = "search.max_results=5".parse().unwrap();
 /// assert_eq!(o.key(), ["search", "max_results"]);
 /// ```

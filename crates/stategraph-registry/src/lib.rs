@@ -38,7 +38,7 @@ use std::sync::Arc;
 /// ```
 /// use std::sync::Arc;
 /// use serde::{Deserialize, Serialize};
-/// use stategraph::registry::{BuildError, GraphFactory, GraphFile};
+/// use stategraph_registry::{BuildError, GraphFactory, GraphFile};
 /// use stategraph::{runtime::Context, CompiledGraph, State, StateGraph, END, START};
 ///
 /// #[derive(State, Clone, Default, Serialize, Deserialize)]
@@ -163,8 +163,8 @@ impl BuildError {
     /// [`provider::from_env`](stategraph_llm::provider::from_env).
     ///
     /// ```
-    /// use stategraph::llm::{provider, LlmError};
-    /// use stategraph::registry::BuildError;
+    /// use stategraph_llm::{provider, LlmError};
+    /// use stategraph_registry::BuildError;
     /// let e = BuildError::from_model(LlmError::NotConfigured(provider::NOT_CONFIGURED.into()));
     /// assert!(matches!(e, BuildError::Unconfigured(_)));
     /// ```
@@ -415,9 +415,9 @@ impl Resolved {
     /// Checks that a run of the graph can start (see [`GraphFactory::preflight`]).
     ///
     /// ```
-    /// use stategraph::registry::Registry;
+    /// use stategraph_registry::Registry;
     /// let mut registry = Registry::new();
-    /// registry.extend(stategraph::agents::builtin_factories());
+    /// registry.extend(stategraph_agents::builtin_factories());
     /// assert!(registry.resolve("pipeline", &[]).unwrap().preflight().is_ok());
     /// ```
     pub fn preflight(&self) -> Result<(), RegistryError> {
@@ -434,9 +434,9 @@ impl Resolved {
 /// Named graph factories.
 ///
 /// ```
-/// use stategraph::registry::Registry;
+/// use stategraph_registry::Registry;
 /// let mut registry = Registry::new();
-/// registry.extend(stategraph::agents::builtin_factories());
+/// registry.extend(stategraph_agents::builtin_factories());
 /// let pipeline = registry.resolve("pipeline", &[]).unwrap();
 /// assert_eq!(pipeline.file.graph, "pipeline");
 /// ```

@@ -82,7 +82,7 @@ pub enum PlanOp {
 /// line's number (1-based) and text.
 ///
 /// ```
-/// use stategraph::registry::PlanError;
+/// use stategraph_registry::PlanError;
 /// let e = PlanError::on_line(4, "- [ ] t2: b (after: t9)", "unknown dependency `t9`");
 /// assert_eq!(e.to_string(), "line 4: unknown dependency `t9`\n    4 | - [ ] t2: b (after: t9)");
 /// ```

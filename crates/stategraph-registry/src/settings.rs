@@ -16,14 +16,14 @@ const PATH_FORMAT: &str = "path";
 
 /// The schema of a setting that names a file or folder: a text, marked as a path. Put it on a
 /// `PathBuf` (or `Option<PathBuf>`) field of a graph's settings type with
-/// `#[schemars(schema_with = "stategraph::registry::path_setting")]`; then
+/// `#[schemars(schema_with = "stategraph_registry::path_setting")]`; then
 /// [`SettingsSchema::path_keys`] names it, and `graph run` stores a relative value made absolute
 /// against the folder the run starts in, so a resume from another folder reads the same files.
 ///
 /// ```
-/// use stategraph::registry::SettingsSchema;
+/// use stategraph_registry::SettingsSchema;
 /// #[derive(schemars::JsonSchema)]
-/// struct Search { #[schemars(schema_with = "stategraph::registry::path_setting")] corpus: Option<std::path::PathBuf> }
+/// struct Search { #[schemars(schema_with = "stategraph_registry::path_setting")] corpus: Option<std::path::PathBuf> }
 /// #[derive(schemars::JsonSchema)]
 /// struct Settings { step_ms: u64, search: Search }
 /// assert_eq!(SettingsSchema::of::<Settings>().path_keys(), ["search.corpus"]);
@@ -41,7 +41,7 @@ pub fn path_setting(_: &mut schemars::gen::SchemaGenerator) -> schemars::schema:
 /// schema derived from the Rust type the graph reads its settings into.
 ///
 /// ```
-/// use stategraph::registry::SettingsSchema;
+/// use stategraph_registry::SettingsSchema;
 /// #[derive(schemars::JsonSchema)]
 /// struct Settings { step_ms: u64, sections: Vec<String> }
 /// let schema = SettingsSchema::of::<Settings>();
@@ -246,7 +246,7 @@ fn path_leaves(node: &Value, prefix: String, out: &mut Vec<String>) {
 /// let partial = serde_json::json!({"pricing": {"input_per_million": 1.0}});
 /// let e = serde_path_to_error::deserialize::<_, Settings>(partial).unwrap_err();
 /// assert_eq!(
-///     stategraph::registry::settings_decode_error(&e),
+///     stategraph_registry::settings_decode_error(&e),
 ///     "`pricing` needs `output_per_million` too: give every key of [settings.pricing]"
 /// );
 /// ```

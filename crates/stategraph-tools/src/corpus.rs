@@ -9,7 +9,7 @@
 //! file name), and a snippet around the matched words as content.
 //!
 //! ```
-//! use stategraph::tools::{corpus::CorpusSearch, SearchTool};
+//! use stategraph_tools::{corpus::CorpusSearch, SearchTool};
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! let dir = tempfile::tempdir().unwrap();
 //! std::fs::write(dir.path().join("tides.md"), "# Tides\nThe moon drives the tides.").unwrap();
@@ -17,7 +17,7 @@
 //! let hits = corpus.search("moon", 3).await?;
 //! assert_eq!(hits[0].title, "Tides");
 //! assert!(hits[0].url.starts_with("file://"));
-//! # Ok::<(), stategraph::tools::ToolError>(()) });
+//! # Ok::<(), stategraph_tools::ToolError>(()) });
 //! ```
 
 use std::fs;

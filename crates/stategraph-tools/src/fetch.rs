@@ -6,8 +6,8 @@
 //! Bodies are read up to [`FetchConfig::max_bytes`] and the rest is not downloaded.
 //!
 //! ```no_run
-//! use stategraph::tools::fetch::{FetchConfig, PageFetcher};
-//! # async fn run() -> Result<(), stategraph::tools::ToolError> {
+//! use stategraph_tools::fetch::{FetchConfig, PageFetcher};
+//! # async fn run() -> Result<(), stategraph_tools::ToolError> {
 //! let fetcher = PageFetcher::new(FetchConfig::default())?;
 //! let page = fetcher.fetch("https://example.com/").await?;
 //! println!("{:?}\n{}", page.title, page.text);

@@ -44,7 +44,7 @@ const BLOCKS: &[&str] = &[
 /// blocks on their own lines, whitespace collapsed.
 ///
 /// ```
-/// let text = stategraph::tools::html_to_text(
+/// let text = stategraph_tools::html_to_text(
 ///     "<html><head><title>T</title><style>p{}</style></head>\
 ///      <body><nav>Home | About</nav><h1>Hello</h1><p>World <b>wide</b></p>\
 ///      <script>alert(1)</script></body></html>",

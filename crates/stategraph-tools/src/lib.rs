@@ -9,8 +9,8 @@
 //! ([`stategraph_llm::http`]).
 //!
 //! ```no_run
-//! use stategraph::tools::{corpus::CorpusSearch, SearchTool};
-//! # async fn run() -> Result<(), stategraph::tools::ToolError> {
+//! use stategraph_tools::{corpus::CorpusSearch, SearchTool};
+//! # async fn run() -> Result<(), stategraph_tools::ToolError> {
 //! let docs = CorpusSearch::open("./notes")?;
 //! for hit in docs.search("checkpoint format", 5).await? {
 //!     println!("{} ({})\n  {}", hit.title, hit.url, hit.content);

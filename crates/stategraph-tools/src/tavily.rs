@@ -1,8 +1,8 @@
 //! Web search through Tavily's API (`POST {base}/search`, `Authorization: Bearer`).
 //!
 //! ```no_run
-//! use stategraph::tools::{tavily::TavilySearch, SearchTool};
-//! # async fn run() -> Result<(), stategraph::tools::ToolError> {
+//! use stategraph_tools::{tavily::TavilySearch, SearchTool};
+//! # async fn run() -> Result<(), stategraph_tools::ToolError> {
 //! let web = TavilySearch::from_env()?; // TAVILY_API_KEY, optional TAVILY_BASE_URL
 //! let hits = web.search("rust async runtimes", 5).await?;
 //! # let _ = hits; Ok(()) }

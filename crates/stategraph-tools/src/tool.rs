@@ -9,8 +9,8 @@
 //! ```
 //! use schemars::JsonSchema;
 //! use serde::Deserialize;
-//! use stategraph::llm::ToolCall;
-//! use stategraph::tools::tool::{tool_fn, Toolbox};
+//! use stategraph_llm::ToolCall;
+//! use stategraph_tools::tool::{tool_fn, Toolbox};
 //!
 //! #[derive(Deserialize, JsonSchema)]
 //! struct AddArgs { a: i64, b: i64 }

@@ -25,9 +25,9 @@ use stategraph_registry::{BuildError, GraphFactory, GraphFile, PlanEditor, Setti
 ///
 /// ```
 /// use std::sync::Arc;
-/// use stategraph::agents::agent::Agent;
-/// use stategraph::llm::FakeChatModel;
-/// use stategraph::registry::Registry;
+/// use stategraph_agents::agent::Agent;
+/// use stategraph_llm::FakeChatModel;
+/// use stategraph_registry::Registry;
 /// let mut registry = Registry::new();
 /// registry.register(Agent::with_model(Arc::new(FakeChatModel::new())));
 /// let resolved = registry.resolve("agent", &["workspace=./ws".parse().unwrap()]).unwrap();

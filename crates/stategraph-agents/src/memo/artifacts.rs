@@ -10,7 +10,7 @@ use stategraph_artifacts::{Artifact, ArtifactSet, EditError, Entry, FolderPatter
 /// The memo's artifacts and run folders.
 ///
 /// ```
-/// let set = stategraph::agents::memo::artifact_set();
+/// let set = stategraph_agents::memo::artifact_set();
 /// let paths: Vec<&str> = set.artifacts().iter().map(|a| a.path()).collect();
 /// assert!(paths.contains(&"2-sections/{index}-{slug}.md"));
 /// ```

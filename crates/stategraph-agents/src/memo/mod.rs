@@ -92,8 +92,8 @@ impl MemoAgent {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use stategraph::agents::memo::{graph, MemoAgent};
-    /// use stategraph::llm::FakeChatModel;
+    /// use stategraph_agents::memo::{graph, MemoAgent};
+    /// use stategraph_llm::FakeChatModel;
     /// let compiled = graph(Arc::new(MemoAgent::new(Arc::new(FakeChatModel::new())))).compile().unwrap();
     /// assert_eq!(compiled.node_names().len(), 13);
     /// ```
@@ -223,8 +223,8 @@ pub fn graph(agent: Arc<MemoAgent>) -> StateGraph<MemoState> {
 /// Registers the memo pipeline under the name `memo`, with `graphs/memo.toml` built in.
 ///
 /// ```
-/// use stategraph::agents::memo::Memo;
-/// use stategraph::registry::Registry;
+/// use stategraph_agents::memo::Memo;
+/// use stategraph_registry::Registry;
 /// let mut registry = Registry::new();
 /// registry.register(Memo::from_env());
 /// let resolved = registry.resolve("memo", &[]).unwrap();

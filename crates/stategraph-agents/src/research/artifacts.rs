@@ -17,7 +17,7 @@ pub const PLAN_FILE: &str = "plan.md";
 /// The research agent's artifacts: `plan.md` (editable, by `planning_mode`).
 ///
 /// ```
-/// use stategraph::agents::research::{artifacts, Kind, Todo};
+/// use stategraph_agents::research::{artifacts, Kind, Todo};
 /// let set = artifacts();
 /// let plan = &set.artifacts()[0];
 /// assert_eq!((plan.path(), plan.node(), plan.is_editable()), ("plan.md", "planning_mode", true));

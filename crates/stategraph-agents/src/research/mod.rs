@@ -122,8 +122,8 @@ impl ResearchAgent {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use stategraph::agents::research::{graph, ResearchAgent};
-    /// use stategraph::llm::FakeChatModel;
+    /// use stategraph_agents::research::{graph, ResearchAgent};
+    /// use stategraph_llm::FakeChatModel;
     /// let agent = ResearchAgent::new(Arc::new(FakeChatModel::new()));
     /// let compiled = graph(Arc::new(agent)).compile().unwrap();
     /// assert!(compiled.node_names().contains(&"reflect"));
@@ -299,9 +299,9 @@ pub fn build(model: Arc<dyn ChatModel>) -> Result<CompiledGraph<PlanState>, Grap
 ///
 /// ```
 /// use std::sync::Arc;
-/// use stategraph::agents::research::Research;
-/// use stategraph::llm::FakeChatModel;
-/// use stategraph::registry::Registry;
+/// use stategraph_agents::research::Research;
+/// use stategraph_llm::FakeChatModel;
+/// use stategraph_registry::Registry;
 /// let mut registry = Registry::new();
 /// registry.register(Research::with_model(Arc::new(FakeChatModel::new())));
 /// let resolved = registry.resolve("research", &["search.corpus=.".parse().unwrap()]).unwrap();
@@ -411,7 +411,7 @@ impl GraphFactory for Research {
 /// so its answer only says what could not be found.
 ///
 /// ```
-/// use stategraph::agents::research::{failure_of, Kind, PlanState, Status, Todo};
+/// use stategraph_agents::research::{failure_of, Kind, PlanState, Status, Todo};
 /// let mut state = PlanState::default();
 /// state.plan = vec![Todo::new("t1", "a", Kind::Research).with_status(Status::Failed)];
 /// assert!(failure_of(&state).unwrap().contains("no todo of the plan succeeded"));

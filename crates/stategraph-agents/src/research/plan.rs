@@ -33,7 +33,7 @@ pub fn is_valid_id(id: &str) -> bool {
 /// todo, and no cycle among dependencies (found with petgraph, reported with its members).
 ///
 /// ```
-/// use stategraph::agents::research::{validate_plan, Kind, Todo};
+/// use stategraph_agents::research::{validate_plan, Kind, Todo};
 /// let plan = vec![
 ///     Todo::new("a", "first", Kind::Research).depends_on(["b"]),
 ///     Todo::new("b", "second", Kind::Research).depends_on(["a"]),
@@ -203,7 +203,7 @@ pub enum PlanEdit {
 /// The next free id of the form `t<N>` (one more than the largest `N` in use).
 ///
 /// ```
-/// use stategraph::agents::research::{next_id, Kind, Todo};
+/// use stategraph_agents::research::{next_id, Kind, Todo};
 /// let plan = vec![Todo::new("t1", "a", Kind::Research), Todo::new("t7", "b", Kind::Tool)];
 /// assert_eq!(next_id(&plan), "t8");
 /// ```
@@ -237,7 +237,7 @@ fn position(plan: &[Todo], id: &str) -> Result<usize, PlanEditError> {
 /// Markdown) of the todo at fault. The new plan is validated as a whole.
 ///
 /// ```
-/// use stategraph::agents::research::{apply_edit, Kind, PlanEdit, Todo};
+/// use stategraph_agents::research::{apply_edit, Kind, PlanEdit, Todo};
 /// let plan = vec![Todo::new("t1", "a", Kind::Research), Todo::new("t2", "b", Kind::Research).depends_on(["t1"])];
 /// let refused = apply_edit(&plan, PlanEdit::Remove { id: "t1".into() }).unwrap_err();
 /// assert!(refused.message.contains("`t2` depends on it"), "{refused}");

@@ -15,8 +15,8 @@ use stategraph_registry::{DependencyChange, PlanEditor, PlanError, PlanOp, PlanP
 ///
 /// ```
 /// use serde_json::json;
-/// use stategraph::agents::research::ResearchPlanEditor;
-/// use stategraph::registry::{PlanEditor, PlanOp};
+/// use stategraph_agents::research::ResearchPlanEditor;
+/// use stategraph_registry::{PlanEditor, PlanOp};
 /// let state = json!({"plan": [
 ///     {"id": "t1", "task": "find X", "kind": "research", "status": "pending", "dependencies": []},
 ///     {"id": "t2", "task": "find Y", "kind": "research", "status": "pending", "dependencies": ["t1"]}

@@ -122,7 +122,7 @@ fn render_lines(plan: &[Todo]) -> (Vec<String>, Vec<usize>) {
 /// The plan as a Markdown checklist: one todo per line, in the format [`parse`] reads back.
 ///
 /// ```
-/// use stategraph::agents::research::{parse, render, Kind, Todo};
+/// use stategraph_agents::research::{parse, render, Kind, Todo};
 /// let plan = vec![
 ///     Todo::new("t1", "Find the release date", Kind::Research),
 ///     Todo::new("t2", "Read https://sled.rs/", Kind::Tool).depends_on(["t1"]),
@@ -226,7 +226,7 @@ fn parse_line(text: &str, n: usize) -> Result<Todo, PlanEditError> {
 /// a line that cannot be read, a duplicate id, an unknown dependency, or a cycle.
 ///
 /// ```
-/// use stategraph::agents::research::parse;
+/// use stategraph_agents::research::parse;
 /// let err = parse("- [ ] t1: find X\n- [ ] t2: find Y (after: t9)\n").unwrap_err();
 /// assert_eq!(err.line, Some(2));
 /// assert!(err.message.contains("unknown dependency `t9`"));
@@ -276,7 +276,7 @@ pub fn parse(markdown: &str) -> Result<Vec<Todo>, PlanEditError> {
 /// are really removed.
 ///
 /// ```
-/// use stategraph::agents::research::{apply_markdown, render, Kind, Status, Todo};
+/// use stategraph_agents::research::{apply_markdown, render, Kind, Status, Todo};
 /// let mut done = Todo::new("t1", "a", Kind::Research).with_status(Status::Done);
 /// done.result = Some("found it [1]".into());
 /// let stored = vec![done, Todo::new("t2", "b", Kind::Research)];

@@ -2,7 +2,7 @@
 //! table plus `--set` overrides) with defaults for everything.
 //!
 //! ```
-//! use stategraph::agents::research::ResearchSettings;
+//! use stategraph_agents::research::ResearchSettings;
 //! let mut map = serde_json::Map::new();
 //! map.insert("search".into(), serde_json::json!({"corpus": "notes/"}));
 //! map.insert("limits".into(), serde_json::json!({"max_todos": 5}));

@@ -88,7 +88,7 @@ impl Status {
 /// One step of the plan. Todos merge by `id`: a node writes only the todos it changed.
 ///
 /// ```
-/// use stategraph::agents::research::{Kind, Status, Todo};
+/// use stategraph_agents::research::{Kind, Status, Todo};
 /// let todo = Todo::new("t1", "Find who designed sled", Kind::Research).depends_on(["t0"]);
 /// assert_eq!(todo.status, Status::Pending);
 /// assert_eq!(todo.dependencies, ["t0"]);
@@ -196,7 +196,7 @@ pub fn merge_usage(current: &mut UsageLedger, incoming: UsageLedger) {
 /// gone (a plain write merges by id and can only add or change todos):
 ///
 /// ```
-/// use stategraph::agents::research::{Kind, PlanStateUpdate, Todo};
+/// use stategraph_agents::research::{Kind, PlanStateUpdate, Todo};
 /// let edited = vec![Todo::new("t1", "Find the release date", Kind::Research)];
 /// let update = PlanStateUpdate::default().overwrite_plan(edited);
 /// assert_eq!(serde_json::to_value(&update).unwrap()["plan"]["$overwrite"][0]["id"], "t1");

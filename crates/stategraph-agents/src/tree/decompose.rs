@@ -87,7 +87,7 @@ pub fn slug(name: &str) -> String {
 /// what is wrong in words the model can act on.
 ///
 /// ```
-/// use stategraph::agents::tree::{prepare, PlannedChild, TaskPlan, TaskTree, TaskType};
+/// use stategraph_agents::tree::{prepare, PlannedChild, TaskPlan, TaskTree, TaskType};
 /// let dir = tempfile::tempdir().unwrap();
 /// std::fs::write(dir.path().join("app.md"), "# App\n\nBuild it.\n").unwrap();
 /// let tree = TaskTree::load(&dir.path().join("app.md")).unwrap();

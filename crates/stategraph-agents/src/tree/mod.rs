@@ -106,8 +106,8 @@ impl TreeAgent {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use stategraph::agents::tree::{graph, TreeAgent};
-/// use stategraph::llm::FakeChatModel;
+/// use stategraph_agents::tree::{graph, TreeAgent};
+/// use stategraph_llm::FakeChatModel;
 /// let compiled = graph(Arc::new(TreeAgent::new(Arc::new(FakeChatModel::new())))).compile().unwrap();
 /// assert_eq!(compiled.node_names(), ["decompose", "review", "next_task", "work", "finish_task"]);
 /// ```
@@ -175,9 +175,9 @@ pub fn build(model: Arc<dyn ChatModel>) -> Result<CompiledGraph<TreeState>, Grap
 ///
 /// ```
 /// use std::sync::Arc;
-/// use stategraph::agents::tree::TreeGraph;
-/// use stategraph::llm::FakeChatModel;
-/// use stategraph::registry::Registry;
+/// use stategraph_agents::tree::TreeGraph;
+/// use stategraph_llm::FakeChatModel;
+/// use stategraph_registry::Registry;
 /// let mut registry = Registry::new();
 /// registry.register(TreeGraph::with_model(Arc::new(FakeChatModel::new())));
 /// let resolved = registry.resolve("tree", &[]).unwrap();

@@ -28,7 +28,7 @@ const SECTIONS: [&str; 4] = ["Analysis", "Children", "Progress", "Result"];
 /// A `{name}_plan.md` file's text, edited a section at a time.
 ///
 /// ```
-/// use stategraph::agents::tree::PlanFile;
+/// use stategraph_agents::tree::PlanFile;
 /// let mut plan = PlanFile::new("Web scraper");
 /// plan.set("Result", "It works.");
 /// plan.set("Progress", "- [x] solved");

@@ -2,7 +2,7 @@
 //! table plus `--set` overrides) with defaults for everything.
 //!
 //! ```
-//! use stategraph::agents::tree::TreeSettings;
+//! use stategraph_agents::tree::TreeSettings;
 //! let mut map = serde_json::Map::new();
 //! map.insert("max_nodes".into(), serde_json::json!(8));
 //! let s = TreeSettings::from_map(&map).unwrap();

@@ -45,7 +45,7 @@ impl fmt::Display for Reason {
 /// Where each task of a tree stands against what a thread solved, and what to solve next.
 ///
 /// ```
-/// use stategraph::agents::tree::{Reason, SolvePlan, TaskTree};
+/// use stategraph_agents::tree::{Reason, SolvePlan, TaskTree};
 /// let dir = tempfile::tempdir().unwrap();
 /// std::fs::write(dir.path().join("app.md"), "# App\n\nBuild it.\n").unwrap();
 /// let tree = TaskTree::load(&dir.path().join("app.md")).unwrap();

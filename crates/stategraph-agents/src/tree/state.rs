@@ -67,7 +67,7 @@ pub fn merge_usage(current: &mut UsageLedger, incoming: UsageLedger) {
 /// The task-tree agent's state.
 ///
 /// ```
-/// use stategraph::agents::tree::{Mode, TreeStateUpdate};
+/// use stategraph_agents::tree::{Mode, TreeStateUpdate};
 /// // What `graph solve web_scraper.md` starts a run with.
 /// let input = TreeStateUpdate::default().task("/work/web_scraper.md".to_string()).mode(Mode::Solve);
 /// assert_eq!(serde_json::to_value(&input).unwrap()["mode"], "solve");
@@ -107,7 +107,7 @@ pub struct TreeState {
 /// most `max_nodes` calls (the setting `max_nodes` when `None`).
 ///
 /// ```
-/// use stategraph::agents::tree::{decompose_input, Mode};
+/// use stategraph_agents::tree::{decompose_input, Mode};
 /// let input = serde_json::to_value(decompose_input("/work/app.md", Some(3))).unwrap();
 /// assert_eq!((input["mode"].as_str(), input["max_nodes"].as_u64()), (Some("decompose"), Some(3)));
 /// assert_eq!(input["decomposed"], serde_json::json!([]));

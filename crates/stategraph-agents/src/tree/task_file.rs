@@ -72,7 +72,7 @@ pub struct FormatError {
 /// A parsed task file.
 ///
 /// ```
-/// use stategraph::agents::tree::{TaskFile, TaskType};
+/// use stategraph_agents::tree::{TaskFile, TaskType};
 /// let task = TaskFile::parse("# Fetch URLs\n\n## Type\nsimple\n\n## Summary\nDownload each page.\n\n### Dependents\n- [Read the list](read_list.md)\n").unwrap();
 /// assert_eq!(task.title, "Fetch URLs");
 /// assert_eq!(task.task_type, Some(TaskType::Simple));
@@ -320,7 +320,7 @@ fn first_paragraph(text: &str, outline: &Outline) -> String {
 /// The Markdown of a new task file.
 ///
 /// ```
-/// use stategraph::agents::tree::{render_task, TaskFile, TaskType};
+/// use stategraph_agents::tree::{render_task, TaskFile, TaskType};
 /// let text = render_task("Parse HTML", TaskType::Simple, "Parse each page.", &[("Fetch URLs".into(), "fetch_urls.md".into())]);
 /// let task = TaskFile::parse(&text).unwrap();
 /// assert_eq!(task.dependents[0].target, "fetch_urls.md");

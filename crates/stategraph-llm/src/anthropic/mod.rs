@@ -10,8 +10,8 @@
 //! from one body in `reply.rs`, from an event stream in `stream.rs`; the client here.
 //!
 //! ```no_run
-//! use stategraph::llm::anthropic::{AnthropicChat, AnthropicConfig};
-//! # fn run() -> Result<(), stategraph::llm::LlmError> {
+//! use stategraph_llm::anthropic::{AnthropicChat, AnthropicConfig};
+//! # fn run() -> Result<(), stategraph_llm::LlmError> {
 //! let model = AnthropicChat::new(AnthropicConfig::from_env(None)?)?;
 //! # let _ = model; Ok(()) }
 //! ```

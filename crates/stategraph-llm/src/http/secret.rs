@@ -7,7 +7,7 @@ use std::fmt;
 /// serialisable, so it cannot leak into logs, errors or checkpoints by accident.
 ///
 /// ```
-/// use stategraph::llm::http::Secret;
+/// use stategraph_llm::http::Secret;
 /// let key = Secret::new("sk-very-secret");
 /// assert_eq!(format!("{key:?}"), "Secret(***)");
 /// assert_eq!(key.expose(), "sk-very-secret");

@@ -15,7 +15,7 @@ use super::{HttpClient, HttpError};
 ///
 /// ```
 /// use std::time::Duration;
-/// use stategraph::llm::http::RetryPolicy;
+/// use stategraph_llm::http::RetryPolicy;
 /// // Tests use tiny delays so that a retry costs milliseconds.
 /// let fast = RetryPolicy { max_retries: 2, initial_backoff: Duration::from_millis(1), ..RetryPolicy::default() };
 /// assert!(fast.backoff(1) <= Duration::from_millis(2));

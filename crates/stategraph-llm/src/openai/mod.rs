@@ -7,9 +7,9 @@
 //! from one body in `reply.rs`, from an event stream in `stream.rs`; the client here.
 //!
 //! ```no_run
-//! use stategraph::llm::openai::{OpenAiChat, OpenAiConfig};
-//! use stategraph::llm::{ChatModel, ChatRequest, Message};
-//! # async fn run() -> Result<(), stategraph::llm::LlmError> {
+//! use stategraph_llm::openai::{OpenAiChat, OpenAiConfig};
+//! use stategraph_llm::{ChatModel, ChatRequest, Message};
+//! # async fn run() -> Result<(), stategraph_llm::LlmError> {
 //! // A local Ollama needs no key.
 //! let model = OpenAiChat::new(
 //!     OpenAiConfig::new("llama3.2").with_base_url("http://localhost:11434/v1"),

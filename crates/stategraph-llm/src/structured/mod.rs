@@ -12,7 +12,7 @@
 //! use schemars::JsonSchema;
 //! use serde::Deserialize;
 //! use serde_json::json;
-//! use stategraph::llm::{schema_for, structured, FakeChatModel, Message, StructuredOptions};
+//! use stategraph_llm::{schema_for, structured, FakeChatModel, Message, StructuredOptions};
 //!
 //! #[derive(Deserialize, JsonSchema)]
 //! struct Pick { source_id: String, reason: String }
@@ -33,7 +33,7 @@
 //! assert_eq!(pick.source_id, "s2");
 //! assert_eq!(model.requests().len(), 2);
 //! # let _ = (pick.reason, usage);
-//! # Ok::<(), stategraph::llm::LlmError>(()) });
+//! # Ok::<(), stategraph_llm::LlmError>(()) });
 //! ```
 
 mod options;
@@ -72,7 +72,7 @@ where
 /// the model with `validate`'s message, like a parse error.
 ///
 /// ```
-/// # use stategraph::llm::*;
+/// # use stategraph_llm::*;
 /// #[derive(serde::Deserialize, schemars::JsonSchema)]
 /// struct Score { value: u8 }
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {

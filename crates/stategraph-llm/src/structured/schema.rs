@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 /// ```
 /// #[derive(schemars::JsonSchema)]
 /// struct Plan { steps: Vec<String> }
-/// let schema = stategraph::llm::schema_for::<Plan>();
+/// let schema = stategraph_llm::schema_for::<Plan>();
 /// assert_eq!(schema["type"], "object");
 /// assert_eq!(schema["properties"]["steps"]["type"], "array");
 /// ```
@@ -61,7 +61,7 @@ fn rewrite_refs(node: &mut Value) {
 ///
 /// ```
 /// use serde_json::json;
-/// let strict = stategraph::llm::strict_schema(json!({
+/// let strict = stategraph_llm::strict_schema(json!({
 ///     "type": "object",
 ///     "properties": {"a": {"type": "string"}, "b": {"type": ["integer", "null"], "format": "int32"}},
 ///     "required": ["a"]

@@ -170,6 +170,10 @@ pub(super) struct IndexEntry {
     /// in the store, so the store's fingerprint does not see it change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub legacy_meta: Option<String>,
+    /// The key of the required record the listing checked ([`RequiredRecord`](super::RequiredRecord)),
+    /// if any: a reader that requires a record trusts only a listing that checked it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<String>,
 }
 
 impl IndexEntry {

@@ -61,8 +61,8 @@ const RETRY: Duration = Duration::from_millis(25);
 /// never changes its files.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), stategraph::checkpoint::CheckpointError> {
-/// use stategraph::checkpoint::FolderCheckpointer;
+/// # async fn demo() -> Result<(), stategraph_checkpoint::CheckpointError> {
+/// use stategraph_sled::FolderCheckpointer;
 /// let store = std::sync::Arc::new(FolderCheckpointer::open("./threads-db")?);
 /// // graph.with_checkpointer(store.clone()) ... run threads ...
 /// for t in store.threads().await? {
@@ -325,7 +325,8 @@ impl FolderCheckpointer {
         let index = IndexEntry::read(&self.layout.index_path(thread));
         let legacy = self.layout.legacy_meta_path(thread);
         if let Some(entry) = &index {
-            if entry.fingerprint == print && entry.legacy_meta == file_stamp(&legacy) {
+            let checked = entry.required.as_deref() == self.required.map(|r| r.key);
+            if checked && entry.fingerprint == print && entry.legacy_meta == file_stamp(&legacy) {
                 return Ok(Some(entry.listing.clone()).filter(|l| l.summary.is_some()));
             }
         }

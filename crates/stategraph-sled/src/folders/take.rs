@@ -348,6 +348,7 @@ impl FolderCheckpointer {
                     listing,
                     blobs: blob_names(&store_dir),
                     legacy_meta: file_stamp(&legacy),
+                    required: self.required.map(|r| r.key.to_string()),
                 }
                 .write(&self.layout.index_path(root));
             }

@@ -45,9 +45,9 @@ use std::sync::Mutex;
 /// share those flushes (group commit): one flush covers every write finished before it started.
 ///
 /// ```no_run
-/// use stategraph::checkpoint::SledCheckpointer;
+/// use stategraph_sled::SledCheckpointer;
 /// let saver = SledCheckpointer::open("./my-store")?;
-/// # Ok::<(), stategraph::checkpoint::CheckpointError>(())
+/// # Ok::<(), stategraph_checkpoint::CheckpointError>(())
 /// ```
 pub struct SledCheckpointer {
     // sled's handles flush when dropped, and a flush after a failed write can wait forever:
@@ -77,7 +77,7 @@ pub struct SledCheckpointer {
 /// size it was created with, whatever these options say.
 ///
 /// ```
-/// use stategraph::checkpoint::SledOptions;
+/// use stategraph_sled::SledOptions;
 /// let small = SledOptions::small();
 /// assert!(small.cache_capacity < SledOptions::default().cache_capacity);
 /// ```

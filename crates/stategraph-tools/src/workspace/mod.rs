@@ -9,8 +9,8 @@
 //! prompts name them.
 //!
 //! ```
-//! use stategraph::llm::ToolCall;
-//! use stategraph::tools::workspace::Workspace;
+//! use stategraph_llm::ToolCall;
+//! use stategraph_tools::workspace::Workspace;
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! let dir = tempfile::tempdir().unwrap();
 //! let tools = Workspace::open(dir.path().join("ws")).unwrap().toolbox();

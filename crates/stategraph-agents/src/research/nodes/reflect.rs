@@ -50,7 +50,7 @@ pub struct NewTask {
 /// `current_id`, and each dependency of a new task only one of `existing_ids`.
 ///
 /// ```
-/// use stategraph::agents::research::plan_update_schema;
+/// use stategraph_agents::research::plan_update_schema;
 /// let schema = plan_update_schema("t2", &["t1".to_string(), "t2".to_string()]);
 /// assert_eq!(schema["properties"]["completed_task_id"]["enum"], serde_json::json!(["t2"]));
 /// ```

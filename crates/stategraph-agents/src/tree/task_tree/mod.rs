@@ -55,7 +55,7 @@ impl Task {
 /// A task tree loaded from its files.
 ///
 /// ```
-/// use stategraph::agents::tree::{TaskTree, TreeView};
+/// use stategraph_agents::tree::{TaskTree, TreeView};
 /// let dir = tempfile::tempdir().unwrap();
 /// std::fs::write(dir.path().join("app.md"), "# App\n\nBuild it.\n").unwrap();
 /// std::fs::create_dir(dir.path().join("app_children")).unwrap();

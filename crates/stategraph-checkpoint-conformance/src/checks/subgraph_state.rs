@@ -2,8 +2,8 @@
 //! forks that carry children: a fork of a run paused inside a child, and a fork from a
 //! checkpoint inside a child (namespaced time travel), on every backend.
 
+use crate::checks::subgraphs::{chain, parent_of, per_item, qa_graph, two_levels, QaUpdate};
 use crate::common::{entries, strings, Log, LogUpdate, Probe};
-use crate::subgraphs::{chain, parent_of, per_item, qa_graph, two_levels, QaUpdate};
 use serde_json::json;
 use stategraph::checkpoint::Checkpointer;
 use stategraph::runtime::{

@@ -4,9 +4,7 @@
 //! the writes a [`Fault`] names, the way a dying disk or a kill before the save would.
 //!
 //! ```ignore
-//! #[path = "support/faulty_store.rs"]
-//! mod faulty_store;
-//! use faulty_store::{Fault, FaultyStore, Op};
+//! use stategraph_checkpoint_conformance::faulty_store::{Fault, FaultyStore, Op};
 //!
 //! let store = Arc::new(FaultyStore::over(Arc::new(MemoryCheckpointer::new())));
 //! // The first save after the model's summary was journaled fails.
@@ -19,7 +17,6 @@
 //!
 //! Only writes are logged or failed; reads, deletes and leases pass straight through (the
 //! checkpoints `list_checkpoints` returns are counted: [`FaultyStore::listed`]).
-#![allow(dead_code)]
 
 use async_trait::async_trait;
 use stategraph::checkpoint::{

@@ -1,11 +1,10 @@
-//! The backends under test, behind the two things the suite needs from each: the store itself
-//! and a way to damage one stored checkpoint. To check *when* the runtime writes and flushes
-//! whatever the backend, a check wraps the store in `FaultyStore` (tests/support), which logs
-//! every write.
+//! What the kit needs of a backend under test: the store itself, a way to damage what it stored
+//! (so the checks can prove damage is reported, never read as an older or empty state), and
+//! what it occupies. To check *when* the runtime writes and flushes whatever the backend, a check
+//! wraps the store in [`FaultyStore`](crate::faulty_store::FaultyStore), which logs every write.
 
 use stategraph::checkpoint::{CheckpointId, Checkpointer, MemoryCheckpointer};
 
-use stategraph_sled::SledCheckpointer;
 use std::sync::Arc;
 
 /// One storage backend, fresh and empty for each check.
@@ -26,7 +25,14 @@ pub trait Backend: Send + Sync {
 /// `MemoryCheckpointer`.
 pub struct Memory(Arc<MemoryCheckpointer>);
 
+impl Default for Memory {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Memory {
+    /// A fresh, empty memory store.
     pub fn new() -> Self {
         Memory(Arc::new(MemoryCheckpointer::new()))
     }
@@ -47,38 +53,5 @@ impl Backend for Memory {
 
     fn stored_bytes(&self, thread: &str) -> u64 {
         self.0.stored_bytes(thread)
-    }
-}
-
-/// `SledCheckpointer` in a temporary directory.
-pub struct Sled {
-    // Declared before the directory so the store closes before the directory is removed.
-    saver: Arc<SledCheckpointer>,
-    _dir: tempfile::TempDir,
-}
-
-impl Sled {
-    pub fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let saver = Arc::new(SledCheckpointer::open(dir.path().join("store")).unwrap());
-        Sled { saver, _dir: dir }
-    }
-}
-
-impl Backend for Sled {
-    fn saver(&self) -> Arc<dyn Checkpointer> {
-        self.saver.clone()
-    }
-
-    fn tamper(&self, thread: &str, checkpoint: CheckpointId, damage: &mut dyn FnMut(&mut Vec<u8>)) {
-        self.saver.tamper(thread, checkpoint, damage).unwrap();
-    }
-
-    fn tamper_pieces(&self, thread: &str, damage: &mut dyn FnMut(&mut Vec<u8>)) {
-        self.saver.tamper_pieces(thread, damage).unwrap();
-    }
-
-    fn stored_bytes(&self, thread: &str) -> u64 {
-        self.saver.stored_bytes(thread).unwrap()
     }
 }

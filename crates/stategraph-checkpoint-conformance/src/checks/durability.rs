@@ -243,10 +243,10 @@ pub async fn exit_writes_once_when_the_run_stops(backend: &dyn Backend) {
 fn with_a_child(backend: &dyn Backend) -> Scenario {
     let probe = Probe::default();
     let recorder = Arc::new(FaultyStore::over(backend.saver()));
-    let child = crate::subgraphs::chain(&probe, &["a", "b"])
+    let child = crate::checks::subgraphs::chain(&probe, &["a", "b"])
         .compile()
         .unwrap();
-    let graph = crate::subgraphs::parent_of(&probe, child)
+    let graph = crate::checks::subgraphs::parent_of(&probe, child)
         .compile()
         .unwrap()
         .with_checkpointer(recorder.clone());
