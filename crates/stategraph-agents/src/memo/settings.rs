@@ -115,9 +115,12 @@ impl MemoSettings {
         }
         if self.dataroom.is_relative() {
             // This crate sits two folders below the workspace's top, where `examples/` is.
-            let built = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-                .join(&self.dataroom)
-                .join(&slug);
+            let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+            let top = crate_dir
+                .parent()
+                .and_then(Path::parent)
+                .unwrap_or(crate_dir);
+            let built = top.join(&self.dataroom).join(&slug);
             if built.is_dir() {
                 return Ok(built);
             }
