@@ -44,87 +44,27 @@ use std::sync::Arc;
 /// A check that fails panics with what it expected and found.
 pub async fn run_all(make: &dyn Fn() -> Box<dyn Backend>) {
     macro_rules! each {
-        ($($module:ident :: $check:ident),* $(,)?) => {
+        (; $($module:ident :: $check:ident),* $(,)?) => {
             $(
                 let backend = make();
                 checks::$module::$check(backend.as_ref()).await;
             )*
         };
     }
-    each!(
-        threads::a_new_thread_gets_a_uuid_v7,
-        threads::a_given_thread_id_is_kept,
-        threads::an_invalid_thread_id_is_refused,
-        checkpoints::checkpoints_record_ids_parents_steps_and_metadata,
-        checkpoints::the_frontier_is_saved_only_after_it_advances,
-        checkpoints::each_run_stamps_its_own_run_id,
-        pending::a_failed_parallel_task_keeps_its_siblings_results,
-        pending::task_results_are_saved_before_the_checkpoint_that_supersedes_them,
-        durability::sync_flushes_every_step,
-        durability::async_flushes_at_the_end_on_interrupt_and_on_error,
-        durability::exit_writes_once_when_the_run_stops,
-        durability::a_childs_input_rides_on_the_next_flush,
-        durability::async_flushes_once_with_a_child,
-        storage::storage_grows_with_what_changed,
-        storage::replay_stays_bounded_within_and_across_runs,
-        storage::snapshots_stay_linear_on_long_threads,
-        storage::pruning_and_deleting_free_the_pieces_of_large_snapshots,
-        storage::a_large_value_written_again_is_stored_once,
-        integrity::a_truncated_checkpoint_is_reported_with_its_thread_and_id,
-        integrity::a_flipped_bit_is_caught_and_older_checkpoints_stay_usable,
-        integrity::a_thread_stored_in_the_json_format_reads_and_resumes,
-        integrity::a_damaged_piece_of_a_large_snapshot_is_reported_not_read,
-        schema::an_old_thread_is_read_through_the_migration,
-        schema::an_old_thread_without_a_migration_is_a_schema_error,
-        schema::old_updates_go_through_migrate_update_or_fail_clearly,
-        leases::a_second_run_of_a_busy_thread_fails_at_once,
-        leases::a_dead_or_lapsed_lease_is_taken_over,
-        leases::a_long_run_keeps_renewing_its_lease,
-        hitl::breakpoints_on_the_compiled_graph,
-        hitl::breakpoints_for_one_run,
-        hitl::a_dynamic_interrupt_reruns_the_node_with_the_answer,
-        hitl::several_interrupts_are_answered_by_id,
-        hitl::a_consumed_answer_is_never_delivered_again,
-        time_travel::get_state_reads_any_checkpoint,
-        time_travel::history_is_newest_first_filtered_and_paged,
-        time_travel::update_state_with_and_without_as_node,
-        time_travel::replay_from_a_checkpoint_starts_a_branch,
-        time_travel::fork_leaves_the_source_thread_untouched,
-        time_travel::rerun_from_redoes_one_stage,
-        time_travel::delete_thread_removes_everything,
-        time_travel::prune_keeps_the_newest_and_they_read_back_exactly,
-        journal::a_recorded_call_is_not_repeated_when_the_node_reruns,
-    );
+    __with_full_checks!(each {});
 }
 
 /// Runs the subgraph checks, which need only a store, each on a fresh one from `make` (a store
 /// with no damage hooks, such as the folder-per-thread one, runs these).
 pub async fn run_subgraph_checks(make: &dyn Fn() -> Arc<dyn Checkpointer>) {
     macro_rules! each {
-        ($($module:ident :: $check:ident),* $(,)?) => {
+        (; $($module:ident :: $check:ident),* $(,)?) => {
             $(
                 checks::$module::$check(make()).await;
             )*
         };
     }
-    each!(
-        subgraphs::a_compiled_graph_is_a_node_and_checkpoints_under_a_namespace,
-        subgraphs::a_mapped_subgraph_runs_once_per_send_item,
-        subgraphs::an_interrupt_in_a_child_pauses_the_run_and_resumes_inside_it,
-        subgraphs::parallel_children_pause_together_and_are_answered_by_id,
-        subgraphs::a_grandchild_that_asks_twice_is_answered_through_two_levels,
-        subgraphs::a_breakpoint_in_a_child_pauses_the_run,
-        subgraphs::a_failing_child_names_its_path_and_a_resume_reruns_only_what_failed,
-        subgraphs::a_childs_first_step_keeps_a_finished_sibling_beside_a_failed_one,
-        subgraphs::a_node_runs_subgraphs_itself,
-        subgraphs::a_child_runs_as_part_of_its_parents_run,
-        subgraph_state::a_paused_run_shows_each_childs_state_under_its_task,
-        subgraph_state::a_grandchilds_state_is_nested_under_its_child,
-        subgraph_state::an_undeclared_child_is_listed_without_its_values,
-        subgraph_state::a_paused_childs_state_is_edited_and_the_resume_uses_it,
-        subgraph_state::a_fork_of_a_run_paused_inside_a_child_resumes_inside_it,
-        subgraph_state::a_fork_from_a_checkpoint_inside_a_child_reruns_only_what_follows_it,
-    );
+    __with_subgraph_checks!(each {});
 }
 
 /// Instantiates every check for one backend as a module of `#[tokio::test]`s:
@@ -137,7 +77,59 @@ macro_rules! conformance_suite {
         mod $backend {
             #[allow(unused_imports)]
             use super::*;
-            $crate::__conformance_tests!($make;
+            $crate::__with_full_checks!($crate::__conformance_tests { $make });
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_tests {
+    ($make:expr; $($module:ident :: $check:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $check() {
+                let backend = $make;
+                $crate::checks::$module::$check(&backend).await;
+            }
+        )*
+    };
+}
+
+/// Instantiates the subgraph checks for one store as `#[tokio::test]`s; `$make` gives a pair
+/// of the store (`Arc<dyn Checkpointer>`) and whatever must live as long as it (a temporary
+/// directory, or `()`).
+#[macro_export]
+macro_rules! subgraph_suite {
+    ($backend:ident: $make:expr) => {
+        mod $backend {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::__with_subgraph_checks!($crate::__subgraph_tests { $make });
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __subgraph_tests {
+    ($make:expr; $($module:ident :: $check:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $check() {
+                let (saver, _keep) = $make;
+                $crate::checks::$module::$check(saver).await;
+            }
+        )*
+    };
+}
+
+/// The contract's checks, listed once: hands them to `$callback` after its own arguments.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_full_checks {
+    ($callback:path { $($args:tt)* }) => {
+        $callback!($($args)*;
                 threads::a_new_thread_gets_a_uuid_v7,
                 threads::a_given_thread_id_is_kept,
                 threads::an_invalid_thread_id_is_refused,
@@ -180,35 +172,16 @@ macro_rules! conformance_suite {
                 time_travel::delete_thread_removes_everything,
                 time_travel::prune_keeps_the_newest_and_they_read_back_exactly,
                 journal::a_recorded_call_is_not_repeated_when_the_node_reruns,
-            );
-        }
+        );
     };
 }
 
+/// The subgraph checks, listed once, handed to `$callback` as above.
 #[doc(hidden)]
 #[macro_export]
-macro_rules! __conformance_tests {
-    ($make:expr; $($module:ident :: $check:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $check() {
-                let backend = $make;
-                $crate::checks::$module::$check(&backend).await;
-            }
-        )*
-    };
-}
-
-/// Instantiates the subgraph checks for one store as `#[tokio::test]`s; `$make` gives a pair
-/// of the store (`Arc<dyn Checkpointer>`) and whatever must live as long as it (a temporary
-/// directory, or `()`).
-#[macro_export]
-macro_rules! subgraph_suite {
-    ($backend:ident: $make:expr) => {
-        mod $backend {
-            #[allow(unused_imports)]
-            use super::*;
-            $crate::__subgraph_tests!($make;
+macro_rules! __with_subgraph_checks {
+    ($callback:path { $($args:tt)* }) => {
+        $callback!($($args)*;
                 subgraphs::a_compiled_graph_is_a_node_and_checkpoints_under_a_namespace,
                 subgraphs::a_mapped_subgraph_runs_once_per_send_item,
                 subgraphs::an_interrupt_in_a_child_pauses_the_run_and_resumes_inside_it,
@@ -225,21 +198,6 @@ macro_rules! subgraph_suite {
                 subgraph_state::a_paused_childs_state_is_edited_and_the_resume_uses_it,
                 subgraph_state::a_fork_of_a_run_paused_inside_a_child_resumes_inside_it,
                 subgraph_state::a_fork_from_a_checkpoint_inside_a_child_reruns_only_what_follows_it,
-            );
-        }
-    };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __subgraph_tests {
-    ($make:expr; $($module:ident :: $check:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $check() {
-                let (saver, _keep) = $make;
-                $crate::checks::$module::$check(saver).await;
-            }
-        )*
+        );
     };
 }
