@@ -11,27 +11,18 @@
 //! - [`runtime`]: the superstep loop, node contexts, events, errors, thread operations
 //!   (inspect, edit, fork, replay), and subgraphs (graphs as nodes, checkpointed under a
 //!   namespace of their parent's thread, read, edited and forked through it).
-//! - [`checkpoint`]: the storage contract, its in-memory and sled backends (one store, or a
-//!   folder per thread as the CLI keeps them), integrity framing, and large snapshots kept as
-//!   pieces that a thread's snapshots share.
-//! - [`artifacts`]: parts of a run's state as files people read and edit: declared per graph,
-//!   written after each checkpoint into a versioned run folder, checked, and read back as edits.
-//! - [`llm`]: chat-model clients (OpenAI-compatible, Anthropic, a fake for tests), structured output.
-//! - [`tools`]: web search, local corpus search, page fetch, the [`tools::Tool`] trait for tools
-//!   a model calls.
-//! - [`prebuilt`]: building blocks of tool-using agents: a messages field and its reducer, a
-//!   tool node, the tools-condition router, and a prebuilt `agent(model, tools, options)` graph.
-//! - [`registry`]: named graphs ([`registry::GraphFactory`]), the TOML graph files that configure
-//!   them, and a state-erased graph with JSON in and out.
-//! - [`agents`]: the example agents, one folder each, each registered by name.
-//! - [`cli`]: the `graph` command as a library: [`cli::App`] parses arguments and runs a command;
-//!   a user's binary registers its own graphs into it.
+//! - [`checkpoint`]: the storage contract (`stategraph-checkpoint`, re-exported): what every
+//!   backend implements, the records it moves, and the in-memory backend.
 //!
-//! Data flows one way: cli -> registry -> graph -> runtime -> checkpoint; agents sit between
-//! the registry and the graph API. Nothing below knows what is above it.
+//! The layers above the engine are crates of their own: backends (`stategraph-sled`), models and
+//! tools (`stategraph-llm`, `stategraph-tools`), agent parts (`stategraph-prebuilt`,
+//! `stategraph-spend`), artifacts, the registry, the built-in agents and the CLI; ARCHITECTURE.md
+//! has the map. Data flows one way: the engine knows the checkpoint contract, never a backend,
+//! and nothing above it.
 
 // Library code never prints: what a user sees goes through the CLI's output layer
-// (src/cli/output.rs), and everything else is returned to the caller or sent as an event.
+// (stategraph-cli's output.rs), and everything else is returned to the caller or sent as an
+// event. Every library crate of the workspace denies the same.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 extern crate self as stategraph;

@@ -11,10 +11,13 @@
 //! - [`tree`]: the task-tree workflow: decompose a task file into a tree of task files, let a
 //!   person edit them, solve the tree leaves first.
 //!
-//! `spend` (crate-internal) keeps what a failed step's model requests cost in its task's
-//! journal, so the step's next successful run adds it to the usage ledger.
+//! What a failed step's model requests cost is kept through `stategraph-spend`, so the step's
+//! next successful run adds it to the usage ledger.
 //!
 //! Invariant: agents build graphs with the public API and know nothing of the command line.
+
+// Library code never prints: it returns what it has to say (see the engine's lib.rs).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod agent;
 pub mod memo;

@@ -50,6 +50,9 @@
 //! trait (its records live in the thread's journal), never a backend or the CLI. The checkpoint
 //! is the source of truth: files are derived from it and can always be written again.
 
+// Library code never prints: it returns what it has to say (see the engine's lib.rs).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod edits;
 mod error;
 mod files;

@@ -29,6 +29,9 @@
 //! # }
 //! ```
 
+// Library code never prints: it returns what it has to say (see the engine's lib.rs).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod backends;
 #[doc(hidden)]
 pub mod checks;

@@ -20,6 +20,9 @@
 //! The on-disk backends live in `stategraph-sled`; the checks every backend must pass live in
 //! `stategraph-checkpoint-conformance`.
 
+// Library code never prints: it returns what it has to say (see the engine's lib.rs).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod chunks;
 pub mod codec;
 mod compact;

@@ -57,6 +57,7 @@ use error::bad_input;
 use origin::Origin;
 pub(crate) use output::out;
 use stategraph::checkpoint::{validate_thread_id, Checkpointer, ThreadStatus};
+use stategraph::runtime::ThreadPath;
 use stategraph::runtime::{RunError, StateSnapshot};
 use stategraph_registry::{AnyFactory, GraphFactory, Override, Registry, Resolved};
 use stategraph_sled::FolderCheckpointer;
@@ -418,7 +419,7 @@ pub(crate) fn check_thread_id(thread: &str) -> anyhow::Result<()> {
 /// Checks a thread argument that may name a subgraph's namespace (`{thread}/{node}:{task}`, as
 /// `graph state` lists them) and returns its root thread, which holds the store and the graph.
 pub(crate) fn root_of_thread_arg(thread: &str) -> anyhow::Result<String> {
-    if !thread.contains('/') {
+    if ThreadPath::is_root_id(thread) {
         check_thread_id(thread)?;
         return Ok(thread.to_string());
     }

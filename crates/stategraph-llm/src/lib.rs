@@ -32,6 +32,9 @@
 //! # Ok(()) }
 //! ```
 
+// Library code never prints: it returns what it has to say (see the engine's lib.rs).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod accounting;
 pub mod anthropic;
 mod error;

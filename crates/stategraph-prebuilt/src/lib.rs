@@ -5,6 +5,13 @@
 //!
 //! They use only the public graph API, so an agent of one's own can mix them with its own
 //! nodes: any state implementing [`MessagesState`] can host a [`ToolNode`].
+//!
+//! # Layout
+//! `messages.rs` the conversation field and its reducer; `tool_node.rs` the tool node and the
+//! tools condition; `agent.rs` the prebuilt agent loop.
+
+// Library code never prints: it returns what it has to say (see the engine's lib.rs).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod agent;
 mod messages;

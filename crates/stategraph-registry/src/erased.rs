@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use stategraph::checkpoint::{CheckpointId, Checkpointer};
 use stategraph::graph::{CompiledGraph, GraphError};
+use stategraph::runtime::ThreadPath;
 use stategraph::runtime::{
     Event, HistoryEntry, HistoryQuery, Resume, RunConfig, RunError, RunOutcome, RunStream,
     StateSnapshot,
@@ -273,7 +274,7 @@ impl<S: State> ErasedGraph for CompiledGraph<S> {
         thread: &str,
         checkpoint: Option<CheckpointId>,
     ) -> Result<StateSnapshot<Value>, RunError> {
-        if thread.contains('/') {
+        if !ThreadPath::is_root_id(thread) {
             let mut s = self.subgraph_state(thread, checkpoint).await?;
             s.subgraphs.clear();
             return Ok(s);
@@ -287,7 +288,7 @@ impl<S: State> ErasedGraph for CompiledGraph<S> {
         thread: &str,
         checkpoint: Option<CheckpointId>,
     ) -> Result<StateSnapshot<Value>, RunError> {
-        if thread.contains('/') {
+        if !ThreadPath::is_root_id(thread) {
             return self.subgraph_state(thread, checkpoint).await;
         }
         let s = CompiledGraph::get_state_with_subgraphs(self, thread, checkpoint).await?;
@@ -308,7 +309,7 @@ impl<S: State> ErasedGraph for CompiledGraph<S> {
         update: Value,
         as_node: Option<&str>,
     ) -> Result<CheckpointId, RunError> {
-        if thread.contains('/') {
+        if !ThreadPath::is_root_id(thread) {
             return self.update_subgraph_state(thread, update, as_node).await;
         }
         if let Some(node) = as_node {

@@ -15,6 +15,9 @@
 //! Invariant: the registry knows graphs and the runtime, never a command line or a storage
 //! backend. The CLI sits above it; agents implement its traits without knowing the CLI.
 
+// Library code never prints: it returns what it has to say (see the engine's lib.rs).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod erased;
 mod file;
 mod plan;

@@ -13,6 +13,9 @@
 //! Both implement [`stategraph_checkpoint::Checkpointer`] and pass its conformance kit. They move
 //! records and never interpret a state.
 
+// Library code never prints: it returns what it has to say (see the engine's lib.rs).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod folders;
 mod io_failure;
 mod sled_store;

@@ -14,6 +14,14 @@
 //! show them beside the ledger. A fork into a new thread takes its source's along
 //! ([`carry_into_fork`]). A run keeps, when it ends, what its thread's history before its last
 //! checkpoint left ([`off_ledger_keeping`]), so a readout reads only what came after.
+//!
+//! # Layout
+//! `lib.rs` the failed spend of a task; `branches.rs` [`off_ledger`], a walk of a thread's branch
+//! and its subgraphs; `links.rs` a thread's checkpoints as links, newest first; `kept.rs` the
+//! sum a run keeps at its end; `fork.rs` what a fork takes along ([`carry_into_fork`]).
+
+// Library code never prints: it returns what it has to say (see the engine's lib.rs).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod branches;
 mod fork;

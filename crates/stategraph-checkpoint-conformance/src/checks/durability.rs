@@ -280,7 +280,11 @@ pub async fn a_childs_input_rides_on_the_next_flush(backend: &dyn Backend) {
                 step,
                 flush,
                 ..
-            } => Some((thread.contains('/'), *step, *flush)),
+            } => Some((
+                !stategraph::checkpoint::is_root_thread(thread),
+                *step,
+                *flush,
+            )),
             _ => None,
         })
         .collect();

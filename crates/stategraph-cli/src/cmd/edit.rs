@@ -8,6 +8,7 @@ use crate::{check_thread_id, out, parse_json, root_of_thread_arg, Ctx};
 use serde_json::{json, Value};
 use stategraph::checkpoint::{CheckpointError, CheckpointId, Checkpointer};
 use stategraph::runtime::RunError;
+use stategraph::runtime::ThreadPath;
 use stategraph_registry::Resolved;
 use stategraph_sled::RepairReport;
 use stategraph_spend::{carry_into_fork, pricing_of};
@@ -20,7 +21,7 @@ pub(crate) async fn update(ctx: &Ctx, args: UpdateArgs) -> anyhow::Result<u8> {
     let (resolved, _) = ctx.graph_for_thread(&root, &[]).await?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     // A subgraph's edit is of the child's state, which its parent checks when it applies it.
-    if !args.thread.contains('/') {
+    if ThreadPath::is_root_id(&args.thread) {
         graph.check_update(&edit, "--set-json")?;
     }
     ctx.store.hold(&root).await?;
