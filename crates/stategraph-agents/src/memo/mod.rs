@@ -52,6 +52,7 @@ mod figures;
 mod nodes;
 pub mod outline;
 pub mod prompts;
+mod sample;
 mod settings;
 mod state;
 

@@ -1,5 +1,6 @@
 //! What the memo pipeline reads from the run settings (`graphs/memo.toml`, `--set`).
 
+use super::sample;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use stategraph_llm::provider::ProviderSettings;
@@ -56,7 +57,7 @@ impl Default for MemoSettings {
     fn default() -> Self {
         MemoSettings {
             mode: ModeSetting::Auto,
-            dataroom: PathBuf::from("examples/dataroom"),
+            dataroom: PathBuf::from(sample::SAMPLE_ROOMS),
             deck: "deck.md".into(),
             yes: false,
             review_below: 8.0,
@@ -99,8 +100,9 @@ impl MemoSettings {
 
     /// The company's data room folder: `<dataroom>/<company in lowercase, dashes for
     /// spaces>`. A relative `dataroom` that is not under the current folder is looked for in
-    /// the source tree this binary was built from, so the bundled sample works from anywhere
-    /// on the machine that built it.
+    /// the source tree this binary was built from, and the default one's sample company is
+    /// written out from the binary when that tree is gone (see `sample`), so the bundled sample
+    /// works from anywhere.
     pub fn room(&self, company: &str) -> Result<PathBuf, String> {
         let slug = slug(company);
         if slug.is_empty() {
@@ -123,6 +125,14 @@ impl MemoSettings {
             let built = top.join(&self.dataroom).join(&slug);
             if built.is_dir() {
                 return Ok(built);
+            }
+        }
+        if self.dataroom == Path::new(sample::SAMPLE_ROOMS) {
+            // An installed binary whose source tree is gone still has the sample in it.
+            if let Some(under) = sample::default_unpack_dir() {
+                if let Some(dir) = sample::unpack(&slug, &under)? {
+                    return Ok(dir);
+                }
             }
         }
         Err(format!(
