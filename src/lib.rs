@@ -7,10 +7,18 @@
 //! # Layout
 //! - [`state`]: the state trait, per-field reducers, how a superstep's updates merge, and why a
 //!   value a person wrote does not fit, in JSON's words.
+//! - `error.rs`: the engine's errors (graph, node, resume, run), public through [`graph`] and
+//!   [`runtime`].
+//! - `run/`: a run's vocabulary without its machinery: settings, a node's context, events,
+//!   thread paths, snapshots and the view of a subgraph; public through [`runtime`].
 //! - [`graph`]: building a graph (nodes, edges, joins, routers, Send), validating and drawing it.
-//! - [`runtime`]: the superstep loop, node contexts, events, errors, thread operations
-//!   (inspect, edit, fork, replay), and subgraphs (graphs as nodes, checkpointed under a
-//!   namespace of their parent's thread, read, edited and forked through it).
+//! - [`runtime`]: the superstep loop, thread operations (inspect, edit, fork, replay), and
+//!   subgraphs (graphs as nodes, checkpointed under a namespace of their parent's thread, read,
+//!   edited and forked through it).
+//!
+//! Modules depend one way, each on those listed before it: `state` <- `error` <- `run` <-
+//! `graph` <- `runtime`. A graph's nodes take a run's `Context` and return a `NodeError`, so
+//! those live below `graph`; the runtime runs graphs, so it sits above.
 //! - [`checkpoint`]: the storage contract (`stategraph-checkpoint`, re-exported): what every
 //!   backend implements, the records it moves, and the in-memory backend.
 //!
@@ -27,7 +35,9 @@
 
 extern crate self as stategraph;
 
+mod error;
 pub mod graph;
+mod run;
 pub mod runtime;
 pub mod state;
 

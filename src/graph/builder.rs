@@ -1,10 +1,8 @@
-//! Building a graph: nodes, edges, joins and routers, collected and checked by `compile`.
+//! Building a graph: nodes, edges, joins and routers, collected here and checked by `compile`
+//! (`compiled.rs`, which this file does not need: a builder knows nothing of what it becomes).
 
 use super::command::{Route, END, START};
-use super::compiled::CompiledGraph;
-use super::error::GraphError;
 use super::node::{IntoNode, Node, NodeOptions, NodeSpec};
-use super::validate;
 use crate::state::State;
 use std::sync::Arc;
 
@@ -231,15 +229,5 @@ impl<S: State> StateGraph<S> {
     /// Sets a finish point: shorthand for `add_edge(node, END)`.
     pub fn set_finish(&mut self, node: impl Into<String>) -> &mut Self {
         self.add_edge(node, END)
-    }
-
-    /// Checks the graph and freezes it for running. Every problem found is reported, each with
-    /// what to change.
-    pub fn compile(self) -> Result<CompiledGraph<S>, GraphError> {
-        let problems = validate::check(&self);
-        if !problems.is_empty() {
-            return Err(GraphError::Invalid(problems));
-        }
-        Ok(CompiledGraph::from_builder(self))
     }
 }

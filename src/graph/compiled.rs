@@ -1,10 +1,10 @@
-//! A validated graph, indexed for the runtime.
+//! A validated graph, indexed for the runtime, and `compile`, which makes one of a builder.
 
 use super::builder::StateGraph;
 use super::command::{END, START};
-use super::draw;
-use super::error::GraphError;
+use super::validate;
 use crate::checkpoint::Checkpointer;
+use crate::error::GraphError;
 use crate::state::State;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -231,21 +231,16 @@ impl<S: State> CompiledGraph<S> {
             .map(|n| &*n.name)
             .collect()
     }
+}
 
-    /// The graph as a Mermaid flowchart.
-    pub fn to_mermaid(&self) -> String {
-        draw::mermaid(self, draw::DrawOptions::default())
-    }
-
-    /// The graph as a Mermaid flowchart drawn with `options`: with
-    /// [`DrawOptions::xray`](draw::DrawOptions::xray), subgraphs are drawn inside the nodes
-    /// that run them.
-    pub fn to_mermaid_with(&self, options: draw::DrawOptions) -> String {
-        draw::mermaid(self, options)
-    }
-
-    /// The graph as Graphviz DOT.
-    pub fn to_dot(&self) -> String {
-        draw::dot(self)
+impl<S: State> StateGraph<S> {
+    /// Checks the graph and freezes it for running. Every problem found is reported, each with
+    /// what to change.
+    pub fn compile(self) -> Result<CompiledGraph<S>, GraphError> {
+        let problems = validate::check(&self);
+        if !problems.is_empty() {
+            return Err(GraphError::Invalid(problems));
+        }
+        Ok(CompiledGraph::from_builder(self))
     }
 }

@@ -102,10 +102,28 @@ impl DrawOptions {
     }
 }
 
+impl<S: State> CompiledGraph<S> {
+    /// The graph as a Mermaid flowchart.
+    pub fn to_mermaid(&self) -> String {
+        mermaid(self, DrawOptions::default())
+    }
+
+    /// The graph as a Mermaid flowchart drawn with `options`: with
+    /// [`DrawOptions::xray`], subgraphs are drawn inside the nodes that run them.
+    pub fn to_mermaid_with(&self, options: DrawOptions) -> String {
+        mermaid(self, options)
+    }
+
+    /// The graph as Graphviz DOT.
+    pub fn to_dot(&self) -> String {
+        dot(self)
+    }
+}
+
 /// Mermaid flowchart text. Conditional edges are dashed and labelled with the router's label.
 /// With `xray`, a node that runs subgraphs is drawn as a `subgraph` block holding the child's
 /// own nodes and edges (ids prefixed with the node's), and the parent's edges lead to the block.
-pub(crate) fn mermaid<S: State>(g: &CompiledGraph<S>, options: DrawOptions) -> String {
+fn mermaid<S: State>(g: &CompiledGraph<S>, options: DrawOptions) -> String {
     let mut s = String::from("graph TD;\n");
     s.push_str(&mermaid_body(g, "", options.xray));
     s.push_str("\tclassDef first fill-opacity:0\n\tclassDef last fill:#bfb6fc\n");
@@ -183,7 +201,7 @@ fn dot_quote(s: &str) -> String {
 }
 
 /// Graphviz DOT text. Conditional edges are dashed and labelled.
-pub(crate) fn dot<S: State>(g: &CompiledGraph<S>) -> String {
+fn dot<S: State>(g: &CompiledGraph<S>) -> String {
     let name = g.topology.builder.name.as_deref().unwrap_or("graph");
     let mut s = format!("digraph {} {{\n\trankdir=TB;\n", dot_quote(name));
     let _ = writeln!(s, "\t{} [label=\"START\", shape=oval];", dot_quote(START));

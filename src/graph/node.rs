@@ -1,8 +1,9 @@
 //! Nodes: the units of work in a graph, and the options that govern how each one runs.
 
 use super::command::Command;
-use super::compiled::CompiledGraph;
-use crate::runtime::{Context, NodeError, SubgraphView};
+use crate::error::NodeError;
+use crate::run::context::Context;
+use crate::run::snapshot::SubgraphView;
 use crate::state::State;
 use async_trait::async_trait;
 use std::future::Future;
@@ -273,14 +274,6 @@ impl NodeSpec<'_> {
     /// Runs the node only once nothing else is pending.
     pub fn deferred(&mut self) -> &mut Self {
         self.options.deferred = true;
-        self
-    }
-
-    /// Declares a graph the node runs with [`Context::run_subgraph`], so reading the thread
-    /// with its subgraphs shows the child's values, its namespace can be edited, and drawings
-    /// with xray expand it.
-    pub fn subgraph<C: State>(&mut self, graph: &CompiledGraph<C>) -> &mut Self {
-        self.options.subgraphs.push(Arc::new(graph.clone()));
         self
     }
 

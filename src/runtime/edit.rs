@@ -3,7 +3,6 @@
 //! choose what runs next, and the new checkpoint's parent is the one edited (an older one
 //! starts a branch).
 
-use super::error::RunError;
 use super::persist::{self, ChainStats, LeaseGuard, SnapshotTracker};
 use super::threads::check_thread;
 use super::triggers::{self, Finished};
@@ -11,6 +10,7 @@ use crate::checkpoint::{
     now_ms, CheckpointId, CheckpointMetadata, CheckpointRecord, Checkpointer, Frontier,
     InterruptWhen, NodeWrite, PendingKind, PendingWrite, Source, StateData, TaskSpec,
 };
+use crate::error::RunError;
 use crate::graph::{CompiledGraph, GraphError};
 use crate::state::{State, TaggedUpdate};
 use std::collections::BTreeSet;
@@ -250,15 +250,13 @@ impl<S: State> CompiledGraph<S> {
                 .filter_map(|w| self.topology.node_index(w))
                 .collect();
             if nodes.len() > 1 {
-                let names: Vec<String> = nodes
-                    .iter()
-                    .map(|&i| format!("`{}`", self.topology.node_name(i)))
-                    .collect();
-                return Err(RunError::InvalidInput(format!(
-                    "the edit is ambiguous: {} wrote last, in the same step; say which node it \
-                     stands for with as_node (--as-node)",
-                    names.join(" and ")
-                )));
+                return Err(RunError::AmbiguousEdit {
+                    thread_id: record.thread_id.clone(),
+                    nodes: nodes
+                        .iter()
+                        .map(|&i| self.topology.node_name(i).to_string())
+                        .collect(),
+                });
             }
             if let Some(&i) = nodes.first() {
                 return Ok(Writer::Node(i));

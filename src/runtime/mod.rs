@@ -1,4 +1,4 @@
-//! Running graphs: the superstep loop, node contexts, events, errors, and thread operations.
+//! Running graphs: the superstep loop, thread operations and subgraphs.
 //!
 //! A run is a sequence of supersteps. In each, every task of the frontier runs concurrently on
 //! tokio; their updates are merged after all of them finish, in task order (declaration order,
@@ -6,16 +6,15 @@
 //! checkpoint is saved. See `executor/` for the loop and `threads.rs` for inspection, editing
 //! and time travel.
 //!
+//! The types a node and a caller see (settings, [`Context`], events, thread paths, snapshots,
+//! [`SubgraphView`]) live in the crate's `run/` and its errors in `error.rs`, below `graph`,
+//! whose nodes take them; they are public from here.
+//!
 //! Invariant: the runtime talks to storage only through [`Checkpointer`](crate::checkpoint::Checkpointer);
 //! it knows no backend.
 
-mod config;
-mod context;
 mod edit;
-mod error;
-mod events;
 mod executor;
-pub mod namespace;
 mod persist;
 mod saved;
 mod stream;
@@ -25,23 +24,21 @@ mod subgraph_view;
 mod threads;
 mod triggers;
 
-pub use config::{Durability, RunConfig, SnapshotPolicy};
-pub use context::{task_journal_key, Context, TextSink};
+pub use crate::error::{NodeError, NodeErrorKind, ResumeError, RunError};
+pub use crate::run::config::{Durability, RunConfig, SnapshotPolicy};
+pub use crate::run::context::{task_journal_key, Context, TextSink};
+pub use crate::run::events::{Event, StreamMode, PROGRESS_EVENT, TOKEN_EVENT};
+pub use crate::run::namespace::{self, ThreadPath};
+pub use crate::run::snapshot::{StateSnapshot, SubgraphState, SubgraphView};
 pub use edit::StateEdit;
-pub use error::{NodeError, NodeErrorKind, ResumeError, RunError};
-pub use events::{Event, StreamMode, PROGRESS_EVENT, TOKEN_EVENT};
-pub use namespace::ThreadPath;
 pub use stream::RunStream;
 pub use subgraph::Subgraph;
-pub use subgraph_view::{SubgraphState, SubgraphView};
-pub use threads::{
-    HistoryEntry, HistoryQuery, StateSnapshot, TaskError, ThreadStatus, ThreadSummary,
-};
+pub use threads::{HistoryEntry, HistoryQuery, TaskError, ThreadStatus, ThreadSummary};
 
 use crate::checkpoint::{CheckpointId, InterruptRecord};
 use crate::graph::CompiledGraph;
+use crate::run::events::EventSink;
 use crate::state::{State, WriteMarks};
-use events::EventSink;
 use executor::{Identity, Run, Start};
 use std::collections::BTreeMap;
 use tracing::Instrument;
@@ -291,7 +288,7 @@ impl<S: State> CompiledGraph<S> {
         config: RunConfig,
     ) -> Result<RunOutcome<S>, RunError> {
         if config.thread_id.is_none() && config.checkpoint_id.is_none() {
-            if let Some(ctx) = context::current_task() {
+            if let Some(ctx) = crate::run::context::current_task() {
                 return subgraph::invoke_as_child(&ctx, self, input, &config).await;
             }
         }

@@ -3,12 +3,12 @@
 //!
 //! Invariant: everything here goes through the `Checkpointer` trait; no backend is named.
 
-use super::config::{Durability, SnapshotPolicy};
-use super::error::RunError;
 use crate::checkpoint::{
     now_ms, CheckpointError, CheckpointId, CheckpointRecord, Checkpointer, Lease, NodeWrite,
     StateData,
 };
+use crate::error::RunError;
+use crate::run::config::{Durability, SnapshotPolicy};
 use crate::state::{State, TaggedUpdate};
 use serde_json::value::RawValue;
 use std::sync::Arc;

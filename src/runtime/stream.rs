@@ -1,7 +1,7 @@
-use super::events::{Event, EventSink, Modes};
 use super::executor::Start;
 use super::{execute, RunConfig, RunError, RunOutcome};
 use crate::graph::CompiledGraph;
+use crate::run::events::{Event, EventSink, Modes};
 use crate::state::State;
 use futures::Stream;
 use std::pin::Pin;

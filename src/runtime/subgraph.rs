@@ -9,15 +9,16 @@
 //! the child by interrupt id when the task runs again. A child that fails fails the parent's
 //! task with the path of nodes (`parent > child`).
 
-use super::context::{Context, TaskContext};
-use super::error::{NodeError, NodeErrorKind, RunError};
 use super::executor::{Identity, Run, Start};
-use super::namespace::{task_id, ThreadPath};
-use super::subgraph_view::{view_of, SubgraphView};
+use super::subgraph_view::view_of;
 use super::{nested_run, Resume, RunConfig, RunOutcome, RunStatus};
 use crate::checkpoint::waiting_interrupts;
 use crate::checkpoint::{Checkpointer, InterruptRecord};
+use crate::error::{NodeError, NodeErrorKind, RunError};
 use crate::graph::{Command, CompiledGraph, Node};
+use crate::run::context::{Context, TaskContext};
+use crate::run::namespace::{task_id, ThreadPath};
+use crate::run::snapshot::SubgraphView;
 use crate::state::State;
 use async_trait::async_trait;
 use serde_json::Value;

@@ -7,10 +7,10 @@
 //! Child records are copied as stored (a child's state type is not known here): the chain from
 //! the wanted checkpoint back to its nearest snapshot, which is all that reading it needs.
 
-use super::error::RunError;
-use super::namespace::{task_id, ThreadPath};
 use crate::checkpoint::{CheckpointId, CheckpointRecord, Checkpointer, PendingWrite, StateData};
+use crate::error::RunError;
 use crate::graph::CompiledGraph;
+use crate::run::namespace::{task_id, ThreadPath};
 use crate::state::State;
 use std::sync::Arc;
 
@@ -85,7 +85,7 @@ pub(crate) async fn fork_from_child<S: State>(
     copy_open_children(store, path, target, &to).await
 }
 
-fn bad_path(e: super::namespace::BadPath) -> RunError {
+fn bad_path(e: crate::run::namespace::BadPath) -> RunError {
     RunError::InvalidInput(e.to_string())
 }
 
@@ -122,8 +122,7 @@ async fn step_that_ran(
     }
     Err(RunError::InvalidInput(format!(
         "no checkpoint of `{thread}` ran node `{node}` as task `{task}`: the namespace does not \
-         belong to this thread (list a thread's children with get_state_with_subgraphs or \
-         `graph state`)"
+         belong to this thread (get_state_with_subgraphs lists a thread's children)"
     )))
 }
 

@@ -9,61 +9,15 @@
 //! not declared is still listed, with its next nodes and pauses, but without its values: those
 //! are stored as deltas that only the child's own state type can merge.
 
-use super::error::RunError;
-use super::namespace::{task_id, ThreadPath};
-use super::threads::StateSnapshot;
 use crate::checkpoint::{CheckpointId, CheckpointRecord, Checkpointer};
+use crate::error::RunError;
 use crate::graph::CompiledGraph;
+use crate::run::namespace::{task_id, ThreadPath};
+use crate::run::snapshot::{StateSnapshot, SubgraphState, SubgraphView};
 use crate::state::State;
 use async_trait::async_trait;
-use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
-
-/// A subgraph with its state type erased. Implemented by every [`CompiledGraph`]; a node hands
-/// these out through [`Node::subgraphs`](crate::graph::Node::subgraphs).
-// RunError's size is the runtime's choice; these methods pass it through unchanged.
-#[allow(clippy::result_large_err)]
-#[async_trait]
-pub trait SubgraphView: Send + Sync + 'static {
-    /// The child graph's name, when it was built with
-    /// [`StateGraph::named`](crate::graph::StateGraph::named) (stored with its checkpoints, so
-    /// a node declaring several graphs is told apart by it).
-    fn graph_name(&self) -> Option<&str>;
-
-    /// The graphs the child's node `node` runs.
-    fn node_subgraphs(&self, node: &str) -> Vec<Arc<dyn SubgraphView>>;
-
-    /// The child's nodes and edges as Mermaid lines, ids prefixed with `prefix`, its own
-    /// subgraphs expanded `xray` levels further.
-    fn mermaid_body(&self, prefix: &str, xray: usize) -> String;
-
-    /// The state of the child namespace `thread` (newest, or at `checkpoint`), with its own
-    /// children nested.
-    async fn state_at(
-        &self,
-        store: &Arc<dyn Checkpointer>,
-        thread: &str,
-        checkpoint: Option<CheckpointId>,
-    ) -> Result<StateSnapshot<Value>, RunError>;
-
-    /// Edits the child namespace `thread` (see [`CompiledGraph::update_state`]).
-    async fn update_at(
-        &self,
-        store: &Arc<dyn Checkpointer>,
-        thread: &str,
-        update: Value,
-        as_node: Option<&str>,
-    ) -> Result<CheckpointId, RunError>;
-}
-
-impl std::fmt::Debug for dyn SubgraphView {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SubgraphView")
-            .field("graph", &self.graph_name())
-            .finish()
-    }
-}
 
 #[async_trait]
 impl<C: State> SubgraphView for CompiledGraph<C> {
@@ -109,35 +63,7 @@ impl<C: State> SubgraphView for CompiledGraph<C> {
     }
 }
 
-/// One child run by a task of a snapshot's step, with its state.
-#[derive(Clone, Debug, Serialize)]
-pub struct SubgraphState {
-    /// The parent's node that runs it.
-    pub node: String,
-    /// The task's position in the parent's step.
-    pub task: usize,
-    /// The child's thread path (`{parent}/{node}:{task_id}`): give it to `history`,
-    /// `subgraph_state`, `update_subgraph_state` or `fork` to address the child.
-    pub thread: String,
-    /// False when the node does not declare the graph it runs (see [`Node::subgraphs`](crate::graph::Node::subgraphs)): the
-    /// child's `values` are then `null`; its next nodes and pauses are still read.
-    pub declared: bool,
-    /// The child's state (newest checkpoint), with its own children nested.
-    pub state: StateSnapshot<Value>,
-}
-
 impl<S: State> CompiledGraph<S> {
-    /// The graphs node `node` runs, as it declares them.
-    pub(crate) fn subgraphs_of(&self, node: &str) -> Vec<Arc<dyn SubgraphView>> {
-        let Some(i) = self.topology.node_index(node) else {
-            return Vec::new();
-        };
-        let entry = &self.topology.builder.nodes[i];
-        let mut views = entry.node.subgraphs();
-        views.extend(entry.options.subgraphs.iter().cloned());
-        views
-    }
-
     /// The state of a child namespace as JSON (`{thread}/{node}:{task}`, as
     /// [`get_state_with_subgraphs`](Self::get_state_with_subgraphs) lists it), at its newest
     /// checkpoint or at `checkpoint`, with its own children nested. `values` is `null` when the
@@ -238,7 +164,7 @@ fn pick(
 fn parse_path(thread: &str) -> Result<ThreadPath, RunError> {
     let path: ThreadPath = thread
         .parse()
-        .map_err(|e: super::namespace::BadPath| RunError::InvalidInput(e.to_string()))?;
+        .map_err(|e: crate::run::namespace::BadPath| RunError::InvalidInput(e.to_string()))?;
     if path.is_root() {
         return Err(RunError::InvalidInput(format!(
             "`{thread}` is a root thread, not a subgraph namespace (`{thread}/NODE:TASK`): use \

@@ -1,20 +1,19 @@
 //! Thread operations: inspect, list, edit, fork, rerun, delete, prune.
 
-use super::config::RunConfig;
-use super::error::RunError;
-use super::namespace::ThreadPath;
 use super::persist::{self, LeaseGuard};
 use super::saved::{newest_view, COMMAND_TASK};
-use super::subgraph_view::SubgraphState;
 use super::{Resume, RunOutcome};
 use crate::checkpoint::{
     now_ms, summarize, validate_thread_id, CheckpointError, CheckpointId, CheckpointMetadata,
-    CheckpointRecord, Checkpointer, Frontier, InterruptRecord, PendingKind, PendingWrite, Source,
-    StateData,
+    CheckpointRecord, Checkpointer, Frontier, PendingKind, PendingWrite, Source, StateData,
 };
 pub(crate) use crate::checkpoint::{pending_interrupts, task_errors};
 pub use crate::checkpoint::{TaskError, ThreadStatus, ThreadSummary};
+use crate::error::RunError;
 use crate::graph::{CompiledGraph, GraphError};
+use crate::run::config::RunConfig;
+use crate::run::namespace::ThreadPath;
+use crate::run::snapshot::StateSnapshot;
 use crate::state::State;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -33,54 +32,6 @@ pub(crate) fn check_thread(thread_id: &str) -> Result<ThreadPath, RunError> {
         validate_thread_id(thread_id)?;
         Ok(ThreadPath::root_of(thread_id))
     })
-}
-
-/// A thread's state at one checkpoint, with what comes next.
-#[derive(Clone, Debug, Serialize)]
-pub struct StateSnapshot<S> {
-    /// The state.
-    pub values: S,
-    /// The nodes that run next, in task order. For the thread's newest state, tasks of a
-    /// stopped step whose results are saved are left out (they are in `completed`, and their
-    /// results are merged into `values`).
-    pub next: Vec<String>,
-    /// Pauses waiting for a person (answer dynamic ones by id).
-    pub interrupts: Vec<InterruptRecord>,
-    /// Tasks of the next step that failed, with their errors.
-    pub errors: Vec<TaskError>,
-    /// Tasks of the next step whose results are already saved (they will not run again).
-    pub completed: Vec<String>,
-    /// The checkpoint.
-    pub checkpoint_id: CheckpointId,
-    /// Its parent.
-    pub parent_id: Option<CheckpointId>,
-    /// Supersteps done.
-    pub step: u64,
-    /// Why and by whom it was written.
-    pub metadata: CheckpointMetadata,
-    /// The children the next step's tasks started (paused or cut short inside them), each with
-    /// its state and its own children, in task order; filled by
-    /// [`CompiledGraph::get_state_with_subgraphs`], empty otherwise.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub subgraphs: Vec<SubgraphState>,
-}
-
-impl<S> StateSnapshot<S> {
-    /// The same snapshot with other values (e.g. the state as JSON).
-    pub fn map_values<T>(&self, values: T) -> StateSnapshot<T> {
-        StateSnapshot {
-            values,
-            next: self.next.clone(),
-            interrupts: self.interrupts.clone(),
-            errors: self.errors.clone(),
-            completed: self.completed.clone(),
-            checkpoint_id: self.checkpoint_id,
-            parent_id: self.parent_id,
-            step: self.step,
-            metadata: self.metadata.clone(),
-            subgraphs: self.subgraphs.clone(),
-        }
-    }
 }
 
 /// A snapshot of `record` with its pending writes, holding `values`.

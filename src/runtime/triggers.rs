@@ -1,7 +1,7 @@
 //! Which tasks the next superstep runs: static edges, routers, commands, joins, deferral.
 
-use super::error::RunError;
 use crate::checkpoint::{Frontier, TaskSpec};
+use crate::error::RunError;
 use crate::graph::{Goto, Target, Topology, END};
 use crate::state::State;
 use std::collections::BTreeMap;

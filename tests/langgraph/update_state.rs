@@ -197,7 +197,9 @@ async fn an_edit_after_a_parallel_step_needs_as_node() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, RunError::InvalidInput(m) if m.contains("`a` and `b`") && m.contains("as_node")),
+        matches!(&err, RunError::AmbiguousEdit { thread_id, nodes } if thread_id == "t" && nodes == &["a", "b"])
+            && err.to_string().contains("`a` and `b`")
+            && err.to_string().contains("as_node"),
         "{err}"
     );
     graph

@@ -375,16 +375,18 @@ impl<S: State> Artifacts<S> {
             let old = (status.files.iter()).find(|f| mine(f) && f.state == FileState::Behind);
             let result = if let Some(gone) = missing.first() {
                 Err(EditError::new(format!(
-                    "not read: `{gone}` of the same artifact was deleted, and an artifact is read whole; put it back (or restore the folder with `--restore`)"
-                )))
+                    "not read: `{gone}` of the same artifact was deleted, and an artifact is read whole; put it back (or restore the files from the checkpoint)"
+                ))
+                .mended_by_restore())
             } else if let Some(old) = old {
                 Err(EditError::new(format!(
                     "not read: `{}` of the same artifact is as written for an older checkpoint, \
                      and the thread's state has changed it since; an artifact is read whole, so \
-                     reading it would undo that change. Keep a copy of your edits, write the \
-                     current files with `--restore`, and make them again on them",
+                     reading it would undo that change. Keep a copy of your edits, restore the \
+                     current files from the checkpoint, and make them again on them",
                     old.path
-                )))
+                ))
+                .mended_by_restore())
             } else {
                 self.parse_artifact(i, state, status, disk, &changed)
             };
@@ -506,22 +508,26 @@ impl<S: State> Artifacts<S> {
                 FileState::Truncated { len: 0, expected } => out.push(
                     EditError::new(format!(
                         "empty ({expected} bytes were written): an artifact is not emptied by an edit \
-                         (for less, edit it down to what it must keep); `--restore` writes it again"
+                         (for less, edit it down to what it must keep); restoring the files from \
+                         the checkpoint writes it again"
                     ))
-                    .in_file(f.path.clone()),
+                    .in_file(f.path.clone())
+                    .mended_by_restore(),
                 ),
                 FileState::Truncated { len, expected } => out.push(
                     EditError::new(format!(
-                        "truncated: {len} of the {expected} bytes written (a writer was cut off); `--restore` writes it again"
+                        "truncated: {len} of the {expected} bytes written (a writer was cut off); restoring the files from the checkpoint writes it again"
                     ))
-                    .in_file(f.path.clone()),
+                    .in_file(f.path.clone())
+                    .mended_by_restore(),
                 ),
                 FileState::Changed => out.push(
                     EditError::new(format!(
-                        "changed, but artifact `{}` cannot be read back (it has no parser); `--restore` writes it again",
+                        "changed, but artifact `{}` cannot be read back (it has no parser); restoring the files from the checkpoint writes it again",
                         f.artifact
                     ))
-                    .in_file(f.path.clone()),
+                    .in_file(f.path.clone())
+                    .mended_by_restore(),
                 ),
                 _ => {}
             }
@@ -557,10 +563,11 @@ fn refuse_stale(
                 "changed, but this file is as written for step {} and the thread's state has \
                  changed it since (a write into the folder failed or was cut short, or the state \
                  was updated): taking your version would undo that change, so it is not read. Keep \
-                 a copy of it, write the current files with `--restore`, and make your edit again \
-                 on them",
+                 a copy of it, restore the current files from the checkpoint, and make your edit \
+                 again on them",
                 written.step
-            )),
+            ))
+            .mended_by_restore(),
         };
     }
 }

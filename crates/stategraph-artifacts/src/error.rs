@@ -22,6 +22,11 @@ pub struct EditError {
     pub line: Option<usize>,
     /// What is wrong, and what would be right.
     pub message: String,
+    /// Restoring the thread's files from its checkpoint mends it (the file is damaged, or is
+    /// as written for an older state): [`ThreadArtifacts::restore`](crate::ThreadArtifacts::restore)
+    /// writes it again, and a front end may offer that as the way out.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub restore_mends: bool,
 }
 
 impl EditError {
@@ -31,7 +36,20 @@ impl EditError {
             file: None,
             line: None,
             message: message.into(),
+            restore_mends: false,
         }
+    }
+
+    /// Marks it as one that restoring the files from the checkpoint mends.
+    ///
+    /// ```
+    /// use stategraph_artifacts::EditError;
+    /// let e = EditError::new("truncated; restoring the files writes it again").mended_by_restore();
+    /// assert!(e.restore_mends);
+    /// ```
+    pub fn mended_by_restore(mut self) -> Self {
+        self.restore_mends = true;
+        self
     }
 
     /// Places it on a line (from 1).
@@ -121,7 +139,7 @@ pub enum ArtifactError {
     /// Edited files that do not parse or validate; nothing was applied.
     #[error("{} edited artifact(s) refused, nothing changed:\n  {}", .0.len(), .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  "))]
     InvalidEdits(Vec<EditError>),
-    /// `--version` names a version the thread does not have.
+    /// A version was asked for that the thread does not have.
     #[error("thread `{thread}` has no artifact version `{label}`; its versions: {known}")]
     UnknownVersion {
         /// The thread.
@@ -132,7 +150,7 @@ pub enum ArtifactError {
         known: String,
     },
     /// The thread's artifact records (kept in its store) do not decode.
-    #[error("thread `{thread}`: the artifact record `{key}` is damaged ({message}); `graph artifacts {thread} --restore` writes the files and records again from the checkpoint")]
+    #[error("thread `{thread}`: the artifact record `{key}` is damaged ({message}); restoring the thread's artifacts writes the files and records again from the checkpoint")]
     Record {
         /// The thread.
         thread: String,

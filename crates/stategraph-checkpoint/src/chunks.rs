@@ -22,10 +22,10 @@
 //! and no backend holds one large value whole: sled keeps every value it was handed in its page
 //! cache, charged at the size it takes in its log, which for a large value is a few bytes.
 
+pub use super::chunk_root::{ChunkHash, ChunkRoot};
 use super::codec::FrameError;
 use super::error::{corrupt, CheckpointError};
 use super::record::{CheckpointRecord, StateData};
-use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
 /// Snapshots shorter than this stay inline in their record. An inline snapshot reads back in
@@ -41,20 +41,8 @@ const MAX_CHUNK: usize = 12 * 1024;
 /// One index entry: the piece's hash and its length (u32, little-endian).
 const ENTRY: usize = 16 + 4;
 
-/// A piece's name: the first 16 bytes of its BLAKE3 hash.
-pub type ChunkHash = [u8; 16];
-
 /// Where [`split`] hands each piece.
 type PutPiece<'a> = dyn FnMut(&ChunkHash, &[u8]) -> Result<(), CheckpointError> + 'a;
-
-/// Where a chunked snapshot starts: the root piece, how many index levels lie below it, and
-/// the length of the JSON they add up to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChunkRoot {
-    pub hash: ChunkHash,
-    pub depth: u8,
-    pub len: u64,
-}
 
 /// A backend's pieces for one thread.
 pub trait ChunkStore {
@@ -173,30 +161,44 @@ fn join(store: &dyn ChunkStore, root: &ChunkRoot) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-/// Adds every piece under `root` to `live`, reading only index pieces. `indexes` holds the
-/// index pieces already read (through another root), whose pieces are marked already.
+/// Adds every piece under `root` to `live`, reading only index pieces. `levels` names the index
+/// levels already read (through another root), whose pieces are marked already.
+///
+/// A level is read whole: its pieces joined are the index of the level below, and a piece alone
+/// is cut where its content says, not at an entry's end (a tree of two index levels or more has
+/// pieces that end inside an entry).
 fn mark(
     store: &dyn ChunkStore,
     root: &ChunkRoot,
     live: &mut HashSet<ChunkHash>,
-    indexes: &mut HashSet<ChunkHash>,
+    levels: &mut HashSet<ChunkHash>,
 ) -> Result<(), String> {
     live.insert(root.hash);
     let mut level = vec![root.hash];
-    for _ in 0..root.depth {
-        let mut below = Vec::new();
-        for h in &level {
-            if !indexes.insert(*h) {
-                continue;
-            }
-            for (child, _) in entries(&fetch(store, h, None)?)? {
-                live.insert(child);
-                below.push(child);
-            }
+    for above in (1..=root.depth).rev() {
+        if !levels.insert(level_name(&level, above)) {
+            break;
         }
-        level = below;
+        let mut index = Vec::new();
+        for h in &level {
+            index.extend_from_slice(&fetch(store, h, None)?);
+        }
+        level = entries(&index)?.map(|(child, _)| child).collect();
+        live.extend(level.iter().copied());
     }
     Ok(())
+}
+
+/// A name for one level of a tree: its pieces in order, and how many levels lie below.
+fn level_name(level: &[ChunkHash], above: u8) -> ChunkHash {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&[above]);
+    for h in level {
+        hasher.update(h);
+    }
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&hasher.finalize().as_bytes()[..16]);
+    out
 }
 
 /// Cuts `data` into pieces that go to `store` (those it already holds are not written again).
@@ -303,6 +305,63 @@ pub fn decode_checkpoint(
 /// is too damaged to tell (then nothing can read its pieces any more either).
 pub fn may_hold_pieces(record: &[u8]) -> bool {
     !super::codec::chunk_roots(record).is_ok_and(|roots| roots.is_empty())
+}
+
+/// For a backend that reads pieces in batches over a network rather than one at a time (the
+/// [`ChunkStore`] it hands [`decode_checkpoint`], [`unspill`] and [`live_pieces`] must answer
+/// without waiting): the pieces below the roots that `records` (as stored) name, which `have`
+/// lacks and which can be named from what it already holds, an index level at a time.
+///
+/// Fetch them into `have` and ask again, until nothing is named that was not asked for before
+/// (a piece the store does not hold stays named: reading the record then reports it missing).
+/// With `leaves` false, only index pieces are named: all that [`live_pieces`] reads. A damaged
+/// index names nothing below it; reading the record reports the damage.
+pub fn pieces_to_fetch<'a>(
+    records: impl IntoIterator<Item = &'a [u8]>,
+    have: &dyn ChunkStore,
+    leaves: bool,
+) -> Vec<ChunkHash> {
+    let (mut want, mut named) = (Vec::new(), HashSet::new());
+    for bytes in records {
+        // A record whose frame does not check out names nothing; reading it says why.
+        let Ok(roots) = super::codec::chunk_roots(bytes) else {
+            continue;
+        };
+        for root in roots {
+            let mut level = vec![root.hash];
+            for depth in 0..=root.depth {
+                let is_index = depth < root.depth;
+                let lacking: Vec<ChunkHash> = level
+                    .iter()
+                    .filter(|h| !have.contains(h).unwrap_or(false))
+                    .copied()
+                    .collect();
+                if !lacking.is_empty() {
+                    if is_index || leaves {
+                        want.extend(lacking.into_iter().filter(|h| named.insert(*h)));
+                    }
+                    break;
+                }
+                if !is_index {
+                    break;
+                }
+                // A level's pieces joined are the index of the level below (see `mark`); a
+                // damaged one names nothing more, and reading the record reports it.
+                let mut index = Vec::new();
+                for h in &level {
+                    match fetch(have, h, None) {
+                        Ok(piece) => index.extend_from_slice(&piece),
+                        Err(_) => break,
+                    }
+                }
+                match entries(&index) {
+                    Ok(children) => level = children.map(|(child, _)| child).collect(),
+                    Err(_) => break,
+                };
+            }
+        }
+    }
+    want
 }
 
 /// The pieces still referenced by any of a thread's stored checkpoints (`records`, as stored).
@@ -550,5 +609,119 @@ mod tests {
         let victim = *only.map.keys().next().unwrap();
         only.map.remove(&victim);
         assert!(decode_checkpoint("t", uuid::Uuid::from_u128(7), &both, &only).is_err());
+    }
+
+    #[test]
+    fn a_batch_reader_fetches_a_snapshot_an_index_level_at_a_time() {
+        let json = String::from_utf8(messages(20_000)).unwrap();
+        let raw = serde_json::value::RawValue::from_string(json).unwrap();
+        let record = record_with(StateData::Snapshot(raw), "x");
+        let mut stored = Pieces::default();
+        let bytes = encode_checkpoint(&record, &mut stored).unwrap();
+        let fetch_all = |leaves: bool, from: &Pieces| {
+            let (mut have, mut asked, mut rounds) = (Pieces::default(), HashSet::new(), 0);
+            loop {
+                let want: Vec<ChunkHash> = pieces_to_fetch([bytes.as_slice()], &have, leaves)
+                    .into_iter()
+                    .filter(|h| asked.insert(*h))
+                    .collect();
+                if want.is_empty() {
+                    return (have, rounds);
+                }
+                rounds += 1;
+                for h in want {
+                    if let Some(b) = from.map.get(&h) {
+                        have.map.insert(h, b.clone());
+                    }
+                }
+            }
+        };
+
+        // Every piece, in one round per level of the tree (2 MB: an index above the leaves).
+        let (have, rounds) = fetch_all(true, &stored);
+        assert_eq!(have.map.len(), stored.map.len());
+        assert_eq!(rounds, 2);
+        let read = decode_checkpoint("t", record.id, &bytes, &have).unwrap();
+        assert_eq!(
+            serde_json::to_value(&read).unwrap(),
+            serde_json::to_value(&record).unwrap()
+        );
+
+        // Index pieces only: what a sweep reads, and it finds every live piece from them.
+        let (indexes, _) = fetch_all(false, &stored);
+        assert!(indexes.map.len() < stored.map.len() / 10);
+        let live = live_pieces("t", [bytes.as_slice()], &indexes).unwrap();
+        assert_eq!(live.len(), stored.map.len());
+
+        // A piece the store lacks ends the fetching, and reading reports it missing.
+        let mut lacking = Pieces {
+            map: stored.map.clone(),
+            ..Pieces::default()
+        };
+        let leaf = *stored.map.keys().find(|h| !indexes.map.contains_key(*h)).unwrap();
+        lacking.map.remove(&leaf);
+        let (have, _) = fetch_all(true, &lacking);
+        let err = decode_checkpoint("t", record.id, &bytes, &have).unwrap_err();
+        assert!(err.to_string().contains("is missing"), "{err}");
+    }
+
+    /// Text that content-defined chunking cuts everywhere alike, `len` bytes of it.
+    fn noise(len: usize) -> Vec<u8> {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        (0..len)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                b'a' + (seed % 26) as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_tree_with_two_index_levels_is_marked_and_fetched_whole() {
+        let data = noise(6 * 1024 * 1024);
+        let mut pieces = Pieces::default();
+        let root = store(&mut pieces, &data);
+        assert!(root.depth >= 2, "depth {}", root.depth);
+        assert_eq!(join(&pieces, &root).unwrap(), data);
+        let mut live = HashSet::new();
+        mark(&pieces, &root, &mut live, &mut HashSet::new()).unwrap();
+        assert_eq!(live.len(), pieces.map.len());
+    }
+
+    #[test]
+    fn a_large_snapshot_is_pruned_and_fetched_in_batches_whatever_its_depth() {
+        let json = format!("\"{}\"", String::from_utf8(noise(6 * 1024 * 1024)).unwrap());
+        let raw = serde_json::value::RawValue::from_string(json).unwrap();
+        let record = record_with(StateData::Snapshot(raw), "x");
+        let mut stored = Pieces::default();
+        let bytes = encode_checkpoint(&record, &mut stored).unwrap();
+        let live = live_pieces("t", [bytes.as_slice()], &stored).unwrap();
+        assert_eq!(live.len(), stored.map.len());
+
+        let (mut have, mut asked, mut rounds) = (Pieces::default(), HashSet::new(), 0);
+        loop {
+            let want: Vec<ChunkHash> = pieces_to_fetch([bytes.as_slice()], &have, true)
+                .into_iter()
+                .filter(|h| asked.insert(*h))
+                .collect();
+            if want.is_empty() {
+                break;
+            }
+            rounds += 1;
+            for h in want {
+                have.map.insert(h, stored.map[&h].clone());
+            }
+        }
+        let depth = super::super::codec::chunk_roots(&bytes).unwrap()[0].depth;
+        assert!(depth >= 2, "depth {depth}");
+        assert_eq!(rounds, usize::from(depth) + 1, "one round per level");
+        assert_eq!(have.map.len(), stored.map.len());
+        let read = decode_checkpoint("t", record.id, &bytes, &have).unwrap();
+        assert_eq!(
+            serde_json::to_value(&read).unwrap(),
+            serde_json::to_value(&record).unwrap()
+        );
     }
 }

@@ -12,7 +12,7 @@
 //! records: the payload is only the root of those pieces. Readers keep every format they ever
 //! wrote.
 
-use super::chunks::ChunkRoot;
+use super::chunk_root::ChunkRoot;
 use super::record::{CheckpointId, CheckpointRecord};
 use serde::de::DeserializeOwned;
 use serde::Serialize;

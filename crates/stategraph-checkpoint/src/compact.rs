@@ -17,7 +17,7 @@
 //!   the loop workload went from 231 to 190 bytes, and sled's log, which holds about twice
 //!   what it stores, shrinks with it.
 
-use super::chunks::ChunkRoot;
+use super::chunk_root::ChunkRoot;
 use super::record::{
     CheckpointId, CheckpointMetadata, CheckpointRecord, Frontier, NodeWrite, Source, StateData,
     TaskSpec,

@@ -33,7 +33,7 @@ pub enum CheckpointError {
         /// The holder's host.
         host: String,
         /// Time until the holder's lease lapses unless renewed; 0 when the holder has no lease
-        /// (a command other than a run holds the thread, as `graph update` does for moments).
+        /// (a holder other than a run, such as an edit, which holds the thread for moments).
         expires_in_ms: u64,
     },
     /// An id that is not valid as a thread id.
@@ -64,7 +64,7 @@ pub enum CheckpointError {
     },
     /// The store's files are damaged: the store cannot be opened, or it lost checkpoints it held
     /// when it was last closed. Nothing was changed; what can still be read stays readable, and a
-    /// repair (`FolderCheckpointer::repair`, `graph repair`) keeps a backup first.
+    /// repair (`FolderCheckpointer::repair`) keeps a backup first.
     #[error("the store of thread `{thread}` is damaged: {reason} (file {file})")]
     Damaged {
         /// The thread whose store it is (empty for a store of many threads).
@@ -148,7 +148,7 @@ fn busy_text(thread: &str, pid: u32, host: &str, expires_in_ms: u64) -> String {
         };
         return format!(
             "thread `{thread}` is busy: another process{process} holds it; wait for it to let go \
-             (a command such as `graph update` holds a thread for moments, a run until it ends \
+             (a short operation such as an edit holds a thread for moments, a run until it ends \
              or pauses), or stop it"
         );
     }

@@ -10,7 +10,8 @@
 //!   such and never read as an empty or default state; `compact.rs` is the binary layout of
 //!   checkpoints inside a frame.
 //! - [`chunks`]: a large snapshot cut by content into pieces named by their hash, shared by a
-//!   thread's snapshots.
+//!   thread's snapshots; `chunk_root.rs` is how a stored record names such pieces (below the
+//!   codec, the compact layout and `chunks`, which all use it).
 //! - [`group_commit`]: runs flushing one store at the same time share flushes.
 //! - `status.rs`: where a thread stands, from its records alone.
 //! - `thread_key.rs`: how a subgraph's records are keyed inside its root thread's.
@@ -23,6 +24,7 @@
 // Library code never prints: it returns what it has to say (see the engine's lib.rs).
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod chunk_root;
 pub mod chunks;
 pub mod codec;
 mod compact;

@@ -2,7 +2,8 @@
 
 use stategraph::checkpoint::CheckpointError;
 use stategraph::runtime::RunError;
-use stategraph_registry::{GraphFileError, RegistryError};
+use stategraph_artifacts::ArtifactError;
+use stategraph_registry::{BuildError, GraphFileError, RegistryError};
 
 /// The run reached its end (or the command did what it was asked).
 pub const EXIT_DONE: u8 = 0;
@@ -44,6 +45,7 @@ pub(crate) fn bad_input(message: impl Into<String>) -> anyhow::Error {
 pub(crate) fn run_error_code(e: &RunError) -> u8 {
     match e {
         RunError::InvalidInput(_)
+        | RunError::AmbiguousEdit { .. }
         | RunError::Graph(_)
         | RunError::ThreadNotFound { .. }
         | RunError::CheckpointNotFound { .. }
@@ -63,32 +65,137 @@ fn checkpoint_error_code(e: &CheckpointError) -> u8 {
     }
 }
 
-/// What to do about an error, when the error alone does not say it in CLI terms.
+/// What to do about an error, when the error alone does not say it in CLI terms: the library
+/// says what is wrong and what mends it in its own words (restoring the artifacts, `as_node`,
+/// a setting, an override); this names the command line that does it.
 pub(crate) fn hint(ctx: &super::Ctx, err: &anyhow::Error) -> Option<String> {
-    let checkpoint_error = err.chain().find_map(|c| {
-        c.downcast_ref::<CheckpointError>()
-            .or_else(|| match c.downcast_ref::<RunError>() {
-                Some(RunError::Checkpoint(e)) => Some(e),
-                _ => None,
-            })
-    })?;
-    match checkpoint_error {
-        CheckpointError::Damaged { thread, .. } if !thread.is_empty() => {
-            Some(match ctx.store.single_store_recovery() {
-                Some(how) => format!(
-                    "nothing was changed. What is intact can still be read (`{}`). {how}",
-                    ctx.command_line(&["history", thread])
-                ),
-                None => format!(
+    err.chain().find_map(|cause| {
+        if let Some(e) = checkpoint_error(cause) {
+            return damaged_hint(ctx, e);
+        }
+        if let Some(ArtifactError::Record { thread, .. }) = cause.downcast_ref::<ArtifactError>() {
+            return Some(format!(
+                "write the files and records again from the checkpoint with:\n  {}",
+                ctx.command_line_with(&["artifacts", thread], "--restore")
+            ));
+        }
+        if let Some(RunError::AmbiguousEdit { thread_id, nodes }) = run_error(cause) {
+            let first = nodes.first().map(String::as_str).unwrap_or("<NODE>");
+            return Some(format!(
+                "say which node the edit stands for with --as-node ({}):\n  {}",
+                nodes.join(" or "),
+                ctx.command_line_with(
+                    &["update", thread_id],
+                    &format!("--set-json <JSON> --as-node {}", super::shell_quote(first))
+                )
+            ));
+        }
+        if let Some(GraphFileError::BadOverride { text, .. }) = graph_file_error(cause) {
+            return Some(format!("fix or leave out --set {text}"));
+        }
+        match cause.downcast_ref::<BuildError>() {
+            Some(BuildError::Setting { key, .. }) if key != "settings" => Some(format!(
+                "set it with --set {key}=<VALUE> (or in the graph file)"
+            )),
+            _ => None,
+        }
+    })
+}
+
+/// One error of an error's chain.
+type Cause = dyn std::error::Error + 'static;
+
+/// The store's error in `cause`, also where a run or an artifact operation carries it.
+fn checkpoint_error(cause: &Cause) -> Option<&CheckpointError> {
+    if let Some(e) = cause.downcast_ref::<CheckpointError>() {
+        return Some(e);
+    }
+    match (run_error(cause), cause.downcast_ref::<ArtifactError>()) {
+        (Some(RunError::Checkpoint(e)), _) | (_, Some(ArtifactError::Checkpoint(e))) => Some(e),
+        _ => None,
+    }
+}
+
+/// The graph file's error in `cause`, also where the registry carries it.
+fn graph_file_error(cause: &Cause) -> Option<&GraphFileError> {
+    cause
+        .downcast_ref::<GraphFileError>()
+        .or_else(|| match cause.downcast_ref::<RegistryError>() {
+            Some(RegistryError::File(e)) => Some(e),
+            _ => None,
+        })
+}
+
+/// The run's error in `cause`, also where an artifact operation carries it.
+fn run_error(cause: &Cause) -> Option<&RunError> {
+    cause
+        .downcast_ref::<RunError>()
+        .or_else(|| match cause.downcast_ref::<ArtifactError>() {
+            Some(ArtifactError::Run(e)) => Some(&**e),
+            _ => None,
+        })
+}
+
+fn damaged_hint(ctx: &super::Ctx, e: &CheckpointError) -> Option<String> {
+    let CheckpointError::Damaged { thread, .. } = e else {
+        return None;
+    };
+    if thread.is_empty() {
+        return None;
+    }
+    Some(match ctx.store.single_store_recovery() {
+        Some(how) => format!(
+            "nothing was changed. What is intact can still be read (`{}`). {how}",
+            ctx.command_line(&["history", thread])
+        ),
+        None => format!(
             "nothing was changed. Its intact checkpoints can still be read (`{}`); to make it \
              usable again from the newest intact one, keeping a backup of it as it is: {}",
             ctx.command_line(&["history", thread]),
             ctx.command_line(&["repair", thread])
-                ),
+        ),
+    })
+}
+
+/// What mends a failed run beside resuming it, as a line to print after the resume command
+/// (`resume`, the command that continues the thread): a higher recursion limit, or a setting
+/// a node's failure names. The library says these in its own words (`RunConfig::recursion_limit`,
+/// "the setting `KEY`"); the command line sets both with `--set`.
+pub(crate) fn run_mend(e: &RunError, resume: &str) -> Option<String> {
+    match e {
+        RunError::RecursionLimit { limit, .. } => Some(format!(
+            "or, if the run is legitimately long, with a higher limit:\n  {resume} --set recursion_limit={}",
+            limit.saturating_mul(2).max(1)
+        )),
+        RunError::NodeFailed { message, .. } => {
+            let keys = settings_named(message);
+            (!keys.is_empty()).then(|| {
+                let sets: Vec<String> = keys.iter().map(|k| format!("--set {k}=<VALUE>")).collect();
+                format!("or, with the setting changed:\n  {resume} {}", sets.join(" "))
             })
         }
         _ => None,
     }
+}
+
+/// The settings a node's message names as "setting `KEY`" (the built-in agents' words for
+/// what to change), in order, once each.
+fn settings_named(message: &str) -> Vec<&str> {
+    const BEFORE: &str = "setting `";
+    let mut keys: Vec<&str> = Vec::new();
+    let mut rest = message;
+    while let Some(at) = rest.find(BEFORE) {
+        let Some((key, after)) = rest[at + BEFORE.len()..].split_once('`') else {
+            break;
+        };
+        rest = after;
+        let plain = !key.is_empty()
+            && (key.chars()).all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+        if plain && !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys
 }
 
 /// The exit code for any error reaching the top: the first typed error in its chain decides.

@@ -190,7 +190,13 @@ fn set_overrides_settings_and_limits_and_is_kept_for_resume() {
             "recursion_limit=2",
         ])
         .expect(1);
-    limited.stderr_has(&["recursion limit of 2", "continue with", "graph resume"]);
+    limited.stderr_has(&[
+        "recursion limit of 2",
+        "continue with",
+        "graph resume",
+        "with a higher limit:",
+        "--set recursion_limit=4",
+    ]);
     let thread = limited.thread();
     db.graph(&["resume", &thread, "--set", "recursion_limit=20"])
         .expect(0);

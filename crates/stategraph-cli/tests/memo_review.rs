@@ -131,7 +131,7 @@ fn yes_approves_a_memo_below_8() {
         ])
         .without_model()
         .expect(0);
-    out.stderr_has(&["is below 8: approved by --yes"]);
+    out.stderr_has(&["is below 8: approved by the `yes` setting"]);
 }
 
 #[test]

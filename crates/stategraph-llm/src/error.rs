@@ -1,4 +1,4 @@
-use super::http::HttpError;
+use super::http::{attempts_text, HttpError};
 use super::Usage;
 
 /// Why a model call failed. Messages name the provider, base URL and model where they
@@ -181,13 +181,5 @@ impl LlmError {
             self.cause(),
             LlmError::Structured { .. } | LlmError::MalformedResponse { .. }
         )
-    }
-}
-
-/// `1 attempt`, `4 attempts`.
-pub(super) fn attempts_text(attempts: u32) -> String {
-    match attempts {
-        1 => "1 attempt".to_string(),
-        n => format!("{n} attempts"),
     }
 }

@@ -40,6 +40,7 @@ pub mod anthropic;
 mod error;
 pub mod fake;
 pub mod http;
+mod model_settings;
 pub mod openai;
 pub mod provider;
 mod sse;
@@ -56,6 +57,7 @@ use serde_json::Value;
 pub use accounting::{usd, NodeUsage, Pricing, Usage, UsageLedger};
 pub use error::LlmError;
 pub use fake::FakeChatModel;
+pub use model_settings::ModelSettings;
 pub use structured::{
     schema_for, strict_schema, structured, structured_validated, StructuredOptions,
 };

@@ -12,11 +12,12 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::messages::{add_messages, MessagesState};
+use super::model_error::model_node_error;
 use super::tool_node::{tools_condition, Approval, ToolNode, TOOLS};
 use stategraph::graph::{Command, Node, RetryPolicy, StateGraph};
 use stategraph::runtime::{Context, NodeError};
 use stategraph::{State, END, START};
-use stategraph_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, Message, Role, Usage};
+use stategraph_llm::{ChatModel, ChatRequest, ChatResponse, Message, Role, Usage};
 use stategraph_tools::Toolbox;
 
 /// The model node's name.
@@ -111,17 +112,6 @@ impl AgentOptions {
     pub fn with_approval(mut self, approval: Approval) -> Self {
         self.approvals.push(approval);
         self
-    }
-}
-
-/// A model error as a node error, retryable only when no lower layer retried it already (the
-/// HTTP client retries its own errors), so retries never multiply across layers.
-pub fn model_node_error(e: LlmError) -> NodeError {
-    let message = format!("the model call failed: {e}");
-    if e.should_retry() {
-        NodeError::transient(message)
-    } else {
-        NodeError::new(message)
     }
 }
 

@@ -8,19 +8,20 @@
 //!
 //! # Layout
 //! `messages.rs` the conversation field and its reducer; `tool_node.rs` the tool node and the
-//! tools condition; `agent.rs` the prebuilt agent loop.
+//! tools condition; `agent.rs` the prebuilt agent loop; `model_error.rs` a failed model call as a
+//! node error (whether to retry it, what it says), for every agent.
 
 // Library code never prints: it returns what it has to say (see the engine's lib.rs).
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod agent;
 mod messages;
-
+mod model_error;
 mod tool_node;
 
 pub use agent::{
-    agent, call_model, model_node_error, AgentOptions, AgentState, AgentStateUpdate, AGENT,
-    DEFAULT_MAX_ROUNDS,
+    agent, call_model, AgentOptions, AgentState, AgentStateUpdate, AGENT, DEFAULT_MAX_ROUNDS,
 };
 pub use messages::{add_messages, MessagesState};
+pub use model_error::{asked_node_error, model_node_error};
 pub use tool_node::{tools_condition, Approval, ApprovalAnswer, ToolNode, TOOLS};

@@ -56,7 +56,7 @@ pub trait ErasedGraph: Send + Sync {
     fn draw(&self, format: DrawFormat, xray: usize) -> String;
 
     /// Checks that `update` (a run's input, or an edit) fits the state's update type, without
-    /// running anything. `source` names it in the error (`the input`, `--input-json`), which
+    /// running anything. `source` names it in the error (`the input`, or where it came from), which
     /// says what does not fit in the words of JSON: the field, what it takes, what was given.
     fn check_update(&self, update: &Value, source: &str) -> Result<(), RunError>;
 
@@ -137,7 +137,7 @@ pub trait ErasedGraph: Send + Sync {
 
 /// Decodes JSON into `T` (a state's update); what does not fit is said in the words of JSON
 /// (see [`state::update_from_json`](stategraph::state::update_from_json)). `what` names where the
-/// JSON came from (`the input`, `--set-json`).
+/// JSON came from (`the input`, `the update`).
 #[allow(clippy::result_large_err)]
 pub(crate) fn decode<T: DeserializeOwned>(value: Value, what: &str) -> Result<T, RunError> {
     stategraph::state::update_from_json(value)

@@ -5,7 +5,7 @@ use super::SettingsSchema;
 use serde::{Deserialize, Serialize};
 use stategraph::runtime::{Durability, RunConfig};
 
-/// The keys a graph file may have at its top level; every other `--set` key goes to `settings`.
+/// The keys a graph file may have at its top level; every other override key goes to `settings`.
 const TOP_LEVEL: &[&str] = &[
     "graph",
     "description",
@@ -88,7 +88,7 @@ pub enum GraphFileError {
         message: String,
     },
     /// An override is not `KEY=VALUE` or cannot be applied.
-    #[error("--set {text}: {message}")]
+    #[error("override `{text}`: {message}")]
     BadOverride {
         /// The override as given.
         text: String,
@@ -261,8 +261,8 @@ pub(super) fn check_top_level(
     })
 }
 
-/// Refuses a top-level value of the wrong type (`recursion_limit = "x"`) in the words `--set`
-/// uses, rather than serde's ("expected u64").
+/// Refuses a top-level value of the wrong type (`recursion_limit = "x"`) in the words an
+/// override's check uses, rather than serde's ("expected u64").
 fn check_top_level_values(table: &toml::Table, origin: &str) -> Result<(), GraphFileError> {
     let schema = top_level_schema();
     for (key, value) in table {
@@ -297,7 +297,7 @@ impl GraphFile {
             o.apply(&mut table)?;
         }
         GraphFile::deserialize(toml::Value::Table(table))
-            .map_err(|e| invalid(format!("after --set: {}", one_line(&e.to_string()))))
+            .map_err(|e| invalid(format!("after the overrides: {}", one_line(&e.to_string()))))
     }
 
     /// The minimal file of a graph registered without one.

@@ -11,6 +11,8 @@
 //!   (see [`artifacts`](stategraph_artifacts)).
 //! - [`PlanEditor`] is an optional capability of a graph whose state holds a plan a person may
 //!   edit while a run is paused (`graph plan`); the factory hands it out.
+//! - [`TaskFiles`] is another, of a graph whose work is a folder of Markdown task files it
+//!   decomposes and solves (`graph decompose`, `tree`, `solve`).
 //!
 //! Invariant: the registry knows graphs and the runtime, never a command line or a storage
 //! backend. The CLI sits above it; agents implement its traits without knowing the CLI.
@@ -22,11 +24,13 @@ mod erased;
 mod file;
 mod plan;
 mod settings;
+mod task_files;
 
 pub use erased::{DrawFormat, ErasedGraph, EventSender};
 pub use file::{GraphFile, GraphFileError, Override};
 pub use plan::{DependencyChange, PlanEditor, PlanError, PlanOp, PlanPosition};
-pub use settings::{path_setting, settings_decode_error, SettingsSchema};
+pub use settings::{decode_settings, path_setting, settings_decode_error, SettingsSchema};
+pub use task_files::{Decomposed, RunStart, Start, TaskFiles, TaskFilesError, TreeStatus};
 
 use stategraph::checkpoint::Checkpointer;
 use stategraph::graph::{CompiledGraph, GraphError};
@@ -122,6 +126,12 @@ pub trait GraphFactory: Send + Sync + 'static {
         None
     }
 
+    /// What a front end's task-tree commands need of the graph, when its work is a folder of
+    /// Markdown task files (see [`TaskFiles`]). By default, none.
+    fn task_files(&self) -> Option<Arc<dyn TaskFiles>> {
+        None
+    }
+
     /// The graph's artifacts: parts of its state written as files into a versioned run folder
     /// after every checkpoint, which a person may read and edit before a resume (see
     /// [`artifacts`](stategraph_artifacts)). By default, none.
@@ -214,6 +224,8 @@ pub trait AnyFactory: Send + Sync {
     fn preflight(&self, file: &GraphFile) -> Result<(), BuildError>;
     /// See [`GraphFactory::plan_editor`].
     fn plan_editor(&self) -> Option<Arc<dyn PlanEditor>>;
+    /// See [`GraphFactory::task_files`].
+    fn task_files(&self) -> Option<Arc<dyn TaskFiles>>;
     /// The graph's artifacts (see [`GraphFactory::artifacts`]), bound to the graph built from
     /// `file` and stored in `checkpointer`; `None` when it declares none.
     fn artifacts(
@@ -262,6 +274,9 @@ impl<F: GraphFactory> AnyFactory for F {
     }
     fn plan_editor(&self) -> Option<Arc<dyn PlanEditor>> {
         GraphFactory::plan_editor(self)
+    }
+    fn task_files(&self) -> Option<Arc<dyn TaskFiles>> {
+        GraphFactory::task_files(self)
     }
     fn artifacts(
         &self,

@@ -235,6 +235,23 @@ fn path_leaves(node: &Value, prefix: String, out: &mut Vec<String>) {
     }
 }
 
+/// Decodes run settings into an agent's settings type `T`, a mistake named by its key and table
+/// ([`settings_decode_error`]).
+///
+/// ```
+/// #[derive(serde::Deserialize, Debug)]
+/// struct Settings { max: u32 }
+/// let map = serde_json::json!({"max": "many"}).as_object().unwrap().clone();
+/// let e = stategraph_registry::decode_settings::<Settings>(&map).unwrap_err();
+/// assert!(e.contains("`max`") && e.contains("whole number"), "{e}");
+/// ```
+pub fn decode_settings<T: serde::de::DeserializeOwned>(
+    map: &serde_json::Map<String, serde_json::Value>,
+) -> Result<T, String> {
+    serde_path_to_error::deserialize(serde_json::Value::Object(map.clone()))
+        .map_err(|e| settings_decode_error(&e))
+}
+
 /// A graph's `[settings]` that did not decode into its settings type, in the words of the file:
 /// the dotted setting and what is wrong with it, not serde's ("missing field", "invalid type").
 ///

@@ -120,7 +120,7 @@ fn note(spent: Usage, pricing: Option<&Pricing>) -> String {
     format!(
         "this task's failed attempts have used {requests} model request{} so far, {} tokens in \
          and {} out{cost}; they are added to the thread's usage ledger when the task succeeds \
-         (until then, `graph state` shows them off-ledger)",
+         (until then, they count as off-ledger spend)",
         if requests == 1 { "" } else { "s" },
         spent.input_tokens,
         spent.output_tokens

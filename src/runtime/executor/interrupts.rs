@@ -3,9 +3,9 @@
 use super::Run;
 use crate::checkpoint::{waiting_interrupts, Waiting};
 use crate::checkpoint::{InterruptRecord, InterruptWhen, PendingKind, PendingWrite, TaskSpec};
-use crate::runtime::context::interrupt_id;
-use crate::runtime::error::{ResumeError, RunError};
-use crate::runtime::events::Event;
+use crate::error::{ResumeError, RunError};
+use crate::run::context::interrupt_id;
+use crate::run::events::Event;
 use crate::runtime::{Resume, RunStatus};
 use crate::state::State;
 use std::collections::BTreeMap;

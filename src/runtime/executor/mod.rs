@@ -7,17 +7,17 @@ mod save;
 mod step;
 mod tasks;
 
-use super::config::RunConfig;
-use super::context::{Context, Inherited};
-use super::error::{NodeError, RunError};
-use super::events::EventSink;
-use super::namespace::ThreadPath;
 use super::persist::{self, CheckpointWriter, LeaseGuard, SnapshotTracker};
 use super::{Resume, RunOutcome, RunStatus};
 use crate::checkpoint::{
     validate_thread_id, CheckpointId, Checkpointer, Frontier, InterruptRecord, PendingWrite,
 };
+use crate::error::{NodeError, RunError};
 use crate::graph::{Command, CompiledGraph, Goto, NodeOptions};
+use crate::run::config::RunConfig;
+use crate::run::context::{Context, Inherited};
+use crate::run::events::EventSink;
+use crate::run::namespace::ThreadPath;
 use crate::state::{State, WriteMarks};
 use serde_json::value::RawValue;
 use std::collections::BTreeSet;

@@ -5,9 +5,9 @@ use crate::checkpoint::{
     now_ms, CheckpointId, CheckpointMetadata, CheckpointRecord, NodeWrite, PendingWrite, Source,
     StateData,
 };
-use crate::runtime::config::Durability;
-use crate::runtime::error::RunError;
-use crate::runtime::events::Event;
+use crate::error::RunError;
+use crate::run::config::Durability;
+use crate::run::events::Event;
 use crate::runtime::persist::{self};
 use crate::state::State;
 

@@ -3,11 +3,11 @@
 
 use super::{Outcome, Run};
 use crate::checkpoint::{CheckpointId, NodeWrite, PendingKind, PendingWrite, Source, TaskSpec};
+use crate::error::{NodeError, RunError};
 use crate::graph::goto_records;
 use crate::graph::Goto;
-use crate::runtime::config::Durability;
-use crate::runtime::error::{NodeError, RunError};
-use crate::runtime::events::Event;
+use crate::run::config::Durability;
+use crate::run::events::Event;
 use crate::runtime::persist;
 use crate::runtime::saved::with_saved_results;
 use crate::runtime::triggers::{self, Finished};

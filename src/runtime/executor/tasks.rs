@@ -3,12 +3,12 @@
 
 use super::{Outcome, OutcomeSlots, PreparedTask, Run};
 use crate::checkpoint::{InterruptRecord, PendingKind, PendingWrite, TaskSpec};
+use crate::error::{NodeError, NodeErrorKind, RunError};
 use crate::graph::{goto_records, gotos_of};
 use crate::graph::{Command, GraphError};
-use crate::runtime::config::Durability;
-use crate::runtime::context::{as_task, Context, TaskContext};
-use crate::runtime::error::{NodeError, NodeErrorKind, RunError};
-use crate::runtime::events::{Event, EventSink};
+use crate::run::config::Durability;
+use crate::run::context::{as_task, Context, TaskContext};
+use crate::run::events::{Event, EventSink};
 use crate::runtime::persist::{self};
 use crate::state::State;
 use futures::stream::{FuturesUnordered, StreamExt};

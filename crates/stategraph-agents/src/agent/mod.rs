@@ -91,7 +91,7 @@ impl GraphFactory for Agent {
         if settings_of(file)?.workspace.is_none() {
             return Err(BuildError::Setting {
                 key: "workspace".into(),
-                message: "the agent works in a folder: set it with --set workspace=./ws".into(),
+                message: "the agent works in a folder, and none is set".into(),
             });
         }
         self.research.check_model(file)

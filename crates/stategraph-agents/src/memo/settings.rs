@@ -4,7 +4,8 @@ use super::sample;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use stategraph_llm::provider::ProviderSettings;
-use stategraph_llm::Pricing;
+use stategraph_llm::ModelSettings;
+use stategraph_registry::decode_settings;
 use std::path::{Path, PathBuf};
 
 /// Whether the judgement stages use a model.
@@ -24,6 +25,10 @@ pub enum ModeSetting {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct MemoSettings {
+    /// The model: which server and model, sampling, prices (read on their own first: see
+    /// [`ModelSettings`]).
+    #[serde(flatten)]
+    pub llm: ModelSettings,
     /// `auto`, `offline` or `model`.
     pub mode: ModeSetting,
     /// The folder holding one data room per company (`<dataroom>/<company>/`).
@@ -31,7 +36,7 @@ pub struct MemoSettings {
     pub dataroom: PathBuf,
     /// The deck's file name inside a company's data room.
     pub deck: String,
-    /// Approve the memo whatever its score (also: `--yes`).
+    /// Approve the memo whatever its score.
     pub yes: bool,
     /// A memo scoring below this pauses for review.
     pub review_below: f64,
@@ -41,21 +46,12 @@ pub struct MemoSettings {
     pub web: bool,
     /// A pause at the start of each stage, in milliseconds, to watch (or kill) a run.
     pub stage_ms: u64,
-    /// The model name (else `GRAPH_MODEL`, else the provider's default).
-    pub model: Option<String>,
-    /// `openai` (or any OpenAI-compatible server) or `anthropic`.
-    pub provider: Option<String>,
-    /// The model server's base URL.
-    pub base_url: Option<String>,
-    /// Sampling temperature for every call.
-    pub temperature: Option<f32>,
-    /// Model prices, so progress and the usage ledger show a cost.
-    pub pricing: Option<Pricing>,
 }
 
 impl Default for MemoSettings {
     fn default() -> Self {
         MemoSettings {
+            llm: ModelSettings::default(),
             mode: ModeSetting::Auto,
             dataroom: PathBuf::from(sample::SAMPLE_ROOMS),
             deck: "deck.md".into(),
@@ -64,11 +60,6 @@ impl Default for MemoSettings {
             max_results: 4,
             web: true,
             stage_ms: 0,
-            model: None,
-            provider: None,
-            base_url: None,
-            temperature: None,
-            pricing: None,
         }
     }
 }
@@ -76,9 +67,10 @@ impl Default for MemoSettings {
 impl MemoSettings {
     /// Reads the settings; unknown top-level keys are ignored (other tools share the table).
     pub fn from_map(map: &serde_json::Map<String, serde_json::Value>) -> Result<Self, String> {
-        let value = serde_json::Value::Object(map.clone());
-        let settings: MemoSettings = serde_path_to_error::deserialize(value)
-            .map_err(|e| stategraph_registry::settings_decode_error(&e))?;
+        // The model's keys on their own first: read through `flatten`, a mistake in them would
+        // not be named by its key.
+        decode_settings::<ModelSettings>(map)?;
+        let settings: MemoSettings = decode_settings(map)?;
         if settings.max_results == 0 {
             return Err("`max_results` must be at least 1".into());
         }
@@ -90,12 +82,7 @@ impl MemoSettings {
 
     /// The model settings.
     pub fn provider(&self) -> ProviderSettings {
-        ProviderSettings {
-            provider: self.provider.clone(),
-            model: self.model.clone(),
-            base_url: self.base_url.clone(),
-            ..ProviderSettings::default()
-        }
+        self.llm.provider_settings()
     }
 
     /// The company's data room folder: `<dataroom>/<company in lowercase, dashes for
@@ -107,8 +94,7 @@ impl MemoSettings {
         let slug = slug(company);
         if slug.is_empty() {
             return Err(
-                "the memo has no company: give one as the run's input (e.g. --input Fernstone)"
-                    .into(),
+                "the memo has no company: give one as the run's input (the `company` field)".into(),
             );
         }
         let here = self.dataroom.join(&slug);
@@ -137,8 +123,7 @@ impl MemoSettings {
         }
         Err(format!(
             "no data room for `{company}`: {} is not a folder. Put the company's deck ({}) and \
-             documents there, or point `dataroom` at the folder that holds it \
-             (--set dataroom=DIR)",
+             documents there, or point the setting `dataroom` at the folder that holds it",
             here.display(),
             self.deck
         ))

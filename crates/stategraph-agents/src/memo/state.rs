@@ -292,7 +292,7 @@ pub struct MemoState {
     pub validation: Validation,
     /// A reviewer's notes for the next draft.
     pub review_notes: Option<String>,
-    /// Whether the memo was approved (score at or above the threshold, `--yes`, or a person).
+    /// Whether the memo was approved (score at or above the threshold, the `yes` setting, or a person).
     pub approved: bool,
     /// Drafts written again after review notes.
     #[state(add)]

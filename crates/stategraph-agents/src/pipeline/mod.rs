@@ -286,7 +286,7 @@ async fn work(settings: &PipelineSettings, factor: f64) {
 async fn outline(s: Arc<Doc>, ctx: Context) -> Result<DocUpdate, NodeError> {
     if s.topic.trim().is_empty() {
         return Err(NodeError::new(
-            "the document has no topic: give one as the run's input (e.g. --input \"durable agents\")",
+            "the document has no topic: give one as the run's input (the `topic` field)",
         ));
     }
     let settings = PipelineSettings::of(&ctx)?;

@@ -71,6 +71,7 @@
 mod artifacts;
 mod nodes;
 mod plan;
+mod plan_edit;
 mod plan_editor;
 mod plan_markdown;
 pub mod prompts;
@@ -82,7 +83,8 @@ pub use artifacts::{artifacts, PLAN_FILE};
 pub use nodes::escalate::{Split, SubTask};
 pub use nodes::generate_plan::{Plan, PlannedTodo};
 pub use nodes::reflect::{plan_update_schema, NewTask, PlanUpdate, TaskOutcome};
-pub use plan::{apply_edit, is_valid_id, next_id, validate_plan, MoveTo, PlanEdit, PlanProblem};
+pub use plan::{is_valid_id, validate_plan, PlanProblem};
+pub use plan_edit::{apply_edit, next_id, MoveTo, PlanEdit};
 pub use plan_editor::ResearchPlanEditor;
 pub use plan_markdown::{apply_markdown, parse, render, PlanEditError};
 pub use settings::{
@@ -443,12 +445,7 @@ pub fn settings_of(file: &GraphFile) -> Result<ResearchSettings, BuildError> {
 }
 
 pub(crate) fn provider_settings(settings: &ResearchSettings) -> ProviderSettings {
-    ProviderSettings {
-        provider: settings.provider.clone(),
-        model: settings.model.clone(),
-        base_url: settings.base_url.clone(),
-        ..ProviderSettings::default()
-    }
+    settings.llm.provider_settings()
 }
 
 /// Fails fast on search settings that cannot work, rather than after the plan was paid for.

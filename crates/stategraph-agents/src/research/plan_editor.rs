@@ -5,7 +5,7 @@
 //! returned as an explicit overwrite of `plan`, so a removed todo is really gone; results,
 //! sources and attempts of the todos that stay are kept.
 
-use super::plan::{apply_edit_showing, next_id, MoveTo, PlanEdit};
+use super::plan_edit::{apply_edit_showing, next_id, MoveTo, PlanEdit};
 use super::plan_markdown::{apply_markdown, render, PlanEditError};
 use super::state::{Kind, PlanStateUpdate, Status, Todo};
 use serde_json::Value;

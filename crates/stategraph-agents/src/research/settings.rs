@@ -14,7 +14,8 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use stategraph_llm::Pricing;
+use stategraph_llm::ModelSettings;
+use stategraph_registry::decode_settings;
 use std::path::PathBuf;
 
 /// Settings that cannot be used.
@@ -132,13 +133,10 @@ pub struct Prompts {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct ResearchSettings {
-    /// The model name (else `GRAPH_MODEL`, else the provider's default).
-    pub model: Option<String>,
-    /// `openai` (or any OpenAI-compatible server) or `anthropic`; else detected from the
-    /// environment.
-    pub provider: Option<String>,
-    /// The model server's base URL (e.g. a local Ollama).
-    pub base_url: Option<String>,
+    /// The model: which server and model, sampling, prices (read on their own first: see
+    /// [`ModelSettings`]).
+    #[serde(flatten)]
+    pub llm: ModelSettings,
     /// Skip the plan review pause.
     pub yes: bool,
     /// Caps.
@@ -147,10 +145,6 @@ pub struct ResearchSettings {
     pub search: SearchSettings,
     /// Prompt overrides.
     pub prompts: Prompts,
-    /// Model prices, so the usage ledger shows a cost.
-    pub pricing: Option<Pricing>,
-    /// Sampling temperature for every call.
-    pub temperature: Option<f32>,
     /// The folder tool todos work in (created if missing). When set, `tool` todos run the
     /// model↔tool loop with the workspace tools (and search and fetch); when not, a tool todo
     /// fetches the URL named in its task.
@@ -168,9 +162,10 @@ impl ResearchSettings {
     pub fn from_map(
         map: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<Self, SettingsError> {
-        let value = serde_json::Value::Object(map.clone());
-        let settings: ResearchSettings = serde_path_to_error::deserialize(value)
-            .map_err(|e| SettingsError(stategraph_registry::settings_decode_error(&e)))?;
+        // The model's keys on their own first: read through `flatten`, a mistake in them would
+        // not be named by its key.
+        decode_settings::<ModelSettings>(map).map_err(SettingsError)?;
+        let settings: ResearchSettings = decode_settings(map).map_err(SettingsError)?;
         settings.check()?;
         Ok(settings)
     }

@@ -45,7 +45,7 @@ impl ResearchAgent {
     ) -> Result<Arc<ToolNode>, NodeError> {
         let Some(dir) = settings.workspace.clone() else {
             return Err(NodeError::new(
-                "a tool todo needs a workspace: set `workspace` (e.g. --set workspace=./ws)",
+                "a tool todo needs a workspace: point the setting `workspace` at a folder",
             ));
         };
         let mut cache = self.tool_nodes.lock().await;

@@ -48,6 +48,11 @@
 //!   `{name}_plan.md` (never into the task file) and the progress of its ancestors.
 //!
 //! Settings: see [`TreeSettings`] and `graphs/tree.toml`.
+//!
+//! A front end reaches the workflow (check the files, start or continue a decomposition or a
+//! solve, show where each task stands) through the registry's
+//! [`TaskFiles`](stategraph_registry::TaskFiles) capability, which [`TreeGraph`] hands out as
+//! [`TreeWorkflow`].
 
 mod cycles;
 mod decompose;
@@ -64,6 +69,7 @@ mod solve;
 mod state;
 mod task_file;
 mod task_tree;
+mod workflow;
 
 pub use decompose::{
     decompose_request, prepare, slug, to_decompose, ChildFile, Decomposition, PlannedChild,
@@ -81,13 +87,14 @@ pub use state::{
 };
 pub use task_file::{render_task, FormatError, TaskFile, TaskLink, TaskType};
 pub use task_tree::{Task, TaskTree, TreeView};
+pub use workflow::TreeWorkflow;
 
 use stategraph::graph::{CompiledGraph, GraphError, RetryPolicy, StateGraph};
 use stategraph::runtime::Context;
 use stategraph::{END, START};
 use stategraph_llm::provider::{self, LazyModel};
 use stategraph_llm::ChatModel;
-use stategraph_registry::{BuildError, GraphFactory, GraphFile, SettingsSchema};
+use stategraph_registry::{BuildError, GraphFactory, GraphFile, SettingsSchema, TaskFiles};
 use std::sync::Arc;
 
 /// What the nodes share: the model.
@@ -171,7 +178,8 @@ pub fn build(model: Arc<dyn ChatModel>) -> Result<CompiledGraph<TreeState>, Grap
 /// Without an injected model, the model is made from the settings (`model`, `provider`,
 /// `base_url`) and the environment on its first call; before a run,
 /// [`preflight`](GraphFactory::preflight) fails at once, saying what to set, when none is
-/// configured.
+/// configured. It hands out [`TreeWorkflow`] as its [`TaskFiles`], so a front end runs the
+/// decompose, review and solve workflow by the graph's name alone.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -182,6 +190,7 @@ pub fn build(model: Arc<dyn ChatModel>) -> Result<CompiledGraph<TreeState>, Grap
 /// registry.register(TreeGraph::with_model(Arc::new(FakeChatModel::new())));
 /// let resolved = registry.resolve("tree", &[]).unwrap();
 /// assert!(resolved.preflight().is_ok());
+/// assert!(resolved.factory.task_files().is_some());
 /// ```
 #[derive(Clone, Default)]
 pub struct TreeGraph {
@@ -242,6 +251,10 @@ impl GraphFactory for TreeGraph {
             provider::from_env(settings.provider()).map_err(BuildError::from_model)?;
         }
         Ok(())
+    }
+
+    fn task_files(&self) -> Option<Arc<dyn TaskFiles>> {
+        Some(Arc::new(TreeWorkflow))
     }
 }
 

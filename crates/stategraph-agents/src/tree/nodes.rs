@@ -14,8 +14,9 @@ use super::task_tree::{TaskTree, TreeView};
 use super::TreeAgent;
 use stategraph::runtime::{Context, NodeError};
 use stategraph_llm::{
-    structured_validated, ChatRequest, LlmError, Message, StructuredOptions, Usage, UsageLedger,
+    structured_validated, ChatRequest, Message, StructuredOptions, Usage, UsageLedger,
 };
+use stategraph_prebuilt::asked_node_error;
 use stategraph_spend as spend;
 use std::path::Path;
 use std::sync::Arc;
@@ -32,20 +33,6 @@ fn io_error(what: &str, e: std::io::Error) -> NodeError {
     NodeError::new(format!("{what}: {e}"))
 }
 
-/// A model error as a node error: retryable only when no layer below retried it (the node's
-/// retry policy must not multiply the HTTP client's).
-fn model_error(what: &str, e: LlmError) -> NodeError {
-    let message = match e.is_about_the_reply() {
-        true => format!("{what}: {e}"),
-        false => e.to_string(),
-    };
-    if e.should_retry() {
-        NodeError::transient(message)
-    } else {
-        NodeError::new(message)
-    }
-}
-
 /// A ledger holding one call of `node` (the state's reducer adds it to the run's); a call
 /// a resume got from the journal (recorded under `key`) is counted as reused, not paid again,
 /// and what the failed attempts kept under `spent_under` in earlier attempts or runs of the
@@ -57,7 +44,7 @@ async fn ledger(
     settings: &TreeSettings,
 ) -> Result<UsageLedger, NodeError> {
     let mut ledger = UsageLedger::default();
-    let pricing = settings.pricing.as_ref();
+    let pricing = settings.llm.pricing.as_ref();
     if ctx.was_replayed(key) {
         ledger.record_reused(ctx.node(), usage, pricing);
     } else {
@@ -170,10 +157,10 @@ async fn ask_for_plan(
         Message::user(decompose_request(tree, target, max_children)),
     ];
     let mut opts = StructuredOptions::default().with_name("TaskPlan");
-    opts.temperature = settings.temperature;
+    opts.temperature = settings.llm.temperature;
     let model = agent.model.clone();
     let key = format!("decompose {} {}", task.path, &task.hash[..16]);
-    let pricing = settings.pricing.as_ref();
+    let pricing = settings.llm.pricing.as_ref();
     let (plan, usage): (TaskPlan, Usage) = ctx
         .record(&key, || async move {
             let reply = structured_validated(model.as_ref(), messages, opts, |p: &TaskPlan| {
@@ -184,7 +171,7 @@ async fn ask_for_plan(
                 Ok(reply) => Ok(reply),
                 Err(e) => Err(
                     spend::failed_call(ctx, DECOMPOSITION_SPEND, e, pricing, |e| {
-                        model_error(&format!("decomposing {}", task.path), e)
+                        asked_node_error(&format!("decomposing {}", task.path), e)
                     })
                     .await,
                 ),
@@ -279,7 +266,7 @@ pub(crate) async fn work(
         if round + 1 < settings.limits.max_rounds {
             request = request.with_tools(tools.specs());
         }
-        request.temperature = settings.temperature;
+        request.temperature = settings.llm.temperature;
         request.stream = ctx.text_sink(stategraph::runtime::TOKEN_EVENT);
         let (reply, call_usage) = ask(agent, &ctx, &key, request, &current.path).await?;
         usage.merge(&ledger(&ctx, (&key, &[&key]), call_usage, &settings).await?);
@@ -319,7 +306,7 @@ async fn ask(
         let reply = model
             .chat(request)
             .await
-            .map_err(|e| model_error(&format!("solving {path}"), e))?;
+            .map_err(|e| asked_node_error(&format!("solving {path}"), e))?;
         Ok::<_, NodeError>((reply.message, reply.usage))
     })
     .await

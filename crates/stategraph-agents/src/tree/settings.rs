@@ -12,7 +12,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use stategraph_llm::provider::ProviderSettings;
-use stategraph_llm::Pricing;
+use stategraph_llm::ModelSettings;
+use stategraph_registry::decode_settings;
 
 /// Settings that cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -48,15 +49,10 @@ impl Default for TreeLimits {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct TreeSettings {
-    /// The model name (else `GRAPH_MODEL`, else the provider's default).
-    pub model: Option<String>,
-    /// `openai` (or any OpenAI-compatible server) or `anthropic`; else detected from the
-    /// environment.
-    pub provider: Option<String>,
-    /// The model server's base URL (e.g. a local Ollama).
-    pub base_url: Option<String>,
-    /// Sampling temperature for every call.
-    pub temperature: Option<f32>,
+    /// The model: which server and model, sampling, prices (read on their own first: see
+    /// [`ModelSettings`]).
+    #[serde(flatten)]
+    pub llm: ModelSettings,
     /// Most decomposition calls one `decompose` makes (`--max-nodes` overrides it).
     pub max_nodes: u32,
     /// Most children one decomposition may create.
@@ -68,23 +64,17 @@ pub struct TreeSettings {
     pub limits: TreeLimits,
     /// Prompt overrides.
     pub prompts: TreePrompts,
-    /// Model prices, so the usage ledger shows a cost.
-    pub pricing: Option<Pricing>,
 }
 
 impl Default for TreeSettings {
     fn default() -> Self {
         TreeSettings {
-            model: None,
-            provider: None,
-            base_url: None,
-            temperature: None,
+            llm: ModelSettings::default(),
             max_nodes: 5,
             max_children: 6,
             max_result_chars: 6000,
             limits: TreeLimits::default(),
             prompts: TreePrompts::default(),
-            pricing: None,
         }
     }
 }
@@ -95,9 +85,10 @@ impl TreeSettings {
     pub fn from_map(
         map: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<Self, SettingsError> {
-        let value = serde_json::Value::Object(map.clone());
-        let settings: TreeSettings = serde_path_to_error::deserialize(value)
-            .map_err(|e| SettingsError(stategraph_registry::settings_decode_error(&e)))?;
+        // The model's keys on their own first: read through `flatten`, a mistake in them would
+        // not be named by its key.
+        decode_settings::<ModelSettings>(map).map_err(SettingsError)?;
+        let settings: TreeSettings = decode_settings(map).map_err(SettingsError)?;
         if settings.max_nodes == 0 {
             return Err(SettingsError("`max_nodes` must be at least 1".into()));
         }
@@ -114,11 +105,6 @@ impl TreeSettings {
 
     /// Where the model comes from.
     pub fn provider(&self) -> ProviderSettings {
-        ProviderSettings {
-            provider: self.provider.clone(),
-            model: self.model.clone(),
-            base_url: self.base_url.clone(),
-            ..ProviderSettings::default()
-        }
+        self.llm.provider_settings()
     }
 }

@@ -22,20 +22,34 @@ pub(super) fn of(
     Ok(resolved.artifacts(ctx.checkpointer())?)
 }
 
-/// An edit that cannot be taken is the user's input to fix: exit code 2, nothing changed.
-fn refused(e: ArtifactError) -> anyhow::Error {
+/// An edit that cannot be taken is the user's input to fix: exit code 2, nothing changed. When
+/// restoring the files mends it, says the command that does.
+fn refused(ctx: &Ctx, thread: &str, e: ArtifactError) -> anyhow::Error {
+    let restore = || ctx.command_line_with(&["artifacts", thread], "--restore");
     match e {
-        ArtifactError::InvalidEdits(_) | ArtifactError::UnknownVersion { .. } => {
+        ArtifactError::InvalidEdits(ref errors) => {
+            let restorable = match errors.iter().any(|e| e.restore_mends) {
+                true => format!(
+                    "\nwrite the current files again from the checkpoint with:\n  {}",
+                    restore()
+                ),
+                false => String::new(),
+            };
             bad_input(format!(
                 "{e}\nfix the file(s), or run with --ignore-edits (the changed files then stay as \
-                 they are, and the run writes into a new version folder)"
+                 they are, and the run writes into a new version folder){restorable}"
             ))
         }
+        ArtifactError::UnknownVersion { .. } => bad_input(format!(
+            "{e}\nfix the file(s), or run with --ignore-edits (the changed files then stay as \
+             they are, and the run writes into a new version folder)"
+        )),
         ArtifactError::Io { .. } => bad_input(format!(
             "{:#}\nthe thread's version folder cannot be read as its files: put it back as the \
-             run wrote it (`--restore` writes it again), or run with --ignore-edits (the folder \
-             then stays as it is, and the run writes into a new version folder)",
-            anyhow::Error::new(e)
+             run wrote it (`{}` writes it again), or run with --ignore-edits (the folder then \
+             stays as it is, and the run writes into a new version folder)",
+            anyhow::Error::new(e),
+            restore()
         )),
         other => other.into(),
     }
@@ -87,18 +101,19 @@ pub(super) async fn before_resume(
     ignore_edits: bool,
     answering: bool,
 ) -> anyhow::Result<()> {
+    let refuse = |e| refused(ctx, thread, e);
     if let Some(label) = version {
-        arts.use_version(thread, label).await.map_err(refused)?;
+        arts.use_version(thread, label).await.map_err(refuse)?;
     }
     if ignore_edits {
         return keep_ignored_edits(ctx, arts, thread).await;
     }
-    let folder = arts.status(thread).await.map_err(refused)?.folder;
+    let folder = arts.status(thread).await.map_err(refuse)?.folder;
     if folder.is_none() {
         return Ok(());
     }
     if answering {
-        let preview = arts.check_edits(thread).await.map_err(refused)?;
+        let preview = arts.check_edits(thread).await.map_err(refuse)?;
         if let Some(f) = preview.files.first() {
             let place = folder.as_ref().map(|f| shown(&f.dir)).unwrap_or_default();
             return Err(bad_input(format!(
@@ -111,7 +126,7 @@ pub(super) async fn before_resume(
             )));
         }
     }
-    let picked = arts.pick_up_edits(thread).await.map_err(refused)?;
+    let picked = arts.pick_up_edits(thread).await.map_err(refuse)?;
     report_picked(ctx, folder.as_ref(), &picked);
     Ok(())
 }
@@ -220,13 +235,14 @@ pub(super) async fn before_rerun(
     out_dir: Option<&Path>,
     ignore_edits: bool,
 ) -> anyhow::Result<()> {
+    let refuse = |e| refused(ctx, thread, e);
     let folder = match ignore_edits {
         // The rerun writes into a new version folder: the current one is not read.
         true => None,
-        false => arts.status(thread).await.map_err(refused)?.folder,
+        false => arts.status(thread).await.map_err(refuse)?.folder,
     };
     if folder.is_some() {
-        let preview = arts.check_edits(thread).await.map_err(refused)?;
+        let preview = arts.check_edits(thread).await.map_err(refuse)?;
         let producers: BTreeSet<&str> = preview.files.iter().map(|f| f.node.as_str()).collect();
         for node in producers {
             // What followed the producer when it last ran: a rerun from `from` keeps the edit
@@ -257,7 +273,7 @@ pub(super) async fn before_rerun(
                 )));
             }
         }
-        let picked = arts.pick_up_edits(thread).await.map_err(refused)?;
+        let picked = arts.pick_up_edits(thread).await.map_err(refuse)?;
         report_picked(ctx, folder.as_ref(), &picked);
     }
     arts.start_version(thread, out_dir, &format!("rerun --from {from}"))

@@ -1,6 +1,5 @@
 //! [`HttpError`]: a failed HTTP exchange, classified, with what to check.
 
-use super::super::error::attempts_text;
 use super::Endpoint;
 use std::time::Duration;
 
@@ -156,5 +155,14 @@ impl HttpError {
             | HttpError::InvalidBody { endpoint, .. }
             | HttpError::Setup { endpoint, .. } => endpoint,
         }
+    }
+}
+
+/// `1 attempt`, `4 attempts`: how HTTP retries are counted in these messages, and structured
+/// replies in `LlmError`'s (which wraps this layer's errors, so the words live down here).
+pub(crate) fn attempts_text(attempts: u32) -> String {
+    match attempts {
+        1 => "1 attempt".to_string(),
+        n => format!("{n} attempts"),
     }
 }

@@ -18,6 +18,7 @@ mod settings;
 pub(crate) use classify::error_chain;
 pub use classify::{body_error, decode_json, excerpt};
 pub use endpoint::Endpoint;
+pub(crate) use error::attempts_text;
 pub use error::HttpError;
 pub use secret::non_empty_env;
 pub use secret::Secret;

@@ -22,7 +22,7 @@
 
 use super::index::Damage;
 use super::layout::blob_names;
-use super::read_copy::copy_to_temp;
+use super::temp_copy::copy_to_temp;
 use crate::{SledCheckpointer, SledOptions};
 use stategraph_checkpoint::CheckpointError;
 use std::path::Path;

@@ -5,12 +5,13 @@
 //! read a running thread and run other threads from a second terminal. With a store per thread a
 //! run locks only its own thread; a thread another process holds is read through that process
 //! (see `owner.rs`), and a thread nobody holds is read from a private copy of its store, so a read
-//! never writes (see `read_copy.rs`). The on-disk layout is described in `layout.rs`; the index
-//! file that makes listing fast is only a cache of the stores (see `index.rs`). sled drops a
-//! blob file that fails its checksum with all written after it: readers and writers check them
-//! before sled opens a store (see `blobs.rs`). A thread folder whose store has not held a record
-//! on disk yet is marked new (see `layout.rs`): when its process died first, it is no thread,
-//! and `unwritten.rs` removes it once nobody holds it (`graph prune`).
+//! never writes (see `read_copy.rs`; `temp_copy.rs` makes the copy). The on-disk layout is
+//! described in `layout.rs`; the index file that makes listing fast is only a cache of the stores
+//! (see `index.rs`). sled drops a blob file that fails its checksum with all written after it:
+//! readers and writers check them before sled opens a store (see `blobs.rs`). A thread folder
+//! whose store has not held a record on disk yet is marked new (see `layout.rs`): when its
+//! process died first, it is no thread, and `unwritten.rs` removes it once nobody holds it
+//! (`graph prune`).
 //!
 //! A subgraph's checkpoints (thread `{root}/{ns}`) are stored in the root thread's folder, only
 //! root threads are listed, and deleting a root thread deletes its folder, children included.
@@ -24,6 +25,7 @@ mod read_copy;
 mod repair;
 mod required;
 mod take;
+mod temp_copy;
 mod unwritten;
 
 pub use index::{Damage, ThreadListing};

@@ -7,16 +7,15 @@
 //! (which keeps writers from opening it mid-copy), let go, and open the copy. Its blob files,
 //! which sled never writes after making them, are hard-linked rather than copied where the
 //! temporary directory is on the store's file system (`layout::copy_linking_blobs`).
-//!
-//! The copy goes to the temporary directory, or to `/dev/shm` when that fails (a full disk):
-//! reading must work when the disk is full.
+//! The copy is made by `temp_copy.rs`, which reading and the blob checks share.
 
 use super::blobs::check_blobs;
 use super::index::Damage;
-use super::layout::{copy_linking_blobs, copy_tree, io_error, FileLock};
+use super::layout::{io_error, FileLock};
+use super::temp_copy::link_to_temp;
 use crate::{SledCheckpointer, SledOptions};
 use stategraph_checkpoint::CheckpointError;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A private, opened copy of a thread's store.
 pub(super) struct ReadCopy {
@@ -84,7 +83,7 @@ pub(super) fn open_copy(
     else {
         return Ok(Copied::Busy);
     };
-    let dir = to_temp(store_dir, copy_linking_blobs)?;
+    let dir = link_to_temp(store_dir)?;
     drop(lock);
     let copy = dir.path().join("store");
     // Before opening: sled's recovery reads the log only up to a blob that fails its checksum,
@@ -164,52 +163,4 @@ fn lost_threads(
         }
     }
     Ok(lost)
-}
-
-/// Copies a store into a fresh temporary directory (as `<tmp>/store`).
-pub(super) fn copy_to_temp(store_dir: &Path) -> Result<tempfile::TempDir, CheckpointError> {
-    to_temp(store_dir, |from, to| copy_tree(from, to).map(drop))
-}
-
-/// A store's files put into a fresh temporary directory (as `<tmp>/store`) by `fill`.
-fn to_temp(
-    store_dir: &Path,
-    fill: impl Fn(&Path, &Path) -> std::io::Result<()>,
-) -> Result<tempfile::TempDir, CheckpointError> {
-    let mut last = None;
-    for parent in temp_parents() {
-        let attempt = tempfile::Builder::new()
-            .prefix("stategraph-read-")
-            .tempdir_in(&parent)
-            .and_then(|dir| {
-                let copy = dir.path().join("store");
-                std::fs::create_dir(&copy)?;
-                fill(store_dir, &copy)?;
-                Ok(dir)
-            });
-        match attempt {
-            Ok(dir) => return Ok(dir),
-            Err(e) => last = Some((parent, e)),
-        }
-    }
-    let (parent, e) = last.unwrap_or_else(|| {
-        (
-            std::env::temp_dir(),
-            std::io::Error::other("no temporary directory"),
-        )
-    });
-    Err(CheckpointError::Storage(format!(
-        "cannot copy the store at {} to read it (into {}): {e}",
-        store_dir.display(),
-        parent.display()
-    )))
-}
-
-fn temp_parents() -> Vec<PathBuf> {
-    let mut parents = vec![std::env::temp_dir()];
-    let shm = PathBuf::from("/dev/shm");
-    if shm.is_dir() && !parents.contains(&shm) {
-        parents.push(shm);
-    }
-    parents
 }

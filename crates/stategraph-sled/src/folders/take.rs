@@ -66,8 +66,9 @@ impl FolderCheckpointer {
         }
         Err(CheckpointError::Storage(format!(
             "{} is a single sled store of many threads (as SledCheckpointer::open writes it): \
-             its threads can be listed and read here, not written. To write threads from both \
-             a program and `graph`, have the program store them with FolderCheckpointer::open",
+             its threads can be listed and read here, not written. For threads that more than \
+             one program writes, have each of them store the threads with \
+             FolderCheckpointer::open",
             self.layout.root().display()
         )))
     }

@@ -227,7 +227,7 @@ pub(crate) async fn validate(
     } else if stage.settings.yes {
         (
             true,
-            format!("score {score:.1} is below {threshold}: approved by --yes"),
+            format!("score {score:.1} is below {threshold}: approved by the `yes` setting"),
         )
     } else {
         (

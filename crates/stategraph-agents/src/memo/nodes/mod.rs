@@ -19,9 +19,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use stategraph::runtime::{Context, NodeError, PROGRESS_EVENT};
 use stategraph_llm::{
-    structured_validated, usd, ChatRequest, LlmError, Message, StructuredOptions, Usage,
-    UsageLedger,
+    structured_validated, usd, ChatRequest, Message, StructuredOptions, Usage, UsageLedger,
 };
+use stategraph_prebuilt::model_node_error;
 use stategraph_spend as spend;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -79,16 +79,16 @@ impl Stage {
     {
         let model = agent.model().clone();
         let opts = StructuredOptions {
-            temperature: self.settings.temperature,
+            temperature: self.settings.llm.temperature,
             ..StructuredOptions::default()
         };
-        let pricing = self.settings.pricing;
+        let pricing = self.settings.llm.pricing;
         let pricing = pricing.as_ref();
         let (value, usage): (T, Usage) = ctx
             .record(key, || async move {
                 match structured_validated(model.as_ref(), messages, opts, check).await {
                     Ok(reply) => Ok(reply),
-                    Err(e) => Err(spend::failed_call(ctx, key, e, pricing, model_error).await),
+                    Err(e) => Err(spend::failed_call(ctx, key, e, pricing, model_node_error).await),
                 }
             })
             .await?;
@@ -106,10 +106,10 @@ impl Stage {
     ) -> Result<String, NodeError> {
         let model = agent.model().clone();
         let mut request = ChatRequest::new(messages);
-        request.temperature = self.settings.temperature;
+        request.temperature = self.settings.llm.temperature;
         let (text, usage): (String, Usage) = ctx
             .record(key, || async move {
-                let reply = model.chat(request).await.map_err(model_error)?;
+                let reply = model.chat(request).await.map_err(model_node_error)?;
                 Ok::<_, NodeError>((reply.message.content, reply.usage))
             })
             .await?;
@@ -120,7 +120,7 @@ impl Stage {
     /// Adds the call under `key` to the stage's usage, with what its failed attempts in
     /// earlier runs of the task paid for ([`spend`]).
     async fn account(&mut self, ctx: &Context, key: &str, usage: Usage) -> Result<(), NodeError> {
-        let pricing = self.settings.pricing.as_ref();
+        let pricing = self.settings.llm.pricing.as_ref();
         if ctx.was_replayed(key) {
             self.usage.record_reused(self.name, usage, pricing);
         } else {
@@ -167,15 +167,6 @@ impl Stage {
             .log(vec![self.name.to_string()])
             .elapsed_ms(ms)
             .usage(self.usage)
-    }
-}
-
-/// A model error as a node error: transient ones stay retryable.
-fn model_error(e: LlmError) -> NodeError {
-    if e.is_transient() {
-        NodeError::transient(format!("the model call failed: {e}"))
-    } else {
-        NodeError::new(format!("the model call failed: {e}"))
     }
 }
 

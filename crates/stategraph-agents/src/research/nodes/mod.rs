@@ -18,6 +18,7 @@ use stategraph::runtime::{Context, NodeError};
 use stategraph_llm::{
     ChatModel, ChatRequest, LlmError, Message, StructuredOptions, Usage, UsageLedger,
 };
+use stategraph_prebuilt::asked_node_error;
 use stategraph_spend as spend;
 use std::future::Future;
 
@@ -46,7 +47,7 @@ pub(crate) async fn ledger(
     usage: Usage,
     settings: &ResearchSettings,
 ) -> Result<UsageLedger, NodeError> {
-    let pricing = settings.pricing.as_ref();
+    let pricing = settings.llm.pricing.as_ref();
     let mut ledger = UsageLedger::default();
     if ctx.was_replayed(key) {
         ledger.record_reused(node, usage, pricing);
@@ -78,7 +79,7 @@ where
     .await
 }
 
-/// A failed model call (journaled under `key`) as a node error ([`model_error`] with
+/// A failed model call (journaled under `key`) as a node error ([`asked_node_error`] with
 /// `failure`), after keeping what its answered requests used for the call's next success
 /// ([`spend::failed_call`]).
 pub(crate) async fn failed_call(
@@ -87,30 +88,15 @@ pub(crate) async fn failed_call(
     settings: &ResearchSettings,
     e: LlmError,
 ) -> NodeError {
-    let pricing = settings.pricing.as_ref();
-    spend::failed_call(ctx, key, e, pricing, |e| model_error(failure, e)).await
+    let pricing = settings.llm.pricing.as_ref();
+    spend::failed_call(ctx, key, e, pricing, |e| asked_node_error(failure, e)).await
 }
 
 /// Structured-output options with the settings' temperature.
 pub(crate) fn options(name: &str, settings: &ResearchSettings) -> StructuredOptions {
     let mut opts = StructuredOptions::default().with_name(name);
-    opts.temperature = settings.temperature;
+    opts.temperature = settings.llm.temperature;
     opts
-}
-
-/// A model error as a node error: retryable only when no layer below retried it (the node's
-/// retry policy must not multiply the HTTP client's); a reply that did not fit says what was
-/// asked for, a model that could not be reached says only that.
-pub(crate) fn model_error(what: &str, e: LlmError) -> NodeError {
-    let message = match e.is_about_the_reply() {
-        true => format!("{what}: {e}"),
-        false => e.to_string(),
-    };
-    if e.should_retry() {
-        NodeError::transient(message)
-    } else {
-        NodeError::new(message)
-    }
 }
 
 /// Asks the model for text once per task: the call is journaled under `key` (a node re-run after
@@ -138,7 +124,7 @@ pub(crate) async fn chat_text(
     stream: Option<stategraph_llm::TokenSink>,
 ) -> Result<(String, Usage), LlmError> {
     let mut request = ChatRequest::new(messages);
-    request.temperature = settings.temperature;
+    request.temperature = settings.llm.temperature;
     // Streamed replies show up as the run's token events (the CLI prints them as they arrive).
     request.stream = stream;
     let reply = model.chat(request).await?;

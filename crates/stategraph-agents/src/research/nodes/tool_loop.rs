@@ -133,7 +133,7 @@ pub(crate) async fn act(
     let mut messages = vec![system(&settings.prompts.act, prompts::ACT)];
     messages.extend(conversation);
     let mut request = ChatRequest::new(messages).with_tools(tool_node.tools().specs());
-    request.temperature = settings.temperature;
+    request.temperature = settings.llm.temperature;
     let reply = call_model(agent.model().as_ref(), request, &ctx, "model").await?;
     todo.rounds += 1;
     let update = update

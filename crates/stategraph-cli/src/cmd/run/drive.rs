@@ -27,16 +27,20 @@ use tokio_util::sync::CancellationToken;
 /// What a run came to: its result as the graph returned it.
 type Outcome = Result<RunOutcome<Value>, RunError>;
 
-/// Runs `action` on `thread` (already held) and reports how it ended.
-pub(super) async fn execute(
-    ctx: &Ctx,
-    resolved: &Resolved,
-    graph: &dyn ErasedGraph,
-    thread: &str,
-    action: Action,
-    settings: &RunSettings,
-    first_step: &[String],
-) -> anyhow::Result<u8> {
+/// A run about to start on a thread: what every part of driving and reporting it reads.
+pub(crate) struct ThreadRun<'a> {
+    pub ctx: &'a Ctx,
+    pub resolved: &'a Resolved,
+    pub graph: &'a dyn ErasedGraph,
+    pub thread: &'a str,
+    pub settings: &'a RunSettings,
+    /// The nodes that run first, for progress.
+    pub first_step: &'a [String],
+}
+
+/// Runs `action` on the run's thread (already held) and reports how it ended.
+pub(super) async fn execute(run: &ThreadRun<'_>, action: Action) -> anyhow::Result<u8> {
+    let (ctx, thread) = (run.ctx, run.thread);
     let resume_hint = ctx.command_line(&["resume", thread]);
     // A rerun, or a resume with an answer, that never started is done again as it was asked;
     // once started, its thread goes on from where it stopped.
@@ -49,34 +53,23 @@ pub(super) async fn execute(
         }
         Action::Resume(Resume::Continue) | Action::Run(_) => None,
     };
-    let (ended, result) = drive(ctx, resolved, graph, thread, action, settings, first_step).await;
+    let (ended, result) = drive(run, action).await;
     let resume_hint = match again {
         Some(again) if !ended.started => again,
         _ => resume_hint,
     };
-    report_as(
-        ctx,
-        resolved,
-        &ended,
-        result,
-        Output::of(settings),
-        &resume_hint,
-    )
+    let output = Output::of(run.settings);
+    report_as(ctx, run.resolved, &ended, result, output, &resume_hint)
 }
 
-/// Runs `action` on `thread`, made (remembering how it was started, with `sets`) when it does
-/// not exist yet, and hands back how it ended for the caller to report in its own words.
-#[allow(clippy::too_many_arguments)]
+/// Runs `action` on the run's thread, made (remembering how it was started, with `sets`) when
+/// it does not exist yet, and hands back how it ended for the caller to report in its own words.
 pub(crate) async fn run_on_thread(
-    ctx: &Ctx,
-    resolved: &Resolved,
-    graph: &dyn ErasedGraph,
-    thread: &str,
+    run: &ThreadRun<'_>,
     sets: Vec<String>,
     action: Action,
-    settings: &RunSettings,
-    first_step: &[String],
 ) -> anyhow::Result<(Ended, Outcome)> {
+    let (ctx, resolved, thread) = (run.ctx, run.resolved, run.thread);
     match ctx.store.create(thread).await {
         Ok(()) => {
             Origin::new(&resolved.file.graph, &resolved.origin, sets)
@@ -86,19 +79,19 @@ pub(crate) async fn run_on_thread(
         Err(CheckpointError::ThreadExists { .. }) => ctx.store.hold(thread).await?,
         Err(e) => return Err(e.into()),
     }
-    Ok(drive(ctx, resolved, graph, thread, action, settings, first_step).await)
+    Ok(drive(run, action).await)
 }
 
 /// The run itself: everything [`execute`] does but the report.
-async fn drive(
-    ctx: &Ctx,
-    resolved: &Resolved,
-    graph: &dyn ErasedGraph,
-    thread: &str,
-    action: Action,
-    settings: &RunSettings,
-    first_step: &[String],
-) -> (Ended, Outcome) {
+async fn drive(run: &ThreadRun<'_>, action: Action) -> (Ended, Outcome) {
+    let ThreadRun {
+        ctx,
+        resolved,
+        graph,
+        thread,
+        settings,
+        first_step,
+    } = *run;
     // Only a thread this run starts (no checkpoint yet) is not kept when it saves nothing: a new
     // run on a thread that has checkpoints (a tree command's, `run_on_thread`) keeps them, as a
     // resume or a rerun does, also when a stop comes before it starts.
@@ -114,7 +107,7 @@ async fn drive(
     let token = ctx.stops.watch(hint, progress.notices());
     let config = run_config(resolved, thread, token, settings);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
-    let run = async {
+    let running = async {
         match action {
             Action::Run(input) => graph.run(input, config, Some(tx)).await,
             Action::Resume(resume) => graph.resume(thread, resume, config, Some(tx)).await,
@@ -135,7 +128,7 @@ async fn drive(
     // Stopped before it started: it never does (`Stops::stopped` says why).
     let started = ctx.stops.stopped().is_none();
     let (result, saved_step, stopped_by) = if started {
-        follower.follow(run, rx, progress, &mut writer).await
+        follower.follow(running, rx, progress, &mut writer).await
     } else {
         progress.clear();
         let cancelled = Err(RunError::Cancelled {
@@ -143,12 +136,8 @@ async fn drive(
         });
         (cancelled, started_at, ctx.stops.run_ended())
     };
-    let failure = judge(ctx, resolved, thread, &result).await;
-    let streaming = !settings.stream.is_empty();
-    let (mut ended, no_checkpoint) = settle(
-        ctx, resolved, thread, &result, saved_step, streaming, failure,
-    )
-    .await;
+    let failure = judge(run, &result).await;
+    let (mut ended, no_checkpoint) = settle(run, &result, saved_step, failure).await;
     ended.stopped_by = stopped_by;
     ended.started = started;
     if let (Some(w), Some(id)) = (&mut writer, ended.checkpoint_id.as_deref()) {
@@ -159,16 +148,7 @@ async fn drive(
         }
     }
     let nothing_saved = (fresh && ended.saved_step.is_none() && result.is_err()) || no_checkpoint;
-    keep_or_drop(
-        ctx,
-        resolved,
-        graph,
-        thread,
-        nothing_saved,
-        &result,
-        &mut ended,
-    )
-    .await;
+    keep_or_drop(run, nothing_saved, &result, &mut ended).await;
     (ended, result)
 }
 
@@ -176,18 +156,16 @@ async fn drive(
 /// `nothing_saved`, else kept with what its model calls cost counted (for a run that started);
 /// let go either way.
 async fn keep_or_drop(
-    ctx: &Ctx,
-    resolved: &Resolved,
-    graph: &dyn ErasedGraph,
-    thread: &str,
+    run: &ThreadRun<'_>,
     nothing_saved: bool,
     result: &Outcome,
     ended: &mut Ended,
 ) {
+    let (ctx, thread) = (run.ctx, run.thread);
     if nothing_saved {
         let _ = ctx.store.delete_thread(thread).await;
     } else if ended.started {
-        count_spend(ctx, resolved, graph, thread, result, ended).await;
+        count_spend(run, result, ended).await;
     }
     if let Err(e) = ctx.store.release(thread) {
         // A failed run already says what failed its store.
@@ -199,16 +177,10 @@ async fn keep_or_drop(
 
 /// What the kept thread's model calls cost, for the report: a failed run's saved steps' ledger,
 /// and what its branch paid for that no step's ledger holds.
-async fn count_spend(
-    ctx: &Ctx,
-    resolved: &Resolved,
-    graph: &dyn ErasedGraph,
-    thread: &str,
-    result: &Outcome,
-    ended: &mut Ended,
-) {
+async fn count_spend(run: &ThreadRun<'_>, result: &Outcome, ended: &mut Ended) {
+    let (ctx, thread) = (run.ctx, run.thread);
     if result.is_err() {
-        ended.usage = saved_usage(graph, thread).await;
+        ended.usage = saved_usage(run.graph, thread).await;
     }
     let keeps_usage = match result {
         Ok(outcome) => outcome.state.get("usage").is_some(),
@@ -218,7 +190,7 @@ async fn count_spend(
         // What the branch paid for that no step's ledger holds (failed attempts, results an
         // edit or a rerun set aside): the summary counts it too. Only for a graph that
         // keeps a ledger, as it walks the thread's checkpoints.
-        let pricing = pricing_of(&resolved.file.settings);
+        let pricing = pricing_of(&run.resolved.file.settings);
         ended.off_ledger = off_ledger_keeping(ctx.store.as_ref(), thread, pricing.as_ref())
             .await
             .ok()
@@ -329,12 +301,13 @@ impl Follower<'_> {
 /// is kept with the thread (before it is let go, so its index entry carries it too): `threads`
 /// then says "done (failed)" from that record instead of building the graph and decoding the
 /// whole state of every done thread.
-async fn judge(ctx: &Ctx, resolved: &Resolved, thread: &str, result: &Outcome) -> Option<String> {
+async fn judge(run: &ThreadRun<'_>, result: &Outcome) -> Option<String> {
+    let (ctx, thread) = (run.ctx, run.thread);
     let outcome = result.as_ref().ok()?;
     if !matches!(outcome.status, RunStatus::Done) {
         return None;
     }
-    let failure = resolved.factory.failure(&outcome.state);
+    let failure = run.resolved.factory.failure(&outcome.state);
     if let Some(checkpoint_id) = outcome.checkpoint_id {
         let verdict = Verdict {
             checkpoint_id,
@@ -352,14 +325,13 @@ async fn judge(ctx: &Ctx, resolved: &Resolved, thread: &str, result: &Outcome) -
 /// of it: a finished run says so itself, else its records say. The state is not read back (with a 100 MB state, reading it again as a snapshot and as JSON
 /// beside the run's result was what a run peaked on).
 async fn settle(
-    ctx: &Ctx,
-    resolved: &Resolved,
-    thread: &str,
+    run: &ThreadRun<'_>,
     result: &Outcome,
     mut saved_step: Option<u64>,
-    streaming: bool,
     failure: Option<String>,
 ) -> (Ended, bool) {
+    let (ctx, thread) = (run.ctx, run.thread);
+    let streaming = !run.settings.stream.is_empty();
     let newest = match result {
         Ok(outcome) => Ok(outcome.checkpoint_id.map(|id| ThreadSummary {
             thread_id: thread.to_string(),
@@ -382,7 +354,7 @@ async fn settle(
     }
     let ended = Ended {
         thread: thread.to_string(),
-        graph: resolved.file.graph.clone(),
+        graph: run.resolved.file.graph.clone(),
         status: summary.map_or(ThreadStatus::Failed, |s| s.status),
         step: summary.map_or(0, |s| s.step),
         checkpoint_id: summary.map(|s| s.checkpoint_id.to_string()),

@@ -13,12 +13,12 @@ mod report;
 mod setup;
 mod stop;
 
-pub(super) use drive::run_on_thread;
+pub(super) use drive::{run_on_thread, ThreadRun};
 pub(super) use report::{report, Ended};
 pub(crate) use stop::Stops;
 
 use super::artifacts;
-use crate::args::{RerunArgs, ResumeArgs, RunArgs};
+use crate::args::{RerunArgs, ResumeArgs, RunArgs, RunSettings};
 use crate::error::bad_input;
 use crate::origin::Origin;
 use crate::pause;
@@ -32,6 +32,8 @@ use setup::{
 };
 use stategraph::checkpoint::Checkpointer;
 use stategraph::runtime::Resume;
+use stategraph_registry::{ErasedGraph, Resolved};
+use stop::Stop;
 
 /// What a run does on its thread.
 pub(super) enum Action {
@@ -86,17 +88,66 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
         arts.start_version(&thread, args.out.as_deref(), "run")
             .await?;
     }
-    let action = Action::Run(input);
-    execute(
+    let run = ThreadRun {
         ctx,
-        &resolved,
-        graph.as_ref(),
-        &thread,
-        action,
-        &args.settings,
-        &[],
-    )
-    .await
+        resolved: &resolved,
+        graph: graph.as_ref(),
+        thread: &thread,
+        settings: &args.settings,
+        first_step: &[],
+    };
+    execute(&run, Action::Run(input)).await
+}
+
+/// The thread of a `resume` or a `rerun`: its graph resolved with the command's overrides,
+/// built and checked, not held yet (the command checks what it was asked first).
+struct TakenThread {
+    resolved: Resolved,
+    graph: Box<dyn ErasedGraph>,
+    origin: Option<Origin>,
+    extra: Vec<String>,
+}
+
+impl TakenThread {
+    /// Resolves and builds the thread's graph; `Err(stop)` when a stop ended the wait for a
+    /// thread another process holds.
+    async fn resolve(
+        ctx: &Ctx,
+        thread: &str,
+        settings: &RunSettings,
+    ) -> anyhow::Result<Result<TakenThread, Stop>> {
+        let mut extra = thread_overrides(settings);
+        let (resolved, origin) = match ctx
+            .stops
+            .unless_stopped(thread_graph(ctx, thread, &mut extra))
+            .await
+        {
+            Ok(found) => found?,
+            Err(stop) => return Ok(Err(stop)),
+        };
+        resolved.preflight()?;
+        let graph = resolved.build(Some(ctx.checkpointer()))?;
+        check_breakpoints(graph.as_ref(), settings)?;
+        Ok(Ok(TakenThread {
+            resolved,
+            graph,
+            origin,
+            extra,
+        }))
+    }
+
+    /// Holds the thread (waiting, unless stopped, while another process does) and keeps the
+    /// command's overrides with it.
+    async fn hold(&mut self, ctx: &Ctx, thread: &str) -> anyhow::Result<Result<(), Stop>> {
+        match ctx.stops.unless_stopped(ctx.store.hold(thread)).await {
+            Ok(held) => held?,
+            Err(stop) => return Ok(Err(stop)),
+        }
+        say!("thread {thread}");
+        let (origin, extra) = (self.origin.take(), std::mem::take(&mut self.extra));
+        remember_overrides(ctx, &self.resolved, origin, thread, extra).await?;
+        Ok(Ok(()))
+    }
 }
 
 /// `graph resume`.
@@ -110,29 +161,20 @@ pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
         let output = Output::of(&args.settings);
         stopped_before_taking(stop, Some(&args.thread), Some(&next), output)
     };
-    let mut extra = thread_overrides(&args.settings);
     // Reading and taking the thread wait while a process that does not serve it holds it: a
     // stop ends either wait.
-    let (resolved, origin) = match ctx
-        .stops
-        .unless_stopped(thread_graph(ctx, &args.thread, &mut extra))
-        .await
-    {
-        Ok(found) => found?,
+    let mut taken = match TakenThread::resolve(ctx, &args.thread, &args.settings).await? {
+        Ok(taken) => taken,
         Err(stop) => return stopped(stop),
     };
-    resolved.preflight()?;
-    let graph = resolved.build(Some(ctx.checkpointer()))?;
-    check_breakpoints(graph.as_ref(), &args.settings)?;
     let answer = read_answer(args.resume.as_ref(), args.resume_json.as_ref())?;
-    pause::refuse_empty_answer(ctx, graph.as_ref(), &args.thread, answer.as_ref()).await?;
-    match ctx.stops.unless_stopped(ctx.store.hold(&args.thread)).await {
-        Ok(held) => held?,
-        Err(stop) => return stopped(stop),
+    let graph = taken.graph.as_ref();
+    pause::refuse_empty_answer(ctx, graph, &args.thread, answer.as_ref()).await?;
+    if let Err(stop) = taken.hold(ctx, &args.thread).await? {
+        return stopped(stop);
     }
-    say!("thread {}", args.thread);
-    remember_overrides(ctx, &resolved, origin, &args.thread, extra).await?;
-    if let Some(arts) = artifacts::of(ctx, &resolved)? {
+    let (resolved, graph) = (&taken.resolved, taken.graph.as_ref());
+    if let Some(arts) = artifacts::of(ctx, resolved)? {
         let version = args.version.as_deref();
         let (ignore, answering) = (args.ignore_edits, answer.is_some());
         artifacts::before_resume(ctx, arts.as_ref(), &args.thread, version, ignore, answering)
@@ -148,17 +190,15 @@ pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
     }
     let snapshot = graph.get_state(&args.thread, None).await?;
     let action = Action::Resume(resume_with(&snapshot, answer));
-    let (thread, settings) = (&args.thread, &args.settings);
-    execute(
+    let run = ThreadRun {
         ctx,
-        &resolved,
-        graph.as_ref(),
-        thread,
-        action,
-        settings,
-        &snapshot.next,
-    )
-    .await
+        resolved,
+        graph,
+        thread: &args.thread,
+        settings: &args.settings,
+        first_step: &snapshot.next,
+    };
+    execute(&run, action).await
 }
 
 /// `graph rerun`.
@@ -171,32 +211,26 @@ pub(crate) async fn rerun(ctx: &Ctx, args: RerunArgs) -> anyhow::Result<u8> {
         let output = Output::of(&args.settings);
         stopped_before_taking(stop, Some(&args.thread), Some(&next), output)
     };
-    let mut extra = thread_overrides(&args.settings);
     // As in `resume`: a stop ends a wait for a thread another process holds.
-    let (resolved, origin) = match ctx
-        .stops
-        .unless_stopped(thread_graph(ctx, &args.thread, &mut extra))
-        .await
-    {
-        Ok(found) => found?,
+    let mut taken = match TakenThread::resolve(ctx, &args.thread, &args.settings).await? {
+        Ok(taken) => taken,
         Err(stop) => return stopped(stop),
     };
-    resolved.preflight()?;
-    let graph = resolved.build(Some(ctx.checkpointer()))?;
-    check_nodes(graph.as_ref(), std::slice::from_ref(&args.from), "--from")?;
-    check_breakpoints(graph.as_ref(), &args.settings)?;
-    match ctx.stops.unless_stopped(ctx.store.hold(&args.thread)).await {
-        Ok(held) => held?,
-        Err(stop) => return stopped(stop),
+    check_nodes(
+        taken.graph.as_ref(),
+        std::slice::from_ref(&args.from),
+        "--from",
+    )?;
+    if let Err(stop) = taken.hold(ctx, &args.thread).await? {
+        return stopped(stop);
     }
-    say!("thread {}", args.thread);
-    remember_overrides(ctx, &resolved, origin, &args.thread, extra).await?;
-    if let Some(arts) = artifacts::of(ctx, &resolved)? {
+    let (resolved, graph) = (&taken.resolved, taken.graph.as_ref());
+    if let Some(arts) = artifacts::of(ctx, resolved)? {
         let (out, ignore) = (args.out.as_deref(), args.ignore_edits);
         artifacts::before_rerun(
             ctx,
             arts.as_ref(),
-            graph.as_ref(),
+            graph,
             &args.thread,
             &args.from,
             out,
@@ -204,19 +238,15 @@ pub(crate) async fn rerun(ctx: &Ctx, args: RerunArgs) -> anyhow::Result<u8> {
         )
         .await?;
     }
-    let from = std::slice::from_ref(&args.from);
-    let action = Action::Rerun(args.from.clone());
-    let (thread, settings) = (&args.thread, &args.settings);
-    execute(
+    let run = ThreadRun {
         ctx,
-        &resolved,
-        graph.as_ref(),
-        thread,
-        action,
-        settings,
-        from,
-    )
-    .await
+        resolved,
+        graph,
+        thread: &args.thread,
+        settings: &args.settings,
+        first_step: std::slice::from_ref(&args.from),
+    };
+    execute(&run, Action::Rerun(args.from.clone())).await
 }
 
 /// The command that resumes `thread` with `answer` (as `--resume TEXT` or `--resume-json JSON`):

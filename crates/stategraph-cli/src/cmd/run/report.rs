@@ -4,7 +4,9 @@
 
 use super::stop::Stop;
 use crate::args::RunSettings;
-use crate::error::{run_error_code, EXIT_DONE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PAUSED};
+use crate::error::{
+    run_error_code, run_mend, EXIT_DONE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PAUSED,
+};
 use crate::{out, Ctx};
 use crate::{pause, progress};
 use serde_json::{json, Value};
@@ -216,6 +218,9 @@ fn report_error(
     }
     if code == EXIT_FAILURE && meta.status != ThreadStatus::Done {
         say!("the thread keeps its last checkpoint; after fixing the cause, continue with:\n  {resume_hint}");
+        if let Some(mend) = run_mend(e, resume_hint) {
+            say!("{mend}");
+        }
         doc["continue_with"] = json!(resume_hint);
     }
     code

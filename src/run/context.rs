@@ -1,10 +1,10 @@
 //! What a running node can see and do besides reading the state.
 
 use super::config::{Durability, RunConfig};
-use super::error::{NodeError, NodeErrorKind};
 use super::events::EventSink;
 use super::namespace::ThreadPath;
 use crate::checkpoint::{CheckpointId, Checkpointer, InterruptRecord, InterruptWhen};
+use crate::error::{NodeError, NodeErrorKind};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -206,7 +206,7 @@ impl Context {
         self.inner.attempt.load(Ordering::Relaxed)
     }
 
-    /// All run settings ([`RunConfig::settings`](super::RunConfig::settings)).
+    /// All run settings ([`RunConfig::settings`](crate::runtime::RunConfig::settings)).
     pub fn settings(&self) -> &serde_json::Map<String, serde_json::Value> {
         &self.inner.settings
     }
@@ -249,7 +249,7 @@ impl Context {
     }
 
     /// A sink for text the node produces piece by piece, such as model tokens: each piece
-    /// becomes an [`Event::Custom`](super::Event::Custom) of `kind` whose payload is the text, so a UI can show it as
+    /// becomes an [`Event::Custom`](crate::runtime::Event::Custom) of `kind` whose payload is the text, so a UI can show it as
     /// it arrives. `None` when nobody listens, so streaming costs nothing then.
     ///
     /// Its type is the one model clients take for streaming

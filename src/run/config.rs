@@ -90,7 +90,7 @@ pub struct RunConfig {
     /// The thread to run on; a new UUID v7 when `None`.
     pub thread_id: Option<String>,
     /// Most supersteps this call may run before failing with
-    /// [`RunError::RecursionLimit`](super::RunError::RecursionLimit).
+    /// [`RunError::RecursionLimit`](crate::runtime::RunError::RecursionLimit).
     pub recursion_limit: u64,
     /// When checkpoints reach the disk.
     pub durability: Durability,
@@ -98,7 +98,7 @@ pub struct RunConfig {
     pub interrupt_before: BTreeSet<String>,
     /// Extra nodes to pause after, for this run only.
     pub interrupt_after: BTreeSet<String>,
-    /// Free-form settings nodes can read ([`Context::setting`](super::Context::setting)).
+    /// Free-form settings nodes can read ([`Context::setting`](crate::runtime::Context::setting)).
     pub settings: serde_json::Map<String, serde_json::Value>,
     /// Cancels the run: the in-flight step is abandoned and the last checkpoint kept.
     pub cancel: Option<CancellationToken>,

@@ -4,7 +4,7 @@ use crate::checkpoint::InterruptRecord;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-/// The [`Event::Custom`] kind of streamed model text ([`Context::text_sink`](super::Context::text_sink)).
+/// The [`Event::Custom`] kind of streamed model text ([`Context::text_sink`](crate::runtime::Context::text_sink)).
 pub const TOKEN_EVENT: &str = "token";
 
 /// The [`Event::Custom`] kind of a one-line progress report whose payload is the line, e.g.
@@ -137,7 +137,7 @@ pub enum Event {
         update: serde_json::Value,
     },
     /// A piece of a model's reply as it arrives (stream mode `messages`): what a node sent to
-    /// its [`Context::text_sink`](super::Context::text_sink) of kind [`TOKEN_EVENT`].
+    /// its [`Context::text_sink`](crate::runtime::Context::text_sink) of kind [`TOKEN_EVENT`].
     Message {
         /// The subgraph (below the root thread); empty for the root graph.
         #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -175,7 +175,7 @@ pub enum StreamMode {
     Updates,
     /// [`Event::Message`]: model tokens as they arrive.
     Messages,
-    /// [`Event::Custom`]: what nodes send with [`Context::emit`](super::Context::emit).
+    /// [`Event::Custom`]: what nodes send with [`Context::emit`](crate::runtime::Context::emit).
     Custom,
     /// Task start (before the step, in task order), task result (after it, in task order:
     /// [`Event::NodeFinished`] or [`Event::NodeFailed`]), checkpoints, pauses, run start and end.

@@ -1,11 +1,36 @@
-//! Errors of nodes (what a node returns) and of runs (what a caller sees).
+//! The engine's errors: of graphs (what `compile` refuses), of nodes (what a node returns) and
+//! of runs (what a caller sees).
+//!
+//! They sit below `graph` and `runtime` because both speak them: a graph's nodes return
+//! [`NodeError`] and its retry policies read it, a subgraph read through a
+//! [`SubgraphView`](crate::runtime::SubgraphView) answers with [`RunError`], and a run reports the
+//! [`GraphError`] of a name it was given. They name no graph, run or store machinery.
+//! Re-exported where users find them: `stategraph::graph::GraphError`,
+//! `stategraph::runtime::{NodeError, NodeErrorKind, ResumeError, RunError}`.
 
 use crate::checkpoint::{CheckpointError, CheckpointId, InterruptRecord};
-use crate::graph::GraphError;
 use crate::state::MergeError;
 use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
+
+/// A graph that cannot be compiled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GraphError {
+    /// The graph has problems; each says what to fix.
+    #[error("the graph is invalid:\n{}", .0.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+    Invalid(Vec<String>),
+    /// A name given to the compiled graph (interrupt, node lookup) is not one of its nodes.
+    #[error("no node named `{name}` in this graph ({context}); its nodes are: {known}")]
+    UnknownNode {
+        /// The name given.
+        name: String,
+        /// Where it was given.
+        context: &'static str,
+        /// The graph's nodes.
+        known: String,
+    },
+}
 
 /// How a node's attempt ended badly.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,7 +43,7 @@ pub enum NodeErrorKind {
     Timeout(Duration),
     /// The node's code panicked.
     Panicked,
-    /// The node asked a person for input; the run pauses (see [`Context::interrupt`](super::Context::interrupt)).
+    /// The node asked a person for input; the run pauses (see [`Context::interrupt`](crate::runtime::Context::interrupt)).
     Interrupted(Box<InterruptRecord>),
 }
 
@@ -228,8 +253,8 @@ pub enum RunError {
     /// The run took more supersteps than allowed.
     #[error(
         "thread `{thread_id}` reached the recursion limit of {limit} supersteps at step {step} \
-         without finishing; the graph may loop forever. Raise RunConfig::recursion_limit (or \
-         --set recursion_limit=N) if the run is legitimately long, then resume the thread"
+         without finishing; the graph may loop forever. If the run is legitimately long, raise \
+         its recursion limit (RunConfig::recursion_limit), then resume the thread"
     )]
     RecursionLimit {
         /// The limit.
@@ -313,6 +338,19 @@ pub enum RunError {
     /// Input given to a run or an edit is not valid.
     #[error("invalid input: {0}")]
     InvalidInput(String),
+    /// An edit without `as_node` on a thread whose last step several nodes wrote: which node's
+    /// output it stands for is not known, so it is refused and nothing changes.
+    #[error(
+        "the edit of thread `{thread_id}` is ambiguous: {} wrote last, in the same step; say \
+         which node it stands for with as_node",
+        nodes.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(" and ")
+    )]
+    AmbiguousEdit {
+        /// The thread (or child namespace) edited.
+        thread_id: String,
+        /// The nodes that wrote last, any of which the edit could stand for.
+        nodes: Vec<String>,
+    },
     /// A node name or graph option is wrong.
     #[error(transparent)]
     Graph(#[from] GraphError),
