@@ -71,6 +71,9 @@ pub(crate) enum Command {
     Tree(TreeArgs),
     /// Solve a task tree leaves first (run again, it continues; what was edited is solved again).
     Solve(SolveArgs),
+    /// Serve the graphs and their threads over HTTP, in the shape of LangGraph's Agent Server
+    /// API (its Python and JS clients work against it), until Ctrl+C.
+    Serve(ServeArgs),
 }
 
 #[derive(Args, Debug)]
@@ -426,6 +429,25 @@ pub(crate) struct PruneArgs {
     pub json: bool,
 }
 
+/// `graph serve`.
+#[derive(Args, Debug)]
+pub(crate) struct ServeArgs {
+    /// Where to listen. Beyond loopback (127.0.0.1, ::1) a token is required.
+    #[arg(long, default_value = "127.0.0.1:8123", value_name = "HOST:PORT")]
+    pub addr: std::net::SocketAddr,
+    /// The bearer token every request must carry (`Authorization: Bearer TOKEN`).
+    #[arg(
+        long,
+        env = "GRAPH_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub token: Option<String>,
+    /// Let browser pages from this origin call the API (CORS). Repeatable; off without it.
+    #[arg(long, value_name = "ORIGIN")]
+    pub cors: Vec<String>,
+}
+
 #[derive(Args, Debug)]
 pub(crate) struct DrawArgs {
     /// A registered graph's name or the path of a graph file.
@@ -519,7 +541,7 @@ impl Command {
             Command::Prune(a) => a.json,
             Command::Repair(a) => a.json,
             Command::Artifacts(a) => a.json,
-            Command::Draw(_) => false,
+            Command::Draw(_) | Command::Serve(_) => false,
             Command::Decompose(a) => a.json,
             Command::Tree(a) => a.json,
             Command::Solve(a) => a.json,

@@ -6,6 +6,7 @@ mod graphs;
 mod inspect;
 mod plan;
 mod run;
+mod serve;
 mod tree;
 
 pub(crate) use run::Stops;
@@ -34,5 +35,6 @@ pub(crate) async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> 
         Command::Decompose(a) => tree::decompose(ctx, a).await,
         Command::Tree(a) => tree::tree(ctx, a).await,
         Command::Solve(a) => tree::solve(ctx, a).await,
+        Command::Serve(a) => serve::serve(ctx, a).await,
     }
 }

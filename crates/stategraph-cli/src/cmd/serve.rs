@@ -1,0 +1,63 @@
+//! `graph serve`: the registered graphs and the store's threads over HTTP, in the shape of
+//! LangGraph's Agent Server API (see stategraph-server), until Ctrl+C or SIGTERM.
+//!
+//! The server writes a thread only while it runs it (or saves an edit): then it lets the thread
+//! go, so `graph resume` in another terminal can take it, and while it runs, `graph state`
+//! reads it through this process.
+
+use crate::args::ServeArgs;
+use crate::error::{bad_input, EXIT_DONE};
+use crate::Ctx;
+use stategraph_server::{Server, ServerConfig, ServerError};
+
+/// `graph serve`.
+pub(crate) async fn serve(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<u8> {
+    let config = ServerConfig {
+        addr: args.addr,
+        token: args.token.filter(|t| !t.is_empty()),
+        cors: args.cors,
+        ..ServerConfig::default()
+    };
+    let store = ctx.store.clone();
+    let server =
+        Server::new(ctx.registry.clone(), ctx.checkpointer()).on_thread_idle(move |thread| {
+            if let Err(e) = store.release(thread) {
+                tracing::warn!(thread, error = %e, "could not let the thread go");
+            }
+        });
+    let bound = server.bind(config).await.map_err(|e| match e {
+        ServerError::TokenRequired { .. } | ServerError::BadOrigin { .. } => {
+            bad_input(e.to_string())
+        }
+        other => other.into(),
+    })?;
+    let graphs: Vec<String> = ctx.registry.iter().map(|f| f.name().to_string()).collect();
+    say!(
+        "serving {} graphs ({}) on http://{}",
+        graphs.len(),
+        graphs.join(", "),
+        bound.local_addr()
+    );
+    say!(
+        "threads in {}; stop with Ctrl+C",
+        ctx.store.root().display()
+    );
+    bound.serve(stopped()).await?;
+    say!("stopped");
+    Ok(EXIT_DONE)
+}
+
+/// Completes on Ctrl+C or SIGTERM.
+async fn stopped() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,199 @@
+//! An HTTP server for the graphs of a [`Registry`], in the shape of LangGraph's Agent Server API,
+//! so LangGraph's own client libraries (`langgraph-sdk`) drive stategraph threads unchanged.
+//!
+//! ```no_run
+//! # async fn demo(registry: stategraph_registry::Registry) -> Result<(), stategraph_server::ServerError> {
+//! use std::sync::Arc;
+//! use stategraph::checkpoint::MemoryCheckpointer;
+//! use stategraph_server::{Server, ServerConfig};
+//! let server = Server::new(registry, Arc::new(MemoryCheckpointer::new()));
+//! let bound = server.bind(ServerConfig::default()).await?;
+//! println!("serving on http://{}", bound.local_addr());
+//! bound.serve(std::future::pending()).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//! - `config.rs`: what a server is started with (address, token, CORS origins, body limit) and
+//!   the refusal to listen beyond loopback without a token.
+//! - `app.rs`: what every request shares: the registry, the store, the assistants (one per
+//!   registered graph, built once), the server's record of each thread, the live runs.
+//! - `routes/`: one file per resource: `assistants.rs`, `threads.rs` (create, get, search,
+//!   patch, copy, delete), `state.rs` (state, edits, history), `runs.rs` (create, stream, wait,
+//!   join, cancel, list).
+//! - `shapes.rs`: the JSON shapes of LangGraph that several routes share (checkpoints, a thread's
+//!   state, interrupts, times).
+//! - `runs/`: the runs of this process: `mod.rs` is the registry (one active run per thread, the
+//!   others queued or refused), `plan.rs` reads a run request into what to run, `exec.rs` runs
+//!   it, `log.rs` is a run's events kept in memory with their ids, so a stream rejoined with
+//!   `Last-Event-ID`, and a late joiner, get every event exactly once.
+//! - `sse.rs`: engine events as Server-Sent Events (`values`, `updates`, `custom`, `debug`,
+//!   `messages`, then `end`), and the streaming response over a run's log.
+//! - `threads.rs`: the server's own record of a thread (metadata, graph, times), kept in the
+//!   thread's journal under [`THREAD_RECORD_KEY`].
+//! - `auth.rs`: the bearer token, compared in constant time; `extract.rs`: request bodies and
+//!   queries, whose errors name the field; `error.rs`: errors as JSON with a status.
+//!
+//! Invariant: the server knows the registry, the engine and the checkpoint contract, never a
+//! backend or the CLI; what a backend needs when a thread goes quiet (the folder store lets it
+//! go, so the CLI can take it) is a hook its owner passes in ([`Server::on_thread_idle`]).
+
+// Library code never prints: it returns what it has to say (see the engine's lib.rs).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+mod app;
+mod auth;
+mod config;
+mod error;
+mod extract;
+mod routes;
+mod runs;
+mod shapes;
+mod sse;
+mod threads;
+
+pub use config::{ServerConfig, DEFAULT_ADDR, DEFAULT_BODY_LIMIT};
+pub use error::ApiError;
+pub use threads::THREAD_RECORD_KEY;
+
+use app::App;
+use stategraph::checkpoint::Checkpointer;
+use stategraph_registry::Registry;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Called with a thread's id when the server has stopped writing it for now (its runs ended, an
+/// edit was saved): a store that holds threads for the process writing them lets it go here.
+pub type IdleHook = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Why a server could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Listening beyond loopback needs a token, or anyone who reaches the port runs graphs.
+    #[error(
+        "refusing to listen on {addr} without a token: anyone who can reach it could run graphs \
+         and read every thread. Give one with --token TOKEN (or GRAPH_TOKEN), or listen on \
+         127.0.0.1"
+    )]
+    TokenRequired {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// A `--cors` origin that is not a valid header value.
+    #[error("--cors {origin}: not a valid origin (e.g. http://localhost:5173)")]
+    BadOrigin {
+        /// The origin given.
+        origin: String,
+    },
+    /// The address could not be bound (in use, not ours).
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Serving failed.
+    #[error("the server stopped: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+/// The graphs of a registry and the store of their threads, ready to be served.
+#[derive(Clone)]
+pub struct Server {
+    app: Arc<App>,
+}
+
+impl Server {
+    /// A server for the graphs of `registry` (each is an assistant whose id is its name), over
+    /// the threads of `store`.
+    pub fn new(registry: Registry, store: Arc<dyn Checkpointer>) -> Self {
+        Server {
+            app: Arc::new(App::new(registry, store, None)),
+        }
+    }
+
+    /// Calls `hook` when the server stops writing a thread for now (see [`IdleHook`]).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # let store = Arc::new(stategraph::checkpoint::MemoryCheckpointer::new());
+    /// let server = stategraph_server::Server::new(Default::default(), store)
+    ///     .on_thread_idle(|thread| tracing::debug!(thread, "idle"));
+    /// # let _ = server;
+    /// ```
+    pub fn on_thread_idle(self, hook: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        let app = App::new(
+            self.app.registry.clone(),
+            self.app.store.clone(),
+            Some(Arc::new(hook)),
+        );
+        Server { app: Arc::new(app) }
+    }
+
+    /// The HTTP routes with `config`'s token, CORS and body limit applied, for a program that
+    /// serves them itself.
+    pub fn router(&self, config: &ServerConfig) -> Result<axum::Router, ServerError> {
+        routes::router(self.app.clone(), config)
+    }
+
+    /// Checks `config` and binds its address (port 0 picks a free one).
+    pub async fn bind(&self, config: ServerConfig) -> Result<Bound, ServerError> {
+        config.check()?;
+        let router = self.router(&config)?;
+        let listener = tokio::net::TcpListener::bind(config.addr)
+            .await
+            .map_err(|source| ServerError::Bind {
+                addr: config.addr,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| ServerError::Bind {
+            addr: config.addr,
+            source,
+        })?;
+        Ok(Bound {
+            listener,
+            router,
+            addr,
+            app: self.app.clone(),
+        })
+    }
+}
+
+/// A server bound to its address, not serving yet.
+pub struct Bound {
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    addr: SocketAddr,
+    app: Arc<App>,
+}
+
+impl Bound {
+    /// The address it listens on (with the port picked when 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves until `shutdown` completes; then runs still going are cancelled (each keeps its
+    /// last checkpoint), their streams end, and their threads are let go.
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServerError> {
+        let app = self.app.clone();
+        // Open streams end only when their runs do: the runs are cancelled first, or a graceful
+        // shutdown would wait for them.
+        let stop = async move {
+            shutdown.await;
+            app.runs.cancel_all();
+        };
+        let result = axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(stop)
+            .await
+            .map_err(ServerError::Serve);
+        self.app.runs.wait_all().await;
+        result
+    }
+}

@@ -1,0 +1,216 @@
+//! Assistants: the registered graphs, each an assistant whose id is its name. Search, get, the
+//! graph's drawing as nodes and edges, and its schemas.
+
+use super::AppState;
+use crate::app::App;
+use crate::error::ApiError;
+use crate::extract::{Body, Query};
+use crate::shapes::iso;
+use axum::extract::{Path, State};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use stategraph_registry::{AnyFactory, DrawFormat};
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/assistants/search", post(search))
+        .route("/assistants/count", post(count))
+        .route("/assistants/{id}", get(get_one))
+        .route("/assistants/{id}/graph", get(graph))
+        .route("/assistants/{id}/schemas", get(schemas))
+        .route("/assistants/{id}/subgraphs", get(subgraphs))
+}
+
+/// LangGraph's `Assistant` for a registered graph.
+fn assistant_json(app: &App, factory: &dyn AnyFactory) -> Value {
+    let at = iso(app.started_at_ms);
+    json!({
+        "assistant_id": factory.name(),
+        "graph_id": factory.name(),
+        "name": factory.name(),
+        "description": factory.description(),
+        "config": {},
+        "context": {},
+        "metadata": {"created_by": "system"},
+        "version": 1,
+        "created_at": at,
+        "updated_at": at,
+    })
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct SearchRequest {
+    #[serde(default)]
+    metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    graph_id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    offset: Option<usize>,
+}
+
+fn matching(app: &App, req: &SearchRequest) -> Vec<Value> {
+    app.registry
+        .iter()
+        .filter(|f| req.graph_id.as_deref().is_none_or(|g| g == f.name()))
+        .filter(|f| req.name.as_deref().is_none_or(|n| f.name().contains(n)))
+        .map(|f| assistant_json(app, f.as_ref()))
+        .filter(|a| {
+            let empty = Map::new();
+            let metadata = a["metadata"].as_object().unwrap_or(&empty);
+            req.metadata
+                .as_ref()
+                .is_none_or(|m| crate::threads::matches(metadata, m))
+        })
+        .collect()
+}
+
+async fn search(State(app): State<AppState>, Body(req): Body<SearchRequest>) -> Json<Value> {
+    let (offset, limit) = (req.offset.unwrap_or(0), req.limit.unwrap_or(10));
+    let found: Vec<Value> = matching(&app, &req)
+        .into_iter()
+        .skip(offset)
+        .take(limit)
+        .collect();
+    Json(Value::Array(found))
+}
+
+async fn count(State(app): State<AppState>, Body(req): Body<SearchRequest>) -> Json<Value> {
+    Json(json!(matching(&app, &req).len()))
+}
+
+async fn get_one(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let a = app.assistant(&id)?;
+    Ok(Json(assistant_json(&app, a.resolved.factory.as_ref())))
+}
+
+/// The graph as LangGraph's drawing JSON: nodes (`__start__`, `__end__` and the graph's own)
+/// and edges, conditional ones marked. With `?format=mermaid`, the Mermaid text as well.
+async fn graph(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    query: Query,
+) -> Result<Json<Value>, ApiError> {
+    let a = app.assistant(&id)?;
+    // LangGraph's clients send a flag or a depth.
+    let xray = match query.get("xray").map(str::to_ascii_lowercase).as_deref() {
+        Some("true") => 1,
+        Some("false") => 0,
+        _ => query.number("xray", 0)?,
+    };
+    let mut drawing = drawing_from_dot(&a.graph.draw(DrawFormat::Dot, 0));
+    if query.get("format") == Some("mermaid") {
+        drawing["mermaid"] = json!(a.graph.draw(DrawFormat::Mermaid, xray));
+    }
+    Ok(Json(drawing))
+}
+
+async fn schemas(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let a = app.assistant(&id)?;
+    let factory = a.resolved.factory.as_ref();
+    let field_schema = |field: Option<&str>, title: &str| {
+        json!({
+            "title": title,
+            "type": "object",
+            "properties": field.map(|f| json!({ f: {} })).unwrap_or_else(|| json!({})),
+            "required": field.map(|f| vec![f]).unwrap_or_default(),
+        })
+    };
+    Ok(Json(json!({
+        "graph_id": a.id,
+        "input_schema": field_schema(factory.input_field(), &format!("{}Input", a.id)),
+        "output_schema": field_schema(factory.output_field(), &format!("{}Output", a.id)),
+        "state_schema": {"title": format!("{}State", a.id), "type": "object"},
+        "config_schema": null,
+        "context_schema": null,
+    })))
+}
+
+async fn subgraphs(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    app.assistant(&id)?;
+    Ok(Json(json!({})))
+}
+
+/// Nodes and edges read back from the engine's DOT drawing (the one structured drawing it
+/// makes): `"name" [shape=...];` and `"from" -> "to" [style=dashed, label="..."];` lines.
+fn drawing_from_dot(dot: &str) -> Value {
+    let mut nodes = Vec::new();
+    let mut edges = Vec::new();
+    for line in dot.lines().map(str::trim).filter(|l| l.starts_with('"')) {
+        let Some((from, rest)) = quoted(line) else {
+            continue;
+        };
+        if let Some(after) = rest.trim_start().strip_prefix("->") {
+            let Some((to, attrs)) = quoted(after.trim_start()) else {
+                continue;
+            };
+            let label = attrs
+                .find("label=")
+                .and_then(|i| quoted(&attrs[i + 6..]))
+                .map(|(l, _)| l);
+            edges.push(json!({
+                "source": from,
+                "target": to,
+                "conditional": attrs.contains("style=dashed"),
+                "data": label,
+            }));
+        } else {
+            let special = from == stategraph::START || from == stategraph::END;
+            let (kind, data) = match special {
+                true => ("schema", json!(from)),
+                false => ("runnable", json!({"name": from})),
+            };
+            nodes.push(json!({"id": from, "type": kind, "data": data}));
+        }
+    }
+    json!({ "nodes": nodes, "edges": edges })
+}
+
+/// The DOT string at the start of `s` (after its opening quote) and what follows it.
+fn quoted(s: &str) -> Option<(String, &str)> {
+    let body = s.strip_prefix('"')?;
+    let mut out = String::new();
+    let mut chars = body.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => out.extend(chars.next().map(|(_, c)| c)),
+            '"' => return Some((out, &body[i + 1..])),
+            c => out.push(c),
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dot_drawing_reads_back_as_nodes_and_edges() {
+        let dot =
+            "digraph \"g\" {\n\trankdir=TB;\n\t\"__start__\" [label=\"START\", shape=oval];\n\
+                   \t\"a \\\"b\\\"\" [shape=box];\n\t\"__start__\" -> \"a \\\"b\\\"\";\n\
+                   \t\"a \\\"b\\\"\" -> \"__end__\" [style=dashed, label=\"route\"];\n}\n";
+        let d = drawing_from_dot(dot);
+        assert_eq!(d["nodes"][1]["id"], "a \"b\"");
+        assert_eq!(d["nodes"][0]["type"], "schema");
+        assert_eq!(d["edges"][0]["conditional"], false);
+        assert_eq!(d["edges"][1]["target"], "__end__");
+        assert_eq!(d["edges"][1]["conditional"], true);
+        assert_eq!(d["edges"][1]["data"], "route");
+    }
+}

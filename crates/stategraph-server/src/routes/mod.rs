@@ -1,0 +1,88 @@
+//! The HTTP routes, one file per resource, and the layers around them (token, CORS, body limit).
+
+mod assistants;
+mod runs;
+mod state;
+mod threads;
+
+use crate::app::App;
+use crate::auth::{require_token, Token};
+use crate::config::ServerConfig;
+use crate::error::ApiError;
+use crate::ServerError;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{header, HeaderName, HeaderValue, Method};
+use axum::routing::get;
+use axum::Router;
+use std::sync::Arc;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+pub(crate) type AppState = Arc<App>;
+
+/// Every route, with `config`'s layers.
+pub(crate) fn router(app: Arc<App>, config: &ServerConfig) -> Result<Router, ServerError> {
+    let mut router = Router::new()
+        .route(
+            "/ok",
+            get(|| async { axum::Json(serde_json::json!({"ok": true})) }),
+        )
+        .route("/info", get(info))
+        .merge(assistants::routes())
+        .merge(threads::routes())
+        .merge(state::routes())
+        .merge(runs::routes())
+        .fallback(not_found)
+        .with_state(app)
+        .layer(DefaultBodyLimit::max(config.body_limit));
+    if let Some(token) = config.token.as_deref().filter(|t| !t.is_empty()) {
+        let token = Token(Arc::from(token));
+        router = router.layer(axum::middleware::from_fn_with_state(token, require_token));
+    }
+    if !config.cors.is_empty() {
+        router = router.layer(cors(&config.cors)?);
+    }
+    Ok(router)
+}
+
+/// CORS for the given origins only: a browser page from elsewhere cannot call the API.
+fn cors(origins: &[String]) -> Result<CorsLayer, ServerError> {
+    let allowed = origins
+        .iter()
+        .map(|o| {
+            HeaderValue::from_str(o.trim_end_matches('/'))
+                .map_err(|_| ServerError::BadOrigin { origin: o.clone() })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(CorsLayer::new()
+        .allow_origin(AllowOrigin::list(allowed))
+        .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
+        .allow_headers([
+            header::CONTENT_TYPE,
+            header::AUTHORIZATION,
+            HeaderName::from_static("x-api-key"),
+            HeaderName::from_static("last-event-id"),
+        ])
+        .expose_headers([header::LOCATION, header::CONTENT_LOCATION]))
+}
+
+async fn info() -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "server": "stategraph",
+        "flags": {"assistants": true, "crons": false, "langsmith": false},
+    }))
+}
+
+async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!(
+        "no route {method} {}: this server serves LangGraph's assistants, threads and runs \
+         endpoints (see the stategraph-server README)",
+        uri.path()
+    ))
+}
+
+/// A response's `Content-Location` (and, for a stream, `Location`) naming a run, which
+/// LangGraph's clients read to find the run and to rejoin its stream.
+pub(crate) fn run_location(thread: &str, run: &str) -> String {
+    format!("/threads/{thread}/runs/{run}")
+}

@@ -1,0 +1,333 @@
+//! Threads: create (with the caller's id and metadata), get, search, count, patch metadata,
+//! copy, delete. A thread's status and values come from its newest checkpoint, and `busy`
+//! from the runs of this server.
+
+use super::AppState;
+use crate::app::App;
+use crate::error::ApiError;
+use crate::extract::Body;
+use crate::shapes::{interrupts_by_task, iso};
+use crate::threads::{self, ThreadRecord};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use stategraph::checkpoint::now_ms;
+use stategraph::runtime::{RunError, StateSnapshot};
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/threads", post(create))
+        .route("/threads/search", post(search))
+        .route("/threads/count", post(count))
+        .route("/threads/{id}", get(get_one).patch(patch).delete(delete))
+        .route("/threads/{id}/copy", post(copy))
+}
+
+/// The thread's newest state, read with its graph; `None` when it has no checkpoint or no
+/// known graph.
+pub(crate) async fn newest_state(
+    app: &App,
+    thread: &str,
+    record: &ThreadRecord,
+) -> Result<Option<StateSnapshot<Value>>, ApiError> {
+    let Some(assistant) = threads::graph_of(app, record) else {
+        return Ok(None);
+    };
+    match assistant.graph.get_state(thread, None).await {
+        Ok(s) => Ok(Some(s)),
+        Err(RunError::ThreadNotFound { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// LangGraph's `Thread`: `busy` while a run of this server has it, else `interrupted` (paused
+/// for a person), `error` (a task failed) or `idle`.
+pub(crate) async fn thread_json(
+    app: &App,
+    thread: &str,
+    record: &ThreadRecord,
+) -> Result<Value, ApiError> {
+    let newest = newest_state(app, thread, record).await?;
+    let status = match &newest {
+        _ if app.runs.busy_with(thread).is_some() => "busy",
+        Some(s) if !s.interrupts.is_empty() => "interrupted",
+        Some(s) if !s.errors.is_empty() => "error",
+        _ => "idle",
+    };
+    let changed = newest.as_ref().map_or(0, |s| s.metadata.created_at_ms);
+    Ok(json!({
+        "thread_id": thread,
+        "created_at": iso(record.created_at_ms),
+        "updated_at": iso(record.updated_at_ms.max(changed)),
+        "metadata": record.metadata,
+        "status": status,
+        "values": newest.as_ref().map(|s| s.values.clone()),
+        "interrupts": newest.as_ref().map_or(json!({}), interrupts_by_task),
+        "config": {},
+    }))
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum IfExists {
+    #[default]
+    Raise,
+    DoNothing,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct CreateRequest {
+    #[serde(default)]
+    thread_id: Option<String>,
+    #[serde(default)]
+    metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    if_exists: Option<IfExists>,
+    #[serde(default)]
+    supersteps: Option<Value>,
+    #[serde(default)]
+    ttl: Option<Value>,
+}
+
+async fn create(
+    State(app): State<AppState>,
+    Body(req): Body<CreateRequest>,
+) -> Result<Json<Value>, ApiError> {
+    if req.supersteps.is_some() {
+        return Err(ApiError::unsupported(
+            "supersteps",
+            "creating a thread from supersteps",
+        ));
+    }
+    if req.ttl.is_some() {
+        return Err(ApiError::unsupported("ttl", "a thread that deletes itself"));
+    }
+    let metadata = req.metadata.unwrap_or_default();
+    if let Some(graph) = metadata.get("graph_id") {
+        let graph = graph.as_str().unwrap_or_default();
+        app.assistant(graph)
+            .map_err(|e| e.in_field("metadata.graph_id"))?;
+    }
+    let id = req
+        .thread_id
+        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    if let Some(existing) = threads::read(&app, &id).await? {
+        return match req.if_exists.unwrap_or_default() {
+            IfExists::DoNothing => Ok(Json(thread_json(&app, &id, &existing).await?)),
+            IfExists::Raise => Err(ApiError::conflict(format!(
+                "thread `{id}` already exists: send if_exists \"do_nothing\" to get it instead, \
+                 or create a thread with another id"
+            ))),
+        };
+    }
+    let record = ThreadRecord::new(now_ms(), metadata);
+    threads::write(&app, &id, &record).await?;
+    app.thread_idle(&id);
+    Ok(Json(thread_json(&app, &id, &record).await?))
+}
+
+async fn get_one(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let record = threads::require(&app, &id).await?;
+    Ok(Json(thread_json(&app, &id, &record).await?))
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct SearchRequest {
+    #[serde(default)]
+    metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    values: Option<Map<String, Value>>,
+    #[serde(default)]
+    ids: Option<Vec<String>>,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    offset: Option<usize>,
+    #[serde(default)]
+    sort_by: Option<String>,
+    #[serde(default)]
+    sort_order: Option<String>,
+    #[serde(default)]
+    select: Option<Vec<String>>,
+}
+
+/// Every thread that fits the request's filters, sorted as it asks.
+async fn matching(app: &App, req: &SearchRequest) -> Result<Vec<Value>, ApiError> {
+    if let Some(s) = req.status.as_deref() {
+        if !matches!(s, "idle" | "busy" | "interrupted" | "error") {
+            return Err(ApiError::invalid(
+                "status",
+                format!("`{s}` is not a thread status: use idle, busy, interrupted or error"),
+            ));
+        }
+    }
+    let mut ids = match &req.ids {
+        Some(ids) => ids.clone(),
+        None => app.store.list_threads().await?,
+    };
+    if req.ids.is_none() {
+        ids.extend(app.threads.ids());
+    }
+    ids.sort();
+    ids.dedup();
+    let mut found = Vec::new();
+    for id in ids {
+        let Ok(Some(record)) = threads::read(app, &id).await else {
+            continue;
+        };
+        if !req
+            .metadata
+            .as_ref()
+            .is_none_or(|m| threads::matches(&record.metadata, m))
+        {
+            continue;
+        }
+        let thread = thread_json(app, &id, &record).await?;
+        let values_fit = req.values.as_ref().is_none_or(|want| {
+            thread["values"]
+                .as_object()
+                .is_some_and(|v| threads::matches(v, want))
+        });
+        if values_fit && req.status.as_deref().is_none_or(|s| thread["status"] == s) {
+            found.push(thread);
+        }
+    }
+    sort(&mut found, req)?;
+    Ok(found)
+}
+
+fn sort(threads: &mut [Value], req: &SearchRequest) -> Result<(), ApiError> {
+    let key = req.sort_by.as_deref().unwrap_or("created_at");
+    if !matches!(key, "thread_id" | "status" | "created_at" | "updated_at") {
+        return Err(ApiError::invalid(
+            "sort_by",
+            format!("cannot sort by `{key}`: use thread_id, status, created_at or updated_at"),
+        ));
+    }
+    let descending = match req.sort_order.as_deref().unwrap_or("desc") {
+        "desc" => true,
+        "asc" => false,
+        other => {
+            return Err(ApiError::invalid(
+                "sort_order",
+                format!("`{other}`: use asc or desc"),
+            ))
+        }
+    };
+    // ISO times sort as text; the id breaks ties so pages do not shuffle.
+    threads.sort_by(|a, b| {
+        let by = |t: &Value| {
+            (
+                t[key].as_str().unwrap_or("").to_string(),
+                t["thread_id"].as_str().unwrap_or("").to_string(),
+            )
+        };
+        let order = by(a).cmp(&by(b));
+        if descending {
+            order.reverse()
+        } else {
+            order
+        }
+    });
+    Ok(())
+}
+
+async fn search(
+    State(app): State<AppState>,
+    Body(req): Body<SearchRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let (offset, limit) = (req.offset.unwrap_or(0), req.limit.unwrap_or(10));
+    let page = matching(&app, &req)
+        .await?
+        .into_iter()
+        .skip(offset)
+        .take(limit);
+    let page: Vec<Value> = match &req.select {
+        None => page.collect(),
+        Some(fields) => page
+            .map(|mut t| {
+                if let Value::Object(m) = &mut t {
+                    m.retain(|k, _| fields.contains(k));
+                }
+                t
+            })
+            .collect(),
+    };
+    Ok(Json(Value::Array(page)))
+}
+
+async fn count(
+    State(app): State<AppState>,
+    Body(req): Body<SearchRequest>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(json!(matching(&app, &req).await?.len())))
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct PatchRequest {
+    #[serde(default)]
+    metadata: Option<Map<String, Value>>,
+}
+
+/// Merges the given metadata into the thread's (a key given as null is kept as null, as
+/// LangGraph does).
+async fn patch(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    Body(req): Body<PatchRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let mut record = threads::require(&app, &id).await?;
+    record.metadata.extend(req.metadata.unwrap_or_default());
+    record.updated_at_ms = now_ms();
+    threads::write(&app, &id, &record).await?;
+    app.thread_idle(&id);
+    Ok(Json(thread_json(&app, &id, &record).await?))
+}
+
+async fn delete(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    threads::require(&app, &id).await?;
+    if let Some(run) = app.runs.busy_with(&id) {
+        return Err(ApiError::conflict(format!(
+            "thread `{id}` is busy with run `{}`: cancel it first (POST /threads/{id}/runs/{}/cancel)",
+            run.id, run.id
+        )));
+    }
+    app.thread_idle(&id);
+    app.store.delete_thread(&id).await?;
+    app.threads.forget(&id);
+    app.runs.forget_thread(&id);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A new thread holding a copy of the thread's newest checkpoint and its metadata.
+async fn copy(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let record = threads::require(&app, &id).await?;
+    let new_id = uuid::Uuid::now_v7().to_string();
+    if let (Some(assistant), Some(newest)) = (
+        threads::graph_of(&app, &record),
+        newest_state(&app, &id, &record).await?,
+    ) {
+        assistant
+            .graph
+            .fork(&id, newest.checkpoint_id, Some(new_id.clone()))
+            .await?;
+    }
+    let copied = ThreadRecord::new(now_ms(), record.metadata.clone());
+    threads::write(&app, &new_id, &copied).await?;
+    app.thread_idle(&new_id);
+    Ok(Json(thread_json(&app, &new_id, &copied).await?))
+}

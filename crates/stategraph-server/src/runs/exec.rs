@@ -1,0 +1,179 @@
+//! Running a run: its graph on its thread, its engine events into its stream, then how it ended
+//! (`error` if it failed, `end` always), and the thread's next run, or the thread let go.
+
+use super::plan::{Plan, Start};
+use super::{RunHandle, Status};
+use crate::app::App;
+use crate::shapes::interrupts;
+use crate::sse::Mapper;
+use serde_json::{json, Value};
+use stategraph::checkpoint::InterruptWhen;
+use stategraph::runtime::{Resume, RunError, RunOutcome, RunStatus, StateSnapshot};
+use std::sync::Arc;
+
+/// Runs `run`, then the runs queued behind it on its thread, in a task of their own.
+pub(crate) fn spawn(app: Arc<App>, run: Arc<RunHandle>) {
+    tokio::spawn(async move {
+        let mut run = run;
+        loop {
+            execute(&app, &run).await;
+            match app.runs.next_after(&run, |t| app.release(t)) {
+                Some(next) => run = next,
+                None => break,
+            }
+        }
+        let thread = run.thread_id.clone();
+        if run.temporary {
+            // A stateless run's thread goes with it; its stream and record stay readable.
+            if let Err(e) = app.store.delete_thread(&thread).await {
+                tracing::warn!(thread, error = %e, "could not delete a stateless run's thread");
+            }
+            app.threads.forget(&thread);
+        }
+    });
+}
+
+/// Ends a run that never started (cancelled while it waited).
+pub(crate) fn end_unstarted(run: &RunHandle) {
+    let reason = run.cancel_reason().unwrap_or_else(|| "cancelled".into());
+    run.take_plan();
+    run.finish(Status::Interrupted, json!({}), Some(reason));
+    end_stream(run);
+}
+
+async fn execute(app: &App, run: &RunHandle) {
+    let Some(plan) = run.take_plan() else { return };
+    if run.cancel.is_cancelled() {
+        end_unstarted(run);
+        return;
+    }
+    run.set_running();
+    match drive(run, plan).await {
+        Ok(outcome) => {
+            let (status, output) = match &outcome.status {
+                RunStatus::Done => (Status::Success, outcome.state),
+                RunStatus::Interrupted {
+                    interrupts: waits, ..
+                } => (Status::Interrupted, with_interrupts(outcome.state, waits)),
+            };
+            run.finish(status, output, None);
+        }
+        Err(RunError::Cancelled { .. }) => {
+            let reason = run.cancel_reason().unwrap_or_else(|| "cancelled".into());
+            let values = last_values(app, run).await;
+            run.finish(Status::Interrupted, values, Some(reason));
+        }
+        Err(e) => {
+            let error = json!({"error": error_kind(&e), "message": e.to_string()});
+            run.log.push("error", None, &error);
+            run.finish(Status::Error, json!({ "__error__": error }), None);
+        }
+    }
+    end_stream(run);
+}
+
+fn end_stream(run: &RunHandle) {
+    let end = json!({"run_id": run.id, "status": run.status().as_str()});
+    run.log.push("end", None, &end);
+    run.log.close();
+}
+
+/// Runs the plan, its events into the run's stream as they come.
+async fn drive(run: &RunHandle, plan: Plan) -> Result<RunOutcome<Value>, RunError> {
+    let graph = plan.assistant.graph.clone();
+    let thread = plan.thread.as_str();
+    let mut config = plan.config;
+    let mut mapper = Mapper::new(plan.modes, plan.subgraphs);
+    config.stream = mapper.engine_modes();
+    config.cancel = Some(run.cancel.clone());
+    let newest = match graph.get_state(thread, None).await {
+        Ok(s) => Some(s),
+        Err(RunError::ThreadNotFound { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let running = async {
+        match plan.start {
+            Start::Input(input) => graph.run(input, config, Some(tx)).await,
+            // A thread never run starts from an empty input, as LangGraph's does.
+            Start::Continue { .. } if newest.is_none() && config.checkpoint_id.is_none() => {
+                graph.run(json!({}), config, Some(tx)).await
+            }
+            Start::Continue { answer } => {
+                let resume = resume_with(newest.as_ref(), answer);
+                graph.resume(thread, resume, config, Some(tx)).await
+            }
+        }
+    };
+    // The sender is dropped when the run ends: every event is in the stream before `end`.
+    let pump = async {
+        while let Some(event) = rx.recv().await {
+            mapper.push(event, &run.log);
+        }
+    };
+    let (result, ()) = tokio::join!(running, pump);
+    result
+}
+
+/// How a resume answers the thread's pause: with several questions open, an object whose keys
+/// are their ids answers each (as `graph resume --resume-json` does).
+fn resume_with(newest: Option<&StateSnapshot<Value>>, answer: Option<Value>) -> Resume {
+    let dynamic: Vec<&str> = newest
+        .map(|s| {
+            s.interrupts
+                .iter()
+                .filter(|i| i.when == InterruptWhen::Dynamic)
+                .map(|i| i.id.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    match answer {
+        None => Resume::Continue,
+        Some(Value::Object(map))
+            if dynamic.len() > 1 && map.keys().all(|k| dynamic.contains(&k.as_str())) =>
+        {
+            Resume::ById(map.into_iter().collect())
+        }
+        Some(v) => Resume::Value(v),
+    }
+}
+
+/// A paused run's result: its values with `__interrupt__`, as LangGraph's `wait` answers.
+fn with_interrupts(values: Value, waits: &[stategraph::checkpoint::InterruptRecord]) -> Value {
+    let mut out = match values {
+        Value::Object(m) => m,
+        other => {
+            let mut m = serde_json::Map::new();
+            m.insert("values".into(), other);
+            m
+        }
+    };
+    out.insert("__interrupt__".into(), interrupts(waits));
+    Value::Object(out)
+}
+
+/// The thread's values now (what a cancelled run leaves).
+async fn last_values(app: &App, run: &RunHandle) -> Value {
+    let Ok(assistant) = app.assistant(&run.assistant_id) else {
+        return json!({});
+    };
+    match assistant.graph.get_state(&run.thread_id, None).await {
+        Ok(s) => s.values,
+        Err(_) => json!({}),
+    }
+}
+
+/// A short name for what went wrong, as LangGraph's `error` events carry the exception's.
+fn error_kind(e: &RunError) -> &'static str {
+    match e {
+        RunError::NodeFailed { .. } => "NodeFailed",
+        RunError::Merge { .. } => "MergeConflict",
+        RunError::RecursionLimit { .. } => "RecursionLimit",
+        RunError::Checkpoint(_) => "CheckpointError",
+        RunError::ThreadNotFound { .. } | RunError::CheckpointNotFound { .. } => "NotFound",
+        RunError::InvalidInput(_) => "InvalidInput",
+        RunError::Resume(_) => "ResumeError",
+        RunError::Cancelled { .. } => "Cancelled",
+        _ => "RunError",
+    }
+}

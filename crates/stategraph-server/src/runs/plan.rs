@@ -1,0 +1,334 @@
+//! A run request (LangGraph's `RunCreate`) read into what to run: checked before anything
+//! starts, so a request that cannot run is refused with the field at fault (422), not failed
+//! later in the run's stream.
+
+use super::Strategy;
+use crate::app::{App, Assistant};
+use crate::error::ApiError;
+use crate::sse::parse_modes;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use stategraph::checkpoint::CheckpointId;
+use stategraph::runtime::{Durability, RunConfig, StreamMode};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// The body of a run request. Fields LangGraph defines and this server ignores (tracing,
+/// feedback keys) are let through; those it would have to honour and does not are refused.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RunRequest {
+    #[serde(default)]
+    pub assistant_id: Option<String>,
+    #[serde(default)]
+    pub input: Option<Value>,
+    #[serde(default)]
+    pub command: Option<CommandRequest>,
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub config: Option<ConfigRequest>,
+    #[serde(default)]
+    pub context: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub stream_mode: Option<OneOrMany>,
+    #[serde(default)]
+    pub stream_subgraphs: Option<bool>,
+    #[serde(default)]
+    pub interrupt_before: Option<Nodes>,
+    #[serde(default)]
+    pub interrupt_after: Option<Nodes>,
+    #[serde(default)]
+    pub checkpoint_id: Option<String>,
+    #[serde(default)]
+    pub checkpoint: Option<CheckpointRef>,
+    #[serde(default)]
+    pub multitask_strategy: Option<Strategy>,
+    #[serde(default)]
+    pub if_not_exists: Option<IfNotExists>,
+    #[serde(default)]
+    pub on_disconnect: Option<OnDisconnect>,
+    #[serde(default)]
+    pub on_completion: Option<OnCompletion>,
+    #[serde(default)]
+    pub durability: Option<Durability>,
+    #[serde(default)]
+    pub after_seconds: Option<f64>,
+    #[serde(default)]
+    pub webhook: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// `"*"` (every node) or a list of node names.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum Nodes {
+    All(String),
+    List(Vec<String>),
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct CommandRequest {
+    #[serde(default)]
+    pub resume: Option<Value>,
+    #[serde(default)]
+    pub update: Option<Value>,
+    #[serde(default)]
+    pub goto: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ConfigRequest {
+    #[serde(default)]
+    pub recursion_limit: Option<u64>,
+    #[serde(default)]
+    pub configurable: Option<Map<String, Value>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct CheckpointRef {
+    #[serde(default)]
+    pub checkpoint_id: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum IfNotExists {
+    Create,
+    Reject,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum OnDisconnect {
+    Cancel,
+    Continue,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum OnCompletion {
+    Delete,
+    Keep,
+}
+
+/// How a run starts on its thread.
+#[derive(Debug)]
+pub(crate) enum Start {
+    /// A new input (applied on top of the thread's state when it has one).
+    Input(Value),
+    /// Continues the thread, answering its pause with `answer` when one is given.
+    Continue { answer: Option<Value> },
+}
+
+/// A checked run request.
+pub(crate) struct Plan {
+    pub assistant: Arc<Assistant>,
+    pub thread: String,
+    pub start: Start,
+    /// The engine's settings (its cancellation is set when the run starts).
+    pub config: RunConfig,
+    pub modes: BTreeSet<StreamMode>,
+    pub subgraphs: bool,
+    pub strategy: Strategy,
+    pub temporary: bool,
+}
+
+/// Reads `req` for a run on `thread` (`temporary`: a stateless run's own thread).
+pub(crate) fn plan(
+    app: &App,
+    thread: &str,
+    temporary: bool,
+    req: &RunRequest,
+) -> Result<Plan, ApiError> {
+    refuse_unsupported(req)?;
+    let id = req.assistant_id.as_deref().ok_or_else(|| {
+        ApiError::invalid(
+            "assistant_id",
+            "missing: give the name of a registered graph (POST /assistants/search lists them)",
+        )
+    })?;
+    let assistant = app.assistant(id)?;
+    assistant.resolved.preflight()?;
+    let names: Vec<&str> = match &req.stream_mode {
+        None => vec!["values"],
+        Some(OneOrMany::One(m)) => vec![m.as_str()],
+        Some(OneOrMany::Many(ms)) => ms.iter().map(String::as_str).collect(),
+    };
+    let modes = parse_modes(&names, "stream_mode")?;
+    let config = run_config(&assistant, thread, req)?;
+    let start = start_of(&assistant, req, config.checkpoint_id.is_some())?;
+    Ok(Plan {
+        assistant,
+        thread: thread.to_string(),
+        start,
+        config,
+        modes,
+        subgraphs: req.stream_subgraphs.unwrap_or(false),
+        strategy: req.multitask_strategy.unwrap_or_default(),
+        temporary,
+    })
+}
+
+fn refuse_unsupported(req: &RunRequest) -> Result<(), ApiError> {
+    if req.webhook.is_some() {
+        return Err(ApiError::unsupported(
+            "webhook",
+            "calling a webhook when a run ends",
+        ));
+    }
+    if req.after_seconds.is_some_and(|s| s > 0.0) {
+        return Err(ApiError::unsupported("after_seconds", "delaying a run"));
+    }
+    if req.multitask_strategy == Some(Strategy::Rollback) {
+        return Err(ApiError::unsupported(
+            "multitask_strategy",
+            "\"rollback\" (use \"interrupt\": the cancelled run keeps its last checkpoint)",
+        ));
+    }
+    let command = req.command.as_ref();
+    if command.is_some_and(|c| c.update.is_some()) {
+        return Err(ApiError::unsupported(
+            "command.update",
+            "an update with a resume (edit the state first: POST /threads/{id}/state)",
+        ));
+    }
+    if command.is_some_and(|c| c.goto.is_some()) {
+        return Err(ApiError::unsupported(
+            "command.goto",
+            "goto in a run's command",
+        ));
+    }
+    Ok(())
+}
+
+/// What the run does first: an input, or continuing the thread (answering its pause).
+fn start_of(
+    assistant: &Assistant,
+    req: &RunRequest,
+    at_checkpoint: bool,
+) -> Result<Start, ApiError> {
+    let input = req.input.clone().filter(|v| !v.is_null());
+    let answer = req.command.as_ref().and_then(|c| c.resume.clone());
+    match (input, answer) {
+        (Some(_), Some(_)) => Err(ApiError::invalid(
+            "command",
+            "give either an input or a command, not both",
+        )),
+        (Some(_), None) if at_checkpoint => Err(ApiError::unsupported(
+            "checkpoint_id",
+            "an input with a checkpoint to start from (update the state at it, then run)",
+        )),
+        (Some(input), None) => {
+            assistant
+                .graph
+                .check_update(&input, "the input")
+                .map_err(|e| ApiError::from(e).in_field("input"))?;
+            Ok(Start::Input(input))
+        }
+        (None, answer) => Ok(Start::Continue { answer }),
+    }
+}
+
+/// The engine's settings for the run: breakpoints, recursion limit, durability, the
+/// checkpoint to start from, and what nodes read as settings (`configurable` and `context`).
+fn run_config(
+    assistant: &Assistant,
+    thread: &str,
+    req: &RunRequest,
+) -> Result<RunConfig, ApiError> {
+    let mut config = RunConfig::new().thread(thread);
+    let nodes = assistant.graph.node_names();
+    config.interrupt_before =
+        breakpoints(&nodes, req.interrupt_before.as_ref(), "interrupt_before")?;
+    config.interrupt_after = breakpoints(&nodes, req.interrupt_after.as_ref(), "interrupt_after")?;
+    if let Some(d) = req.durability {
+        config.durability = d;
+    }
+    let given = req.config.as_ref();
+    if let Some(limit) = given.and_then(|c| c.recursion_limit) {
+        config.recursion_limit = limit;
+    }
+    let configurable = given.and_then(|c| c.configurable.as_ref());
+    for (key, value) in configurable
+        .into_iter()
+        .chain(req.context.as_ref())
+        .flatten()
+    {
+        // What LangGraph keeps in `configurable` about the thread is not a setting.
+        if !matches!(
+            key.as_str(),
+            "thread_id" | "checkpoint_id" | "checkpoint_ns"
+        ) && !key.starts_with("__")
+        {
+            config.settings.insert(key.clone(), value.clone());
+        }
+    }
+    let at = req.checkpoint_id.as_deref().or(req
+        .checkpoint
+        .as_ref()
+        .and_then(|c| c.checkpoint_id.as_deref()));
+    if let Some(at) = at {
+        let id = at.parse::<CheckpointId>().map_err(|_| {
+            ApiError::invalid(
+                "checkpoint_id",
+                format!("`{at}` is not a checkpoint id (a UUID from the thread's history)"),
+            )
+        })?;
+        config.checkpoint_id = Some(id);
+    }
+    Ok(config)
+}
+
+fn breakpoints(
+    known: &[String],
+    nodes: Option<&Nodes>,
+    field: &str,
+) -> Result<BTreeSet<String>, ApiError> {
+    match nodes {
+        None => Ok(BTreeSet::new()),
+        Some(Nodes::All(star)) if star == "*" => Ok(known.iter().cloned().collect()),
+        Some(Nodes::All(other)) => Err(ApiError::invalid(
+            field,
+            format!("expected \"*\" or a list of node names, not \"{other}\""),
+        )),
+        Some(Nodes::List(list)) => {
+            for name in list {
+                if !known.contains(name) {
+                    return Err(ApiError::invalid(
+                        field,
+                        format!(
+                            "no node named `{name}`; the graph's nodes are: {}",
+                            known.join(", ")
+                        ),
+                    ));
+                }
+            }
+            Ok(list.iter().cloned().collect())
+        }
+    }
+}
+
+/// The request's run arguments, as a run's record shows them.
+pub(crate) fn kwargs(req: &RunRequest, plan: &Plan) -> Value {
+    let modes: Vec<&str> = plan
+        .modes
+        .iter()
+        .map(|m| crate::sse::mode_name(*m))
+        .collect();
+    json!({
+        "input": req.input,
+        "command": req.command.as_ref().map(|c| json!({"resume": c.resume})),
+        "stream_mode": modes,
+        "stream_subgraphs": plan.subgraphs,
+        "interrupt_before": plan.config.interrupt_before,
+        "interrupt_after": plan.config.interrupt_after,
+        "config": {"recursion_limit": plan.config.recursion_limit, "configurable": plan.config.settings},
+        "checkpoint_id": plan.config.checkpoint_id.map(|c| c.to_string()),
+    })
+}

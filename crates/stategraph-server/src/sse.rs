@@ -1,0 +1,298 @@
+//! A run's events as Server-Sent Events, in LangGraph's names and shapes:
+//!
+//! - `metadata` first (`{"run_id", "attempt"}`), `end` last (`{"run_id", "status"}`), `error`
+//!   before it when the run failed (`{"error", "message"}`);
+//! - `values`: the whole state after each step; `updates`: `{node: update}` per task, in task
+//!   order; both end a paused run with `{"__interrupt__": [{"value", "id"}]}`;
+//! - `custom`: what a node emitted (`Context::emit`'s payload); `messages`: model text as
+//!   `[chunk, metadata]`;
+//! - `debug`: `{"type": "task" | "task_result" | "checkpoint", "timestamp", "step", "payload"}`.
+//!
+//! With `stream_subgraphs`, a subgraph's events are named `mode|node:task` (levels joined by
+//! `|`); without, they are left out. Every event carries its id in the run (`id:`).
+
+use super::error::ApiError;
+use super::runs::log::{EventLog, Frame};
+use super::shapes::{interrupts, iso};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use futures::{stream, Stream, StreamExt};
+use serde_json::{json, Value};
+use stategraph::checkpoint::now_ms;
+use stategraph::runtime::{Event, StreamMode};
+use std::collections::BTreeSet;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+/// Reads the stream modes a request names; `messages-tuple` is `messages`.
+pub(crate) fn parse_modes(names: &[&str], field: &str) -> Result<BTreeSet<StreamMode>, ApiError> {
+    names
+        .iter()
+        .map(|name| match *name {
+            "values" => Ok(StreamMode::Values),
+            "updates" => Ok(StreamMode::Updates),
+            "custom" => Ok(StreamMode::Custom),
+            "debug" => Ok(StreamMode::Debug),
+            "messages" | "messages-tuple" => Ok(StreamMode::Messages),
+            other => Err(ApiError::invalid(
+                field,
+                format!(
+                    "stream mode `{other}` is not served here; use values, updates, custom, \
+                     debug or messages"
+                ),
+            )),
+        })
+        .collect()
+}
+
+/// The SSE name of a mode's events.
+pub(crate) fn mode_name(mode: StreamMode) -> &'static str {
+    match mode {
+        StreamMode::Values => "values",
+        StreamMode::Updates => "updates",
+        StreamMode::Custom => "custom",
+        StreamMode::Debug => "debug",
+        StreamMode::Messages => "messages",
+    }
+}
+
+/// Turns a run's engine events into its stream's events.
+pub(crate) struct Mapper {
+    modes: BTreeSet<StreamMode>,
+    subgraphs: bool,
+    /// The root's state after its latest step, for debug checkpoint events.
+    last_values: Value,
+    /// The root's latest checkpoint, which the next step's task ids are made from.
+    last_checkpoint: Option<String>,
+}
+
+impl Mapper {
+    pub fn new(modes: BTreeSet<StreamMode>, subgraphs: bool) -> Self {
+        Mapper {
+            modes,
+            subgraphs,
+            last_values: Value::Null,
+            last_checkpoint: None,
+        }
+    }
+
+    /// What the engine must stream for these modes: debug always (pauses and checkpoints come
+    /// through it), values too when debug is asked for (its checkpoints show the state).
+    pub fn engine_modes(&self) -> BTreeSet<StreamMode> {
+        let mut modes = self.modes.clone();
+        modes.insert(StreamMode::Debug);
+        if self.modes.contains(&StreamMode::Debug) {
+            modes.insert(StreamMode::Values);
+        }
+        modes
+    }
+
+    /// Appends what `event` becomes (nothing, or one or two events) to `log`.
+    pub fn push(&mut self, event: Event, log: &EventLog) {
+        let ns = namespace_of(&event);
+        if !ns.is_empty() && !self.subgraphs {
+            return;
+        }
+        let name = |mode: StreamMode| match ns.is_empty() {
+            true => mode_name(mode).to_string(),
+            false => format!("{}|{}", mode_name(mode), ns.replace('/', "|")),
+        };
+        let out: Vec<(StreamMode, Value)> = match event {
+            Event::Values { values, .. } => {
+                if ns.is_empty() {
+                    self.last_values = values.clone();
+                }
+                vec![(StreamMode::Values, values)]
+            }
+            Event::Updates { node, update, .. } => {
+                vec![(StreamMode::Updates, json!({ node: update }))]
+            }
+            Event::Custom { payload, .. } => vec![(StreamMode::Custom, payload)],
+            Event::Message {
+                node, text, step, ..
+            } => vec![(
+                StreamMode::Messages,
+                json!([
+                    {"type": "AIMessageChunk", "content": text},
+                    {"langgraph_node": node, "langgraph_step": step},
+                ]),
+            )],
+            Event::Interrupted {
+                interrupts: waits, ..
+            } => {
+                let data = json!({ "__interrupt__": interrupts(&waits) });
+                vec![
+                    (StreamMode::Updates, data.clone()),
+                    (StreamMode::Values, data),
+                ]
+            }
+            other => self
+                .debug(other, ns.is_empty())
+                .map(|data| (StreamMode::Debug, data))
+                .into_iter()
+                .collect(),
+        };
+        for (mode, data) in out {
+            if self.modes.contains(&mode) {
+                log.push(name(mode), Some(mode_name(mode)), &data);
+            }
+        }
+    }
+
+    /// A debug event (`task`, `task_result`, `checkpoint`), if `event` is one.
+    fn debug(&mut self, event: Event, root: bool) -> Option<Value> {
+        let task_id = |step: u64, task: usize, last: &Option<String>| match last {
+            Some(c) => format!("{c}:{task}"),
+            None => format!("step-{step}:{task}"),
+        };
+        let (kind, step, payload) = match event {
+            Event::NodeStarted {
+                step, node, task, ..
+            } => {
+                let id = task_id(step, task, &self.last_checkpoint);
+                let payload = json!({"id": id, "name": node, "input": null, "triggers": []});
+                ("task", step, payload)
+            }
+            Event::NodeFinished {
+                step,
+                node,
+                task,
+                update,
+                ..
+            } => {
+                let id = task_id(step, task, &self.last_checkpoint);
+                let payload = json!({"id": id, "name": node, "error": null, "result": update, "interrupts": []});
+                ("task_result", step, payload)
+            }
+            Event::NodeFailed {
+                step,
+                node,
+                task,
+                error,
+                will_retry: false,
+                ..
+            } => {
+                let id = task_id(step, task, &self.last_checkpoint);
+                let payload =
+                    json!({"id": id, "name": node, "error": error, "result": {}, "interrupts": []});
+                ("task_result", step, payload)
+            }
+            Event::CheckpointSaved {
+                step,
+                checkpoint_id,
+                next,
+                ..
+            } => {
+                let payload = self.checkpoint_payload(&checkpoint_id, step, &next);
+                if root {
+                    self.last_checkpoint = Some(checkpoint_id);
+                }
+                ("checkpoint", step, payload)
+            }
+            _ => return None,
+        };
+        Some(json!({"type": kind, "timestamp": iso(now_ms()), "step": step, "payload": payload}))
+    }
+
+    fn checkpoint_payload(&self, checkpoint_id: &str, step: u64, next: &[String]) -> Value {
+        let config = |id: &Option<String>| {
+            id.as_ref()
+                .map(|id| json!({"configurable": {"checkpoint_ns": "", "checkpoint_id": id}}))
+        };
+        let tasks: Vec<Value> = next
+            .iter()
+            .enumerate()
+            .map(|(i, node)| {
+                json!({"id": format!("{checkpoint_id}:{i}"), "name": node, "interrupts": [], "state": null})
+            })
+            .collect();
+        json!({
+            "config": config(&Some(checkpoint_id.to_string())),
+            "parent_config": config(&self.last_checkpoint),
+            "values": self.last_values,
+            "metadata": {"step": step},
+            "next": next,
+            "tasks": tasks,
+        })
+    }
+}
+
+fn namespace_of(event: &Event) -> String {
+    match event {
+        Event::RunStarted { namespace, .. }
+        | Event::NodeStarted { namespace, .. }
+        | Event::NodeFinished { namespace, .. }
+        | Event::NodeFailed { namespace, .. }
+        | Event::Custom { namespace, .. }
+        | Event::CheckpointSaved { namespace, .. }
+        | Event::Interrupted { namespace, .. }
+        | Event::RunFinished { namespace, .. }
+        | Event::Values { namespace, .. }
+        | Event::Updates { namespace, .. }
+        | Event::Message { namespace, .. } => namespace.clone(),
+    }
+}
+
+/// Something kept alive as long as a reader streams (the run's cancellation when the client
+/// asked for `on_disconnect: cancel`).
+pub(crate) type Guard = Option<Box<dyn Send + Sync>>;
+
+struct Reader {
+    log: Arc<EventLog>,
+    next: u64,
+    rx: tokio::sync::watch::Receiver<u64>,
+    modes: Option<BTreeSet<&'static str>>,
+    _guard: Guard,
+}
+
+impl Reader {
+    /// The next events this reader gets, waiting for them; `None` once the log is closed and
+    /// read to its end.
+    async fn batch(mut self) -> Option<(Vec<Arc<Frame>>, Reader)> {
+        loop {
+            self.rx.borrow_and_update();
+            let (frames, closed) = self.log.from(self.next);
+            if let Some(last) = frames.last() {
+                self.next = last.id + 1;
+                let wanted: Vec<Arc<Frame>> = frames
+                    .into_iter()
+                    .filter(|f| match (&self.modes, f.mode) {
+                        (Some(modes), Some(mode)) => modes.contains(mode),
+                        _ => true,
+                    })
+                    .collect();
+                if !wanted.is_empty() {
+                    return Some((wanted, self));
+                }
+                continue;
+            }
+            if closed || self.rx.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+}
+
+/// The SSE response over `log`: its events after `last_seen` (all without), those of `modes`
+/// only when given, until the log closes. `guard` lives as long as the response does.
+pub(crate) fn respond(
+    log: Arc<EventLog>,
+    last_seen: Option<u64>,
+    modes: Option<BTreeSet<&'static str>>,
+    guard: Guard,
+) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    let reader = Reader {
+        rx: log.watch(),
+        next: last_seen.map_or(0, |id| id + 1),
+        log,
+        modes,
+        _guard: guard,
+    };
+    let frames = stream::unfold(reader, Reader::batch).flat_map(stream::iter);
+    let events = frames.map(|frame| {
+        Ok(SseEvent::default()
+            .id(frame.id.to_string())
+            .event(&frame.event)
+            .data(&frame.data))
+    });
+    Sse::new(events).keep_alive(KeepAlive::default())
+}

@@ -1,0 +1,233 @@
+//! Assistants, threads, state and history, and the errors that name what is wrong.
+
+use super::support::TestServer;
+use serde_json::json;
+
+#[tokio::test]
+async fn assistants_are_the_registered_graphs() {
+    let s = TestServer::start().await;
+    let found = s.post("/assistants/search", json!({})).await;
+    let ids: Vec<&str> = found
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["assistant_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["approval", "gated", "steps"]);
+    let one = s.get("/assistants/approval").await;
+    assert_eq!(one["graph_id"], "approval");
+    assert_eq!(
+        one["description"],
+        "Drafts, asks a person to approve, finishes"
+    );
+
+    let graph = s.get("/assistants/approval/graph").await;
+    let nodes: Vec<&str> = graph["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(nodes, ["__start__", "__end__", "draft", "ask", "finish"]);
+    let edge = &graph["edges"][0];
+    assert_eq!(
+        (edge["source"].as_str(), edge["target"].as_str()),
+        (Some("__start__"), Some("draft"))
+    );
+
+    let schemas = s.get("/assistants/approval/schemas").await;
+    assert_eq!(schemas["input_schema"]["required"], json!(["item"]));
+
+    let (status, body) = s.call("GET", "/assistants/nope", None).await;
+    assert_eq!(status, 404);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("approval, gated, steps"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn threads_are_made_found_patched_and_deleted() {
+    let s = TestServer::start().await;
+    let made = s
+        .post(
+            "/threads",
+            json!({"thread_id": "t-ann", "metadata": {"user": "ann"}}),
+        )
+        .await;
+    assert_eq!(made["status"], "idle");
+    assert_eq!(made["values"], json!(null));
+    s.thread(json!({"user": "bob"})).await;
+
+    // The same id again: refused, unless the caller asks for the existing one.
+    let (status, body) = s
+        .call("POST", "/threads", Some(json!({"thread_id": "t-ann"})))
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("do_nothing"));
+    let again = s
+        .post(
+            "/threads",
+            json!({"thread_id": "t-ann", "if_exists": "do_nothing"}),
+        )
+        .await;
+    assert_eq!(again["metadata"]["user"], "ann");
+
+    let found = s
+        .post("/threads/search", json!({"metadata": {"user": "ann"}}))
+        .await;
+    assert_eq!(found.as_array().unwrap().len(), 1);
+    assert_eq!(found[0]["thread_id"], "t-ann");
+    assert_eq!(s.post("/threads/count", json!({})).await, json!(2));
+
+    let patched = s
+        .call(
+            "PATCH",
+            "/threads/t-ann",
+            Some(json!({"metadata": {"team": "x"}})),
+        )
+        .await
+        .1;
+    assert_eq!(patched["metadata"], json!({"user": "ann", "team": "x"}));
+
+    let (status, _) = s.call("DELETE", "/threads/t-ann", None).await;
+    assert_eq!(status, 204);
+    let (status, body) = s.call("GET", "/threads/t-ann", None).await;
+    assert_eq!(status, 404);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("no thread `t-ann`"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn state_is_read_edited_and_its_history_paged() {
+    let s = TestServer::start().await;
+    let t = s.thread(json!({})).await;
+    let out = s
+        .post(
+            &format!("/threads/{t}/runs/wait"),
+            json!({"assistant_id": "steps", "input": {"topic": "x"}}),
+        )
+        .await;
+    assert_eq!(out["log"], json!(["one", "two", "three", "four"]));
+
+    let state = s.get(&format!("/threads/{t}/state")).await;
+    assert_eq!(state["values"]["topic"], "x");
+    assert_eq!(state["next"], json!([]));
+    let newest = state["checkpoint"]["checkpoint_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(state["checkpoint"]["thread_id"], t.as_str());
+
+    // Edited as if `two` wrote it: `three` and `four` run next.
+    let edit = json!({"values": {"log": ["edited"]}, "as_node": "two"});
+    let saved = s.post(&format!("/threads/{t}/state"), edit).await;
+    let edited = saved["checkpoint"]["checkpoint_id"].as_str().unwrap();
+    let state = s.get(&format!("/threads/{t}/state")).await;
+    assert_eq!(state["checkpoint"]["checkpoint_id"], edited);
+    assert_eq!(state["next"], json!(["three"]));
+    assert_eq!(
+        state["values"]["log"].as_array().unwrap().last().unwrap(),
+        "edited"
+    );
+
+    // The state before the edit is still there, by its id.
+    let before = s.get(&format!("/threads/{t}/state/{newest}")).await;
+    assert_eq!(before["values"]["log"].as_array().unwrap().len(), 4);
+
+    let page = s
+        .post(&format!("/threads/{t}/history"), json!({"limit": 2}))
+        .await;
+    let page = page.as_array().unwrap();
+    assert_eq!(page.len(), 2);
+    assert_eq!(page[0]["checkpoint"]["checkpoint_id"], edited);
+    let older = s
+        .post(
+            &format!("/threads/{t}/history"),
+            json!({"limit": 100, "before": page[1]["checkpoint"]}),
+        )
+        .await;
+    assert_eq!(
+        older.as_array().unwrap().len(),
+        4,
+        "input and three steps before the last two"
+    );
+    let updates = s
+        .post(
+            &format!("/threads/{t}/history"),
+            json!({"metadata": {"source": "update"}}),
+        )
+        .await;
+    assert_eq!(updates.as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn what_does_not_fit_is_named() {
+    let s = TestServer::start().await;
+    let t = s.thread(json!({})).await;
+    let runs = format!("/threads/{t}/runs");
+    let cases = [
+        (
+            json!({"assistant_id": "steps", "input": {"log": "not a list"}}),
+            "input: ",
+            "log",
+        ),
+        (
+            json!({"assistant_id": "steps", "stream_mode": "tokens"}),
+            "stream_mode: ",
+            "tokens",
+        ),
+        (
+            json!({"assistant_id": "steps", "interrupt_before": ["nine"]}),
+            "interrupt_before: ",
+            "one, two, three, four",
+        ),
+        (json!({"input": {}}), "assistant_id: ", "registered graph"),
+        (
+            json!({"assistant_id": "steps", "command": {"resume": "yes"}}),
+            "command.resume: ",
+            "no pending question",
+        ),
+        (
+            json!({"assistant_id": "steps", "multitask_strategy": "sometimes"}),
+            "multitask_strategy: ",
+            "unknown variant",
+        ),
+    ];
+    for (body, starts, mentions) in cases {
+        let (status, answer) = s.call("POST", &runs, Some(body.clone())).await;
+        let message = answer["message"].as_str().unwrap_or_default();
+        assert_eq!(status, 422, "{body}: {answer}");
+        assert!(
+            message.starts_with(starts) && message.contains(mentions),
+            "{body}: {message}"
+        );
+    }
+    let (status, answer) = s
+        .call(
+            "POST",
+            "/threads/none-such/runs",
+            Some(json!({"assistant_id": "steps"})),
+        )
+        .await;
+    assert_eq!(status, 404, "{answer}");
+    let (status, answer) = s
+        .call("POST", "/threads", Some(json!({"thread_id": "a/b"})))
+        .await;
+    assert_eq!(status, 422, "{answer}");
+    assert!(
+        answer["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("thread_id: "),
+        "{answer}"
+    );
+}
