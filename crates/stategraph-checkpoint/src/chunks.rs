@@ -658,7 +658,11 @@ mod tests {
             map: stored.map.clone(),
             ..Pieces::default()
         };
-        let leaf = *stored.map.keys().find(|h| !indexes.map.contains_key(*h)).unwrap();
+        let leaf = *stored
+            .map
+            .keys()
+            .find(|h| !indexes.map.contains_key(*h))
+            .unwrap();
         lacking.map.remove(&leaf);
         let (have, _) = fetch_all(true, &lacking);
         let err = decode_checkpoint("t", record.id, &bytes, &have).unwrap_err();
