@@ -27,6 +27,10 @@
 //! - `pieces.rs`: pieces of large records, fetched an index level at a time, and swept.
 //! - `keys.rs`: how thread ids and journal keys become fixed-size keys.
 //! - `inspect.rs`: what tests read and damage beyond the contract.
+//! - [`queue`]: the run queue (schema version 2): submitting runs with a strategy for a busy
+//!   thread, claiming them under fenced leases renewed by heartbeats, outcomes, cancellation as
+//!   stored state, listing (`submit.rs`, `claim.rs`, `list.rs`). It stores runs; running them
+//!   is `stategraph-worker`'s job.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -52,6 +56,7 @@ mod inspect;
 mod keys;
 mod leases;
 mod pieces;
+pub mod queue;
 mod records;
 mod schema;
 mod threads;

@@ -11,7 +11,7 @@ use deadpool_postgres::{GenericClient, Object};
 use tokio_postgres::error::SqlState;
 
 /// The newest schema version this build creates and reads.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One version of the schema.
 struct Migration {
@@ -21,11 +21,18 @@ struct Migration {
 }
 
 /// Every version, oldest first. A released version is never edited: a change is a new one.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    what: "threads with their leases, checkpoints, pending writes, journal, pieces, fence",
-    sql: include_str!("sql/v1.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        what: "threads with their leases, checkpoints, pending writes, journal, pieces, fence",
+        sql: include_str!("sql/v1.sql"),
+    },
+    Migration {
+        version: 2,
+        what: "the run queue: runs, their leases, stops and outcomes",
+        sql: include_str!("sql/v2.sql"),
+    },
+];
 
 /// Held while migrating, by every process that migrates this database ("stgraph" in ASCII).
 const MIGRATION_LOCK: i64 = 0x7374_6772_6170_6801;

@@ -8,6 +8,7 @@ mod support;
 
 mod connect;
 mod fencing;
+mod queue;
 mod records;
 mod schema;
 

@@ -69,3 +69,40 @@ async fn workers_starting_together_migrate_a_new_database_once() {
     let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
     assert_eq!(versions, (1..=SCHEMA_VERSION as i32).collect::<Vec<_>>());
 }
+
+#[tokio::test]
+async fn a_database_at_version_1_is_migrated_to_the_run_queue_with_its_threads_kept() {
+    use stategraph_checkpoint::Checkpointer;
+    let db = cluster().database();
+    let saver = PostgresCheckpointer::connect(db.url()).await.unwrap();
+    let record = super::checkpoint("kept", None, serde_json::json!({"n": 1}));
+    saver.put_checkpoint(&record, true).await.unwrap();
+    drop(saver);
+    // As a build of version 1 left it.
+    let client = psql(&db).await;
+    client
+        .batch_execute(
+            "DROP TABLE stategraph_runs; DELETE FROM stategraph_migrations WHERE version = 2",
+        )
+        .await
+        .unwrap();
+
+    let saver = PostgresCheckpointer::connect(db.url()).await.unwrap();
+    assert!(saver.get_checkpoint("kept", None).await.unwrap().is_some());
+    let queue = saver.run_queue();
+    let run = queue
+        .submit(stategraph_postgres::queue::Submission::input(
+            "g",
+            serde_json::json!({}),
+        ))
+        .await
+        .unwrap();
+    assert!(queue.get(run).await.unwrap().is_some());
+    let versions: i64 = client
+        .query_one("SELECT max(version) FROM stategraph_migrations", &[])
+        .await
+        .unwrap()
+        .get::<_, i32>(0)
+        .into();
+    assert_eq!(versions, i64::from(SCHEMA_VERSION));
+}

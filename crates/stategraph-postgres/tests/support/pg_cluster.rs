@@ -210,6 +210,26 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// Restarts the server as a crash would (`pg_ctl restart -m immediate`): every connection
+    /// is cut, and the server recovers from its log before it accepts new ones. Returns once it
+    /// does.
+    #[allow(dead_code)]
+    pub fn restart_now(&self) -> Result<(), String> {
+        let dir = self.data.parent().unwrap_or(Path::new("/"));
+        run(
+            Command::new(self.bin.join("pg_ctl"))
+                .arg("-D")
+                .arg(&self.data)
+                .arg("-l")
+                .arg(dir.join("server.log"))
+                .args(["-m", "immediate", "-w", "-t", "60", "restart"]),
+            dir,
+            self.run_as,
+        )
+    }
+}
+
 /// The folder holding `initdb` and `pg_ctl`.
 fn binaries() -> Option<PathBuf> {
     let has_both = |dir: &Path| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file();

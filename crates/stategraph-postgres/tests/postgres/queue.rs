@@ -1,0 +1,286 @@
+//! The run queue's storage, as workers use it: claims under fenced leases, stops, strategies.
+//! (Running the runs is `stategraph-worker`'s; its tests run graphs through this queue.)
+
+use super::support::pg_cluster::cluster;
+use serde_json::json;
+use stategraph_postgres::queue::{
+    Outcome, QueueError, RunFilter, RunQueue, Start, Status, Stop, Strategy, Submission,
+};
+use std::collections::HashSet;
+use std::time::Duration;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn run_of(thread: &str) -> Submission {
+    Submission::input("steps", json!({"target": 3})).thread(thread)
+}
+
+#[tokio::test]
+async fn a_run_is_enqueued_claimed_and_finished() {
+    let db = cluster().database();
+    let queue = RunQueue::connect(db.url()).await.unwrap();
+    let id = queue
+        .submit(run_of("t1").metadata(json!({"user": "ann", "note": "a\u{0}b"})))
+        .await
+        .unwrap();
+    let queued = queue.get(id).await.unwrap().unwrap();
+    assert_eq!(queued.status, Status::Queued);
+    assert_eq!(
+        queued.metadata["note"], "a\u{0}b",
+        "a NUL character is data"
+    );
+
+    let claimed = queue.claim("w1", LEASE).await.unwrap().unwrap();
+    assert_eq!((claimed.id, claimed.thread.as_str()), (id, "t1"));
+    assert_eq!(claimed.start, Start::Input(json!({"target": 3})));
+    assert_eq!(
+        (claimed.claims, claimed.stop, claimed.started),
+        (1, None, false)
+    );
+    assert!(
+        queue.claim("w2", LEASE).await.unwrap().is_none(),
+        "nothing else is queued"
+    );
+
+    let running = queue.list(&RunFilter::default()).await.unwrap();
+    assert_eq!(running.len(), 1);
+    assert_eq!(running[0].status, Status::Running);
+    assert_eq!(running[0].worker.as_deref(), Some("w1"));
+    assert!(running[0].since_ms > 0 && running[0].lease_expires_ms.is_some());
+
+    assert_eq!(
+        queue.heartbeat(id, claimed.epoch, LEASE).await.unwrap(),
+        None
+    );
+    queue
+        .finish(id, claimed.epoch, Outcome::Done)
+        .await
+        .unwrap();
+    let done = queue.get(id).await.unwrap().unwrap();
+    assert_eq!(
+        (done.status, done.worker.as_deref()),
+        (Status::Done, Some("w1"))
+    );
+    let err = queue
+        .finish(id, claimed.epoch, Outcome::Done)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, QueueError::Lost { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workers_claiming_together_never_claim_the_same_run() {
+    let db = cluster().database();
+    let queue = RunQueue::connect(db.url()).await.unwrap();
+    let mut submitted = HashSet::new();
+    for i in 0..60 {
+        submitted.insert(queue.submit(run_of(&format!("t{i}"))).await.unwrap());
+    }
+    let claimers: Vec<_> = (0..6)
+        .map(|w| {
+            let url = db.url().to_string();
+            tokio::spawn(async move {
+                // A queue of its own: one worker process each.
+                let queue = RunQueue::connect(&url).await.unwrap();
+                let mut mine = Vec::new();
+                while let Some(run) = queue.claim(&format!("w{w}"), LEASE).await.unwrap() {
+                    mine.push(run.id);
+                    queue
+                        .finish(run.id, run.epoch, Outcome::Done)
+                        .await
+                        .unwrap();
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut claimed = Vec::new();
+    for c in claimers {
+        claimed.extend(c.await.unwrap());
+    }
+    let unique: HashSet<_> = claimed.iter().copied().collect();
+    assert_eq!(claimed.len(), unique.len(), "a run was claimed twice");
+    assert_eq!(unique, submitted, "every run was claimed");
+}
+
+#[tokio::test]
+async fn a_run_whose_lease_lapsed_is_claimed_again_and_its_old_worker_is_fenced_off() {
+    let db = cluster().database();
+    let queue = RunQueue::connect(db.url()).await.unwrap();
+    let id = queue.submit(run_of("t1")).await.unwrap();
+    let first = queue
+        .claim("w1", Duration::from_millis(200))
+        .await
+        .unwrap()
+        .unwrap();
+    queue.mark_started(id, first.epoch, None).await.unwrap();
+    assert!(queue.claim("w2", LEASE).await.unwrap().is_none(), "leased");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let listed = queue.get(id).await.unwrap().unwrap();
+    assert!(listed.lapsed, "a lapsed lease is listed as such");
+
+    let second = queue.claim("w2", LEASE).await.unwrap().unwrap();
+    assert_eq!(second.id, id);
+    assert!(second.epoch > first.epoch);
+    assert_eq!((second.claims, second.started), (2, true));
+    for err in [
+        queue.heartbeat(id, first.epoch, LEASE).await.unwrap_err(),
+        queue
+            .finish(id, first.epoch, Outcome::Done)
+            .await
+            .unwrap_err(),
+        queue.release(id, first.epoch).await.unwrap_err(),
+    ] {
+        assert!(matches!(err, QueueError::Lost { .. }), "{err}");
+    }
+    queue
+        .finish(id, second.epoch, Outcome::Paused)
+        .await
+        .unwrap();
+    let run = queue.get(id).await.unwrap().unwrap();
+    assert_eq!(
+        (run.status, run.worker.as_deref()),
+        (Status::Paused, Some("w2"))
+    );
+}
+
+#[tokio::test]
+async fn a_cancelled_run_is_never_claimed_and_a_running_one_is_asked_to_stop() {
+    let db = cluster().database();
+    let queue = RunQueue::connect(db.url()).await.unwrap();
+    let queued = queue.submit(run_of("t1")).await.unwrap();
+    assert_eq!(queue.cancel(queued).await.unwrap(), Status::Cancelled);
+    assert!(queue.is_cancelled(queued).await.unwrap());
+    assert!(queue.claim("w1", LEASE).await.unwrap().is_none());
+
+    let running = queue.submit(run_of("t2")).await.unwrap();
+    let claim = queue
+        .claim("w1", Duration::from_millis(200))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!queue.is_cancelled(running).await.unwrap());
+    assert_eq!(queue.cancel(running).await.unwrap(), Status::Running);
+    assert!(queue.is_cancelled(running).await.unwrap());
+    assert_eq!(
+        queue
+            .heartbeat(running, claim.epoch, Duration::from_millis(200))
+            .await
+            .unwrap(),
+        Some(Stop::Cancel)
+    );
+    // Its worker dies before it stops: the next worker is told, and never runs it on.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let next = queue.claim("w2", LEASE).await.unwrap().unwrap();
+    assert_eq!((next.id, next.stop), (running, Some(Stop::Cancel)));
+    queue
+        .finish(running, next.epoch, Outcome::Cancelled("cancelled".into()))
+        .await
+        .unwrap();
+    let run = queue.get(running).await.unwrap().unwrap();
+    assert_eq!(
+        (run.status, run.message.as_deref()),
+        (Status::Cancelled, Some("cancelled"))
+    );
+    assert_eq!(
+        queue.cancel(running).await.unwrap(),
+        Status::Cancelled,
+        "already ended"
+    );
+}
+
+#[tokio::test]
+async fn a_threads_runs_go_one_at_a_time_and_a_submit_follows_its_strategy() {
+    let db = cluster().database();
+    let queue = RunQueue::connect(db.url()).await.unwrap();
+    let first = queue.submit(run_of("t")).await.unwrap();
+    let claim = queue.claim("w1", LEASE).await.unwrap().unwrap();
+
+    // reject
+    let err = queue
+        .submit(run_of("t").strategy(Strategy::Reject))
+        .await
+        .unwrap_err();
+    match &err {
+        QueueError::Busy {
+            thread,
+            run,
+            status,
+        } => {
+            assert_eq!(
+                (thread.as_str(), *run, *status),
+                ("t", first, Status::Running)
+            )
+        }
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    // enqueue: waits behind the running one, while another thread's run goes first.
+    let second = queue.submit(run_of("t")).await.unwrap();
+    let other = queue.submit(run_of("u")).await.unwrap();
+    let next = queue.claim("w2", LEASE).await.unwrap().unwrap();
+    assert_eq!(
+        next.id, other,
+        "the thread's second run waits for its first"
+    );
+    queue
+        .finish(other, next.epoch, Outcome::Done)
+        .await
+        .unwrap();
+
+    // interrupt: the queued one is cancelled, the running one asked to stop.
+    let third = queue
+        .submit(run_of("t").strategy(Strategy::Interrupt))
+        .await
+        .unwrap();
+    let second_info = queue.get(second).await.unwrap().unwrap();
+    assert_eq!(second_info.status, Status::Cancelled);
+    assert!(second_info.message.unwrap().contains(&third.to_string()));
+    assert_eq!(
+        queue.heartbeat(first, claim.epoch, LEASE).await.unwrap(),
+        Some(Stop::Interrupt)
+    );
+    assert!(
+        queue.claim("w2", LEASE).await.unwrap().is_none(),
+        "the first still runs"
+    );
+
+    // rollback outranks the interrupt; only a cancelled outcome is then recorded.
+    let fourth = queue
+        .submit(run_of("t").strategy(Strategy::Rollback))
+        .await
+        .unwrap();
+    assert_eq!(
+        queue.get(third).await.unwrap().unwrap().status,
+        Status::Cancelled
+    );
+    assert_eq!(
+        queue.heartbeat(first, claim.epoch, LEASE).await.unwrap(),
+        Some(Stop::Rollback)
+    );
+    let err = queue
+        .finish(first, claim.epoch, Outcome::Done)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, QueueError::RollbackAsked(r) if r == first),
+        "{err}"
+    );
+    queue
+        .finish(first, claim.epoch, Outcome::Cancelled("rolled back".into()))
+        .await
+        .unwrap();
+    let now = queue.claim("w2", LEASE).await.unwrap().unwrap();
+    assert_eq!(
+        now.id, fourth,
+        "the rollback's run goes once the first stopped"
+    );
+
+    let runs = queue.list(&RunFilter::default().thread("t")).await.unwrap();
+    let statuses: Vec<Status> = runs.iter().map(|r| r.status).collect();
+    use Status::*;
+    assert_eq!(
+        statuses,
+        [Running, Cancelled, Cancelled, Cancelled],
+        "newest first"
+    );
+}

@@ -1,0 +1,384 @@
+//! One claimed run: its graph resolved and built as the CLI builds it (registry, graph file with
+//! the run's overrides, preflight), where it starts, heartbeats beside it, and its outcome.
+//!
+//! Where a run starts: the first time, from its input (a new run on the thread's newest
+//! checkpoint) or its answer (a resume). A run claimed again (its worker died or drained) whose
+//! thread moved on since its first start continues from the thread's last checkpoint instead,
+//! so a saved step never runs again and an input is never applied twice.
+
+use crate::boundary::{Boundary, StopSignal, Why};
+use crate::worker::Shared;
+use serde_json::Value;
+use stategraph::checkpoint::{CheckpointError, CheckpointId, Checkpointer};
+use stategraph::runtime::{Resume, RunConfig, RunError, RunOutcome, RunStatus};
+use stategraph_postgres::queue::{Claimed, Outcome, QueueError, Start, Stop};
+use stategraph_registry::{ErasedGraph, Override, Resolved};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How a run left this worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ended {
+    Done,
+    Paused,
+    Failed,
+    Cancelled,
+    /// Given back to the queue (drain).
+    Released,
+    /// No longer this worker's, or the queue could not be told (its lease then lapses and
+    /// another worker takes it over).
+    Lost,
+}
+
+/// What the engine is asked to do.
+enum Action {
+    Run(Value),
+    Resume(Resume),
+}
+
+/// Runs `run` to its end on this worker and records the outcome.
+pub(crate) async fn execute(shared: &Shared, run: Claimed) -> Ended {
+    let signal = StopSignal::default();
+    let outcome = tokio::select! {
+        outcome = execute_run(shared, &run, &signal) => outcome,
+        // Never ends: a lost run is abandoned, which makes `execute_run` end.
+        never = watch(shared, &run, &signal) => match never {},
+    };
+    // What `execute_run` says, not `signal.lost()`: a heartbeat that lands just after the
+    // outcome was recorded finds the run no longer running and reads as lost.
+    match outcome {
+        Ok(ended) => ended,
+        Err(QueueError::Lost { .. }) => {
+            tracing::warn!(run = %run.id, "run taken over by another worker: nothing recorded");
+            Ended::Lost
+        }
+        Err(e) => {
+            tracing::warn!(run = %run.id, error = %e, "cannot record the run's outcome; its lease will lapse");
+            Ended::Lost
+        }
+    }
+}
+
+/// Renews the run's lease and reads its stop, every heartbeat; hears the worker drain. Returns
+/// never: a lost run is abandoned (its token cancelled) and this waits on.
+async fn watch(shared: &Shared, run: &Claimed, signal: &StopSignal) -> std::convert::Infallible {
+    let options = &shared.options;
+    let mut last_renewed = Instant::now();
+    let mut drain_heard = false;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(options.beat()) => {}
+            _ = shared.draining.cancelled(), if !drain_heard => {
+                drain_heard = true;
+                signal.ask(Why::Drain);
+                continue;
+            }
+        }
+        if signal.lost() {
+            continue;
+        }
+        // A heartbeat that hangs (a server gone from the network) must not outlast the lease
+        // unnoticed.
+        let beat = shared.queue.heartbeat(run.id, run.epoch, options.lease);
+        let answer = tokio::time::timeout(options.lease / 2, beat).await;
+        match answer.unwrap_or_else(|_| Err(QueueError::Invalid("the heartbeat timed out".into())))
+        {
+            Ok(stop) => {
+                last_renewed = Instant::now();
+                if let Some(stop) = stop {
+                    signal.ask(Why::Queue(stop));
+                }
+            }
+            Err(QueueError::Lost { .. }) => signal.abandon(),
+            Err(e) => {
+                tracing::warn!(run = %run.id, error = %e, "cannot renew the run's lease");
+                // Past its lease another worker may hold the run: stop at once.
+                if last_renewed.elapsed() >= options.lease {
+                    signal.abandon();
+                }
+            }
+        }
+    }
+}
+
+async fn execute_run(
+    shared: &Shared,
+    run: &Claimed,
+    signal: &StopSignal,
+) -> Result<Ended, QueueError> {
+    // Where the thread was when the run first started; `None` until it started.
+    let started = run.started.then_some(run.base_checkpoint);
+    if let Some(stop) = run.stop {
+        // Asked to stop before this claim (its worker died or drained first): never run on.
+        return stopped(shared, run, started, Why::Queue(stop)).await;
+    }
+    let resolved = match resolve(shared, run) {
+        Ok(resolved) => resolved,
+        Err(why) => return finish(shared, run, started, Outcome::Failed(why)).await,
+    };
+    let store: Arc<dyn Checkpointer> = shared.store.clone();
+    let boundary = Arc::new(Boundary::new(store.clone(), &run.thread, signal.clone()));
+    let graph = match resolved.build(Some(boundary)) {
+        Ok(graph) => graph,
+        Err(e) => return finish(shared, run, started, Outcome::Failed(chain(&e))).await,
+    };
+    let head = store
+        .get_checkpoint(&run.thread, None)
+        .await
+        .map_err(QueueError::Database)?
+        .map(|c| c.id);
+    let base = shared.queue.mark_started(run.id, run.epoch, head).await?;
+    let started = Some(base);
+    // Started before, and the thread moved on since: continue where it is.
+    let moved_on = run.started && head != base;
+    let action = match where_to_start(graph.as_ref(), run, moved_on).await {
+        Ok(action) => action,
+        Err(why) => return finish(shared, run, started, Outcome::Failed(why)).await,
+    };
+    let mut config = resolved
+        .file
+        .run_config()
+        .thread(run.thread.clone())
+        .cancel_on(signal.token());
+    config.lease_ttl = shared.options.lease;
+    let result = drive(shared, graph.as_ref(), run, action, config, signal).await;
+    if signal.lost() {
+        return Ok(Ended::Lost);
+    }
+    let outcome = match result {
+        Ok(out) => match out.status {
+            RunStatus::Done => Outcome::Done,
+            RunStatus::Interrupted { .. } => Outcome::Paused,
+        },
+        Err(RunError::Cancelled { .. }) => match signal.asked() {
+            Some(why) => return stopped(shared, run, started, why).await,
+            None => Outcome::Failed("the run was cancelled".into()),
+        },
+        // The database failed mid-run (a restart, a full disk): the run goes back to the
+        // queue and continues from its last checkpoint, a few claims at most.
+        Err(RunError::Checkpoint(
+            CheckpointError::Storage(_) | CheckpointError::DiskFull { .. },
+        )) if run.claims <= shared.options.retries => {
+            return give_back(shared, run).await;
+        }
+        Err(e) => Outcome::Failed(chain(&e)),
+    };
+    finish(shared, run, started, outcome).await
+}
+
+/// Runs the action, waiting while another process holds the thread (up to `busy_wait`).
+async fn drive(
+    shared: &Shared,
+    graph: &dyn ErasedGraph,
+    run: &Claimed,
+    action: Action,
+    config: RunConfig,
+    signal: &StopSignal,
+) -> Result<RunOutcome<Value>, RunError> {
+    let give_up = Instant::now() + shared.options.busy_wait;
+    loop {
+        if signal.asked().is_some() && !signal.token().is_cancelled() {
+            // Asked before it started: the boundary is here.
+            signal.token().cancel();
+        }
+        if signal.token().is_cancelled() {
+            return Err(RunError::Cancelled {
+                thread_id: run.thread.clone(),
+            });
+        }
+        let result = match &action {
+            Action::Run(input) => graph.run(input.clone(), config.clone(), None).await,
+            Action::Resume(resume) => {
+                let resume = resume.clone();
+                graph
+                    .resume(&run.thread, resume, config.clone(), None)
+                    .await
+            }
+        };
+        match result {
+            Err(RunError::Checkpoint(CheckpointError::ThreadBusy { expires_in_ms, .. }))
+                if Instant::now() < give_up && !signal.lost() =>
+            {
+                // A dead worker's lease on another host runs out, or a run outside the queue
+                // ends; a lease whose holder died on this host is taken over at once.
+                let wait = Duration::from_millis(expires_in_ms.clamp(20, 500));
+                tokio::time::sleep(wait).await;
+                // A worker that stalled past its lease finds its writes refused as a busy
+                // thread: before it tries again, the run must still be its own.
+                let lease = shared.options.lease;
+                if let Err(QueueError::Lost { .. }) =
+                    shared.queue.heartbeat(run.id, run.epoch, lease).await
+                {
+                    signal.abandon();
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The graph of the run, resolved with its overrides and checked as a run's start is.
+fn resolve(shared: &Shared, run: &Claimed) -> Result<Resolved, String> {
+    let overrides = run
+        .overrides
+        .iter()
+        .map(|o| o.parse::<Override>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let resolved = shared
+        .registry
+        .resolve(&run.graph, &overrides)
+        .map_err(|e| chain(&e))?;
+    resolved.preflight().map_err(|e| chain(&e))?;
+    Ok(resolved)
+}
+
+/// Where the run starts: its input, its answer, or (taken over, its thread moved on since it
+/// first started) the thread's last checkpoint.
+async fn where_to_start(
+    graph: &dyn ErasedGraph,
+    run: &Claimed,
+    moved_on: bool,
+) -> Result<Action, String> {
+    if moved_on {
+        return Ok(Action::Resume(Resume::Continue));
+    }
+    match &run.start {
+        Start::Input(input) => {
+            graph
+                .check_update(input, "the input")
+                .map_err(|e| chain(&e))?;
+            Ok(Action::Run(input.clone()))
+        }
+        Start::Resume(answer) => {
+            let snapshot = match graph.get_state(&run.thread, None).await {
+                Ok(snapshot) => snapshot,
+                Err(RunError::ThreadNotFound { .. }) => {
+                    return Err(format!(
+                        "thread `{}` has no checkpoint: there is nothing to resume",
+                        run.thread
+                    ))
+                }
+                Err(e) => return Err(chain(&e)),
+            };
+            // Taken over after its answer was saved (the interrupt answered, no step since):
+            // the answer is there, and the thread continues with it.
+            if run.claims > 1 && snapshot.interrupts.is_empty() {
+                return Ok(Action::Resume(Resume::Continue));
+            }
+            Ok(Action::Resume(Resume::answering(
+                &snapshot.interrupts,
+                answer.clone(),
+            )))
+        }
+    }
+}
+
+/// Gives the run back to the queue, which hands it to the next worker free.
+async fn give_back(shared: &Shared, run: &Claimed) -> Result<Ended, QueueError> {
+    shared.queue.release(run.id, run.epoch).await?;
+    Ok(Ended::Released)
+}
+
+/// A run that stopped as it was asked: cancelled, or (rolled back) with the checkpoints it saved
+/// dropped first, or given back to the queue (the worker drains).
+async fn stopped(
+    shared: &Shared,
+    run: &Claimed,
+    started: Option<Option<CheckpointId>>,
+    why: Why,
+) -> Result<Ended, QueueError> {
+    let message = match why {
+        Why::Drain => return give_back(shared, run).await,
+        Why::Queue(Stop::Cancel) => "cancelled",
+        Why::Queue(Stop::Interrupt) => "interrupted by a newer run of its thread",
+        Why::Queue(Stop::Rollback) => "rolled back by a newer run of its thread",
+    };
+    finish(
+        shared,
+        run,
+        started,
+        Outcome::Cancelled(message.to_string()),
+    )
+    .await
+}
+
+/// Records the outcome; a rollback asked meanwhile drops the run's checkpoints first.
+/// `started`: where the thread was when the run first started, if it did.
+async fn finish(
+    shared: &Shared,
+    run: &Claimed,
+    started: Option<Option<CheckpointId>>,
+    outcome: Outcome,
+) -> Result<Ended, QueueError> {
+    let ended = match &outcome {
+        Outcome::Done => Ended::Done,
+        Outcome::Paused => Ended::Paused,
+        Outcome::Failed(_) => Ended::Failed,
+        Outcome::Cancelled(_) => Ended::Cancelled,
+    };
+    let rolling_back = matches!(&outcome, Outcome::Cancelled(m) if m.starts_with("rolled back"));
+    if rolling_back {
+        roll_back(shared, run, started).await?;
+    }
+    match shared.queue.finish(run.id, run.epoch, outcome).await {
+        Err(QueueError::RollbackAsked(_)) => {
+            roll_back(shared, run, started).await?;
+            let message = "rolled back by a newer run of its thread".to_string();
+            shared
+                .queue
+                .finish(run.id, run.epoch, Outcome::Cancelled(message))
+                .await?;
+            Ok(Ended::Cancelled)
+        }
+        other => other.map(|()| ended),
+    }
+}
+
+/// Drops the checkpoints the run saved: those after the thread's newest when it first started
+/// (all of them for a thread it made); nothing for a run that never started.
+async fn roll_back(
+    shared: &Shared,
+    run: &Claimed,
+    started: Option<Option<CheckpointId>>,
+) -> Result<(), QueueError> {
+    let Some(base) = started else { return Ok(()) };
+    let store = &shared.store;
+    let mut newer: Vec<CheckpointId> = Vec::new();
+    let mut before = None;
+    'pages: loop {
+        let page = store
+            .list_checkpoints(&run.thread, before, 200)
+            .await
+            .map_err(QueueError::Database)?;
+        let Some(last) = page.last() else { break };
+        before = Some(last.id);
+        for record in &page {
+            if Some(record.id) == base {
+                break 'pages;
+            }
+            newer.push(record.id);
+        }
+    }
+    store
+        .delete_checkpoints(&run.thread, &newer)
+        .await
+        .map_err(QueueError::Database)?;
+    tracing::info!(run = %run.id, thread = %run.thread, dropped = newer.len(), "rolled back");
+    Ok(())
+}
+
+/// An error and its causes, as one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
+}

@@ -1,0 +1,68 @@
+//! Workers of stategraph's Postgres run queue: a [`Worker`] claims queued runs, builds each
+//! run's graph from a [`Registry`](stategraph_registry::Registry), runs or resumes it on the
+//! Postgres checkpointer, and records how it ended; `graph worker` is a face over it.
+//!
+//! What a worker promises (the queue's storage is `stategraph_postgres::queue`):
+//! - a run is run by one worker at a time: claimed under a fenced lease renewed by heartbeats,
+//!   and its thread held under the engine's lease, whose every write is fenced too;
+//! - a worker that dies (SIGKILL) loses its leases when they lapse, and another worker takes its
+//!   runs over from their threads' last checkpoints: no saved step runs again;
+//! - a cancellation is stored state: a run cancelled before it is claimed never runs, a running
+//!   one stops at its next step boundary (the step in flight saved), and a worker that takes
+//!   over a run asked to stop ends it without running it;
+//! - a run that pauses for an answer frees its worker; the answer is a new run (a resume);
+//! - [`Worker::drain`] (what SIGTERM does) finishes each run's current step, saves it, gives
+//!   the run back to the queue and lets its leases go, so another worker continues at once.
+//!
+//! # Layout
+//! - [`Worker`] (`worker.rs`): the claim loop, `concurrency` runs at once, and draining.
+//! - `exec.rs`: one claimed run: its graph resolved and built, where it starts (input, answer,
+//!   or a takeover's continuation), heartbeats beside it, its outcome recorded, a rollback's
+//!   checkpoints dropped.
+//! - `boundary.rs`: the run's checkpointer, which turns a stop asked into a cancellation at the
+//!   next step boundary.
+//! - [`WorkerOptions`] (`options.rs`): the database, concurrency, lease and heartbeat periods.
+//!
+//! ```no_run
+//! # async fn demo(registry: stategraph_registry::Registry) -> Result<(), stategraph_worker::WorkerError> {
+//! use stategraph_worker::{Worker, WorkerOptions};
+//! let worker = Worker::connect(registry, WorkerOptions::new("postgres://app@db/agents").concurrency(4)).await?;
+//! let drainer = worker.clone();
+//! tokio::spawn(async move {
+//!     let _ = tokio::signal::ctrl_c().await;
+//!     drainer.drain().await;
+//! });
+//! let report = worker.run().await?;
+//! # let _ = report;
+//! # Ok(()) }
+//! ```
+//!
+//! Invariant: the worker knows the registry, the engine and the queue, never a command line nor
+//! an agent; it prints nothing (what happened is in the queue, and in `tracing`).
+
+// Library code never prints: it returns what it has to say (see the engine's lib.rs).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+mod boundary;
+mod exec;
+mod options;
+mod worker;
+
+pub use options::WorkerOptions;
+pub use worker::{Worker, WorkerReport};
+
+use stategraph_postgres::queue::QueueError;
+use stategraph_postgres::ConnectError;
+
+/// What stops a worker. A run's own failure is not one: it is recorded in the queue as the
+/// run's outcome, and the worker goes on.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkerError {
+    /// The database could not be reached or its schema is not this build's.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    /// The queue failed in a way the worker cannot wait out.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}

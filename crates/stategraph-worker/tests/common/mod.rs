@@ -1,0 +1,180 @@
+//! What the worker tests share: a real Postgres cluster (the postgres crate's fixture, included
+//! by path, not a public API of that crate), the graphs the workers run, and a log of every node
+//! execution.
+
+#![allow(dead_code)]
+
+#[path = "../../../stategraph-postgres/tests/support/pg_cluster.rs"]
+pub mod pg_cluster;
+
+use serde::{Deserialize, Serialize};
+use stategraph::runtime::Context;
+use stategraph::{CompiledGraph, State, StateGraph, END, START};
+use stategraph_postgres::queue::{RunId, RunInfo, RunQueue, Status};
+use stategraph_registry::{BuildError, GraphFactory, GraphFile, Registry};
+use std::io::Write as _;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Where a child process appends its executions (each line fsynced): `THREAD STEP PID`.
+pub const LOG_ENV: &str = "STATEGRAPH_WORKER_EXEC_LOG";
+
+/// Every node execution of this process: `(thread, step)`.
+pub fn executions() -> &'static Mutex<Vec<(String, u64)>> {
+    static EXECS: OnceLock<Mutex<Vec<(String, u64)>>> = OnceLock::new();
+    EXECS.get_or_init(Default::default)
+}
+
+/// The executions of `thread`'s nodes, by step, in this process.
+pub fn steps_run(thread: &str) -> Vec<u64> {
+    let execs = executions().lock().unwrap();
+    execs
+        .iter()
+        .filter(|(t, _)| t == thread)
+        .map(|(_, s)| *s)
+        .collect()
+}
+
+fn log_execution(ctx: &Context) {
+    executions()
+        .lock()
+        .unwrap()
+        .push((ctx.thread_id().to_string(), ctx.step()));
+    if let Ok(path) = std::env::var(LOG_ENV) {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        let line = format!(
+            "{} {} {}\n",
+            ctx.thread_id(),
+            ctx.step(),
+            std::process::id()
+        );
+        (&file).write_all(line.as_bytes()).unwrap();
+        file.sync_data().unwrap();
+    }
+}
+
+/// `steps`: one node, `tick`, run `target` times in a row, each sleeping `delay_ms`.
+#[derive(State, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Steps {
+    pub target: u32,
+    #[state(append)]
+    pub done: Vec<String>,
+}
+
+pub struct StepsGraph;
+
+impl GraphFactory for StepsGraph {
+    type State = Steps;
+    fn name(&self) -> &str {
+        "steps"
+    }
+    fn description(&self) -> &str {
+        "ticks `target` times"
+    }
+    fn graph_file(&self) -> Option<&'static str> {
+        Some("graph = \"steps\"\n[settings]\ndelay_ms = 5\n")
+    }
+    fn build(&self, _file: &GraphFile) -> Result<CompiledGraph<Steps>, BuildError> {
+        let mut g = StateGraph::<Steps>::named("steps");
+        g.add_node("tick", |_s: Arc<Steps>, ctx: Context| async move {
+            log_execution(&ctx);
+            let delay: u64 = ctx.setting("delay_ms").unwrap_or(5);
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            Ok(StepsUpdate::default().done(vec![format!("tick@{}", ctx.step())]))
+        });
+        g.add_edge(START, "tick");
+        g.add_conditional_edges(
+            "tick",
+            |s: &Steps| {
+                if (s.done.len() as u32) < s.target {
+                    "tick"
+                } else {
+                    END
+                }
+            },
+            ["tick", END],
+        );
+        Ok(g.compile()?)
+    }
+}
+
+/// `ask`: asks a question, then writes the answer down.
+#[derive(State, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Asked {
+    #[state(append)]
+    pub done: Vec<String>,
+}
+
+pub struct AskGraph;
+
+impl GraphFactory for AskGraph {
+    type State = Asked;
+    fn name(&self) -> &str {
+        "ask"
+    }
+    fn description(&self) -> &str {
+        "asks, then writes the answer down"
+    }
+    fn build(&self, _file: &GraphFile) -> Result<CompiledGraph<Asked>, BuildError> {
+        let mut g = StateGraph::<Asked>::named("ask");
+        g.add_node("ask", |_s: Arc<Asked>, ctx: Context| async move {
+            let answer: String = ctx.interrupt("ship it?").await?;
+            Ok(AskedUpdate::default().done(vec![format!("answer:{answer}")]))
+        });
+        g.add_edge(START, "ask").add_edge("ask", END);
+        Ok(g.compile()?)
+    }
+}
+
+pub fn registry() -> Registry {
+    let mut registry = Registry::new();
+    registry.register(StepsGraph);
+    registry.register(AskGraph);
+    registry
+}
+
+/// The state an uninterrupted run of `steps` to `target` ends in.
+pub async fn uninterrupted(target: u32) -> Steps {
+    let graph = StepsGraph.build(&GraphFile::default()).unwrap();
+    let input = StepsUpdate::default().target(target);
+    graph
+        .invoke(input, stategraph::runtime::RunConfig::new())
+        .await
+        .unwrap()
+        .state
+}
+
+/// Waits until `run` is in a final state (or `timeout`), and returns it.
+pub async fn wait_final(queue: &RunQueue, run: RunId, timeout: Duration) -> RunInfo {
+    wait_for(queue, run, timeout, |r| r.status.is_final()).await
+}
+
+/// Waits until `run` satisfies `done`.
+pub async fn wait_for(
+    queue: &RunQueue,
+    run: RunId,
+    timeout: Duration,
+    done: impl Fn(&RunInfo) -> bool,
+) -> RunInfo {
+    let give_up = Instant::now() + timeout;
+    loop {
+        let info = queue.get(run).await.unwrap().unwrap();
+        if done(&info) {
+            return info;
+        }
+        assert!(
+            Instant::now() < give_up,
+            "run {run} still {} after {timeout:?}: {info:?}",
+            info.status
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub fn is(status: Status) -> impl Fn(&RunInfo) -> bool {
+    move |r| r.status == status
+}
