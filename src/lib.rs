@@ -19,6 +19,7 @@
 //! Modules depend one way, each on those listed before it: `state` <- `error` <- `run` <-
 //! `graph` <- `runtime`. A graph's nodes take a run's `Context` and return a `NodeError`, so
 //! those live below `graph`; the runtime runs graphs, so it sits above.
+//! - [`quote`]: a value a person gave, quoted in a message (cut when long); used by every layer.
 //! - [`checkpoint`]: the storage contract (`stategraph-checkpoint`, re-exported): what every
 //!   backend implements, the records it moves, and the in-memory backend.
 //!
@@ -37,6 +38,7 @@ extern crate self as stategraph;
 
 mod error;
 pub mod graph;
+pub mod quote;
 mod run;
 pub mod runtime;
 pub mod state;

@@ -230,6 +230,34 @@ fn update_json_is_bare_values_with_marked_overwrites() {
     assert_eq!(back.written_fields(), ["messages", "tokens"]);
 }
 
+#[derive(State, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Task {
+    current: Option<String>,
+    title: String,
+}
+
+#[test]
+fn a_write_of_none_reads_back_as_a_write() {
+    // As a checkpoint stores a step's update and a later read replays it: a node that clears
+    // an `Option` field must clear it in the state read back, too.
+    let mut state = Task {
+        current: Some("a.md".into()),
+        title: "t".into(),
+    };
+    let cleared = TaskUpdate::default().current(None);
+    let json = serde_json::to_value(&cleared).unwrap();
+    assert_eq!(json, serde_json::json!({"current": null}));
+    let back: TaskUpdate = serde_json::from_value(json).unwrap();
+    assert_eq!(back.current, Some(Write::Reduce(None)));
+    step(&mut state, vec![("finish", back)]).unwrap();
+    assert_eq!(state.current, None);
+    // A null where the field cannot hold one stays no write, and an absent field is none.
+    let back: TaskUpdate = serde_json::from_str(r#"{"title": null}"#).unwrap();
+    assert_eq!(back.written_fields(), Vec::<&str>::new());
+    let back: TaskUpdate = serde_json::from_str(r#"{"current": {"$overwrite": null}}"#).unwrap();
+    assert_eq!(back.current, Some(Write::Overwrite(None)));
+}
+
 #[test]
 fn update_json_rejects_unknown_fields_by_name() {
     let err = serde_json::from_str::<ResearchUpdate>(r#"{"tokens": 1, "tokenz": 2}"#)

@@ -11,6 +11,9 @@ pub const TOKEN_EVENT: &str = "token";
 /// `stage 3 of 13 · section_research · 0.02s`. The `graph` command prints each as it comes.
 pub const PROGRESS_EVENT: &str = "progress";
 
+/// The node name of an [`Event::Updates`] that reports a pause (LangGraph's key for it).
+pub const INTERRUPT: &str = "__interrupt__";
+
 /// Something that happened during a run, in the order it happened.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -112,7 +115,10 @@ pub enum Event {
         /// What waits for an answer.
         interrupts: Vec<InterruptRecord>,
     },
-    /// The whole state after a step (and after the input), in stream mode `values`.
+    /// The whole state, in stream mode `values`, as LangGraph streams it: after an input or a
+    /// step that wrote it (an empty input shows nothing), first of all when a run resumes (the
+    /// state it resumes from), and when tasks pause for a person (the state with the step's
+    /// finished results merged, and `interrupts`; a static breakpoint shows no new state).
     Values {
         /// The subgraph (below the root thread); empty for the root graph.
         #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -121,8 +127,15 @@ pub enum Event {
         step: u64,
         /// The state, as JSON.
         values: serde_json::Value,
+        /// What waits for an answer, when the run paused here (LangGraph's `__interrupt__`
+        /// key beside the state).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        interrupts: Vec<InterruptRecord>,
     },
-    /// One task's update, at the end of its step, in task order (stream mode `updates`).
+    /// One task's update, at the end of its step, in task order (stream mode `updates`). A
+    /// pause is one of these too, as LangGraph's `{"__interrupt__": [...]}`: `node` is
+    /// [`INTERRUPT`] and `update` the list of what waits, one event per task that paused
+    /// (`task` its position), or one for a static breakpoint's tasks.
     Updates {
         /// The subgraph (below the root thread); empty for the root graph.
         #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -199,6 +212,23 @@ impl std::str::FromStr for StreamMode {
 }
 
 impl Event {
+    /// The subgraph it happened in (below the root thread); empty for the root graph.
+    pub fn namespace(&self) -> &str {
+        match self {
+            Event::RunStarted { namespace, .. }
+            | Event::NodeStarted { namespace, .. }
+            | Event::NodeFinished { namespace, .. }
+            | Event::NodeFailed { namespace, .. }
+            | Event::Custom { namespace, .. }
+            | Event::CheckpointSaved { namespace, .. }
+            | Event::Interrupted { namespace, .. }
+            | Event::RunFinished { namespace, .. }
+            | Event::Values { namespace, .. }
+            | Event::Updates { namespace, .. }
+            | Event::Message { namespace, .. } => namespace,
+        }
+    }
+
     fn set_namespace(&mut self, ns: &str) {
         match self {
             Event::RunStarted { namespace, .. }

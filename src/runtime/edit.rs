@@ -12,6 +12,7 @@ use crate::checkpoint::{
 };
 use crate::error::RunError;
 use crate::graph::{CompiledGraph, GraphError};
+use crate::run::namespace::ThreadPath;
 use crate::state::{State, TaggedUpdate};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -124,10 +125,12 @@ impl<S: State> CompiledGraph<S> {
     /// step that ran nodes; START if none has run; the only node of a one-node graph); when
     /// several nodes wrote in that step the edit is ambiguous and refused. With `as_node` =
     /// [`END`](crate::END), the thread ends there: nothing is left to run and its pauses are
-    /// dropped. Tasks a join already fired stay next (the join's barrier is not undone by an
-    /// edit), and (without `as_node`) a task still next at the same place keeps its dynamic pause, so a resume
+    /// dropped. Tasks a join already fired, and a deferred node whose turn had come, stay next
+    /// (an edit does not undo a join's barrier or a deferred node's trigger), and (without
+    /// `as_node`) a task still next at the same place keeps its dynamic pause, so a resume
     /// value still answers it; other pauses and saved results belong to the old state and are
-    /// dropped.
+    /// dropped. A root thread with no checkpoint yet is edited from the empty state, its first
+    /// checkpoint at step 0 (the step a run's input checkpoint takes).
     pub async fn update_state(
         &self,
         thread_id: &str,
@@ -163,7 +166,33 @@ impl<S: State> CompiledGraph<S> {
     /// Several edits at once (LangGraph's `bulk_update_state`): each inner list is one
     /// checkpoint, its edits merged together as the outputs of one step (each names its
     /// `as_node` when there are several), each list on top of the previous one. Returns the
-    /// last checkpoint.
+    /// last checkpoint. On a thread with no checkpoint yet the first list applies to the empty
+    /// state (as START, to stand for the input, then as the nodes that ran), so a thread's
+    /// history can be written without running it:
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use serde::{Deserialize, Serialize};
+    /// # use stategraph::{checkpoint::MemoryCheckpointer, graph::StateGraph, runtime::{Context, StateEdit}, State, START, END};
+    /// #[derive(State, Clone, Default, Serialize, Deserialize)]
+    /// struct S { foo: String }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let mut g = StateGraph::<S>::new();
+    /// g.add_node("agent", |_s: Arc<S>, _c: Context| async { Ok(SUpdate::default().foo("agent".to_string())) });
+    /// g.add_edge(START, "agent").add_edge("agent", END);
+    /// let graph = g.compile().unwrap().with_checkpointer(Arc::new(MemoryCheckpointer::new()));
+    /// let foo = |v: &str| SUpdate::default().foo(v.to_string());
+    /// graph
+    ///     .bulk_update_state("new", vec![
+    ///         vec![StateEdit::as_node(foo("input"), START)],
+    ///         vec![StateEdit::as_node(foo("agent"), "agent")],
+    ///     ])
+    ///     .await
+    ///     .unwrap();
+    /// let state = graph.get_state("new", None).await.unwrap();
+    /// assert_eq!((state.values.foo.as_str(), state.step), ("agent", 1));
+    /// # }
+    /// ```
     pub async fn bulk_update_state(
         &self,
         thread_id: &str,
@@ -185,17 +214,27 @@ impl<S: State> CompiledGraph<S> {
             }
         }
         let store = self.store("update_state")?.clone();
-        let mut base = self.record(thread_id, checkpoint, "update_state").await?;
+        // A root thread with no checkpoint yet starts from an empty one, as LangGraph's does: its
+        // first edits stand for the input (as START) or for the nodes that would have run.
+        let mut base = match checkpoint {
+            None if ThreadPath::is_root_id(thread_id) => {
+                check_thread(thread_id)?;
+                store.get_checkpoint(thread_id, None).await?
+            }
+            _ => Some(self.record(thread_id, checkpoint, "update_state").await?),
+        };
         // A child namespace is written under its root thread's lease, as its runs are.
         let root = check_thread(thread_id)?;
         let lease =
             LeaseGuard::acquire(store.clone(), root.root(), Duration::from_secs(15)).await?;
         let mut result = Err(RunError::InvalidInput("no updates".into()));
         for edits in supersteps {
-            result = self.write_update(&store, &base, edits).await;
+            result = self
+                .write_update(&store, thread_id, base.as_ref(), edits)
+                .await;
             match &result {
                 Ok(id) => match store.get_checkpoint(thread_id, Some(*id)).await {
-                    Ok(Some(next)) => base = next,
+                    Ok(Some(next)) => base = Some(next),
                     Ok(None) => break,
                     Err(e) => {
                         result = Err(e.into());
@@ -274,36 +313,46 @@ impl<S: State> CompiledGraph<S> {
         }
     }
 
-    /// Writes one checkpoint over `latest` with `edits` merged as the outputs of one step.
+    /// Writes one checkpoint over `latest` (`None`: a thread with no checkpoint yet, edited from
+    /// the empty state) with `edits` merged as the outputs of one step.
     async fn write_update(
         &self,
         store: &Arc<dyn Checkpointer>,
-        latest: &CheckpointRecord,
+        thread_id: &str,
+        latest: Option<&CheckpointRecord>,
         edits: Vec<StateEdit<S>>,
     ) -> Result<CheckpointId, RunError> {
-        let thread_id = &latest.thread_id;
         let implicit = edits.iter().all(|e| e.as_node.is_none());
         let mut step = self.edits_as_step(store.as_ref(), latest, edits).await?;
-        let (mut state, stats) = persist::load_state::<S>(store.as_ref(), latest).await?;
+        let (mut state, stats) = match latest {
+            Some(latest) => persist::load_state::<S>(store.as_ref(), latest).await?,
+            None => (S::default(), ChainStats::default()),
+        };
         state
             .apply(&mut step.batch)
             .map_err(|e| RunError::InvalidInput(e.to_string()))?;
-        let frontier = self.frontier_after_edit(&state, latest, &step.writers)?;
-        let state_data = stored_state(latest, stats, &state, step.writes)?;
+        let empty = Frontier::default();
+        let previous = latest.map_or(&empty, |l| &l.frontier);
+        let at = latest.map_or(0, |l| l.step);
+        let frontier = self.frontier_after_edit(&state, previous, at, &step.writers)?;
+        // The first checkpoint of a thread is a snapshot, as a run's first is.
+        let state_data = match latest {
+            Some(latest) => stored_state(latest, stats, &state, step.writes)?,
+            None => StateData::Snapshot(persist::to_raw(&state)?),
+        };
         let id = persist::new_checkpoint_id();
         // Only an edit without as_node keeps pauses (it stands in for "edit, then answer"); an
         // edit as a named node starts that node's successors afresh, as before.
-        let carried = if implicit {
-            kept_pauses(
+        let carried = match latest {
+            Some(latest) if implicit => kept_pauses(
                 &store.get_writes(thread_id, latest.id).await?,
                 &latest.frontier,
                 &frontier,
-            )
-        } else {
-            Vec::new()
+            ),
+            _ => Vec::new(),
         };
         let writers = step.writers.into_iter().map(|(_, name)| name).collect();
-        let record = self.update_record(latest, id, state_data, frontier, writers);
+        let record = self.update_record(thread_id, latest, id, state_data, frontier, writers);
         if !carried.is_empty() {
             store.put_writes(thread_id, id, &carried, false).await?;
         }
@@ -316,7 +365,7 @@ impl<S: State> CompiledGraph<S> {
     async fn edits_as_step(
         &self,
         store: &dyn Checkpointer,
-        latest: &CheckpointRecord,
+        latest: Option<&CheckpointRecord>,
         edits: Vec<StateEdit<S>>,
     ) -> Result<EditedStep<S>, RunError> {
         let mut step = EditedStep {
@@ -327,7 +376,10 @@ impl<S: State> CompiledGraph<S> {
         for edit in edits {
             let writer = match &edit.as_node {
                 Some(name) => self.writer_named(name)?,
-                None => self.last_writer(store, latest).await?,
+                None => match latest {
+                    Some(latest) => self.last_writer(store, latest).await?,
+                    None => self.first_writer(),
+                },
             };
             let name = match writer {
                 Writer::Node(i) => self.topology.node_name(i).to_string(),
@@ -346,11 +398,13 @@ impl<S: State> CompiledGraph<S> {
     }
 
     /// What runs after the edits: nothing when one stands for END (the thread ends there),
-    /// else what the writers' edges and routers choose.
+    /// else what the writers' edges and routers choose after `previous` (the edited
+    /// checkpoint's frontier).
     fn frontier_after_edit(
         &self,
         state: &S,
-        latest: &CheckpointRecord,
+        previous: &Frontier,
+        step: u64,
         writers: &[(Writer, String)],
     ) -> Result<Frontier, RunError> {
         if writers.iter().any(|(w, _)| matches!(w, Writer::End)) {
@@ -363,25 +417,37 @@ impl<S: State> CompiledGraph<S> {
                 _ => None,
             })
             .collect();
-        self.next_after_edit(state, latest, &nodes)
+        self.next_after_edit(state, previous, step, &nodes)
     }
 
-    /// The checkpoint an edit writes: parent `latest`, one step on, source `update`, its
-    /// writers the nodes the edits stand for. The graph's name is kept from `latest` when this
-    /// graph has none, so a thread stays tied to the graph that made it.
+    /// Whose output an edit without `as_node` stands for on a thread with no checkpoint yet:
+    /// the only node of a one-node graph, else START (the input).
+    fn first_writer(&self) -> Writer {
+        if self.topology.builder.nodes.len() == 1 {
+            Writer::Node(0)
+        } else {
+            Writer::Start
+        }
+    }
+
+    /// The checkpoint an edit writes: parent `latest`, one step on (step 0 on a thread with no
+    /// checkpoint yet, the step a run's input checkpoint takes), source `update`, its writers
+    /// the nodes the edits stand for. The graph's name is kept from `latest` when this graph
+    /// has none, so a thread stays tied to the graph that made it.
     fn update_record(
         &self,
-        latest: &CheckpointRecord,
+        thread_id: &str,
+        latest: Option<&CheckpointRecord>,
         id: CheckpointId,
         state: StateData,
         frontier: Frontier,
         writers: Vec<String>,
     ) -> CheckpointRecord {
         CheckpointRecord {
-            thread_id: latest.thread_id.clone(),
+            thread_id: thread_id.to_string(),
             id,
-            parent_id: Some(latest.id),
-            step: latest.step + 1,
+            parent_id: latest.map(|l| l.id),
+            step: latest.map_or(0, |l| l.step + 1),
             state,
             frontier,
             metadata: CheckpointMetadata {
@@ -393,58 +459,62 @@ impl<S: State> CompiledGraph<S> {
                 graph: self
                     .name()
                     .map(str::to_string)
-                    .or_else(|| latest.metadata.graph.clone()),
+                    .or_else(|| latest.and_then(|l| l.metadata.graph.clone())),
             },
         }
     }
 
     /// The frontier after edits that stand for `nodes`' outputs (`None`: START's): what their
-    /// edges and routers choose, plus the tasks a join had already fired.
+    /// edges and routers choose, plus the tasks of `previous` an edit does not take back, as
+    /// LangGraph's channels keep them: a task a join had already fired (the join's barrier is
+    /// not undone), and a deferred node whose turn had come (its trigger waits until it runs),
+    /// unless the edit triggers it again (it then waits for its turn again).
     fn next_after_edit(
         &self,
         state: &S,
-        latest: &CheckpointRecord,
+        previous: &Frontier,
+        step: u64,
         nodes: &[Option<usize>],
     ) -> Result<Frontier, RunError> {
         let finished: Vec<Finished<'_>> = nodes
             .iter()
             .map(|&node| Finished { node, goto: &[] })
             .collect();
-        let mut next = triggers::advance(
-            &self.topology,
-            state,
-            &finished,
-            &latest.frontier,
-            latest.step,
-        )?;
-        let fired: Vec<usize> = latest
-            .frontier
+        let topology = &self.topology;
+        let mut next = triggers::advance(topology, state, &finished, previous, step)?;
+        let is_next = |next: &Frontier, i: usize| {
+            let name = topology.node_name(i);
+            next.tasks
+                .iter()
+                .any(|t| t.arg.is_none() && *t.node == **name)
+                || next.deferred.iter().any(|d| **d == **name)
+        };
+        let kept: Vec<usize> = previous
             .tasks
             .iter()
             .filter(|t| t.arg.is_none())
-            .filter_map(|t| self.topology.node_index(&t.node))
-            .filter(|&i| self.topology.joins.iter().any(|j| j.target == i))
+            .filter_map(|t| topology.node_index(&t.node))
             .filter(|&i| {
-                !next
-                    .tasks
-                    .iter()
-                    .any(|t| t.arg.is_none() && *t.node == **self.topology.node_name(i))
+                topology.builder.nodes[i].options.deferred
+                    || topology.joins.iter().any(|j| j.target == i)
             })
+            .filter(|&i| !is_next(&next, i))
             .collect();
-        if !fired.is_empty() {
+        if !kept.is_empty() {
             let mut pull: Vec<usize> = next
                 .tasks
                 .iter()
                 .filter(|t| t.arg.is_none())
-                .filter_map(|t| self.topology.node_index(&t.node))
-                .chain(fired)
+                .filter_map(|t| topology.node_index(&t.node))
+                .chain(kept)
                 .collect();
             pull.sort_unstable();
+            pull.dedup();
             let sends = next.tasks.iter().filter(|t| t.arg.is_some()).cloned();
             let tasks = pull
                 .into_iter()
                 .map(|i| TaskSpec {
-                    node: self.topology.node_name(i).to_string(),
+                    node: topology.node_name(i).to_string(),
                     arg: None,
                 })
                 .chain(sends)

@@ -27,7 +27,7 @@ mod triggers;
 pub use crate::error::{NodeError, NodeErrorKind, ResumeError, RunError};
 pub use crate::run::config::{Durability, RunConfig, SnapshotPolicy};
 pub use crate::run::context::{task_journal_key, Context, TextSink};
-pub use crate::run::events::{Event, StreamMode, PROGRESS_EVENT, TOKEN_EVENT};
+pub use crate::run::events::{Event, StreamMode, INTERRUPT, PROGRESS_EVENT, TOKEN_EVENT};
 pub use crate::run::namespace::{self, ThreadPath};
 pub use crate::run::snapshot::{StateSnapshot, SubgraphState, SubgraphView};
 pub use edit::StateEdit;
@@ -59,6 +59,34 @@ impl Resume {
     /// Answers the single pending interrupt.
     pub fn value(value: impl serde::Serialize) -> Result<Self, serde_json::Error> {
         Ok(Resume::Value(serde_json::to_value(value)?))
+    }
+
+    /// The resume that gives a person's `answer` to the interrupts `waiting` (a snapshot's
+    /// `interrupts`), as LangGraph reads `Command(resume=...)`: no answer continues; an object
+    /// whose keys are all ids of the waiting dynamic interrupts, when more than one waits,
+    /// answers each by id; any other value answers the single one.
+    ///
+    /// ```
+    /// use stategraph::runtime::Resume;
+    /// assert_eq!(Resume::answering(&[], None), Resume::Continue);
+    /// let yes = serde_json::json!("yes");
+    /// assert_eq!(Resume::answering(&[], Some(yes.clone())), Resume::Value(yes));
+    /// ```
+    pub fn answering(waiting: &[InterruptRecord], answer: Option<serde_json::Value>) -> Resume {
+        let dynamic: Vec<&str> = waiting
+            .iter()
+            .filter(|i| i.when == crate::checkpoint::InterruptWhen::Dynamic)
+            .map(|i| i.id.as_str())
+            .collect();
+        match answer {
+            None => Resume::Continue,
+            Some(serde_json::Value::Object(map))
+                if dynamic.len() > 1 && map.keys().all(|k| dynamic.contains(&k.as_str())) =>
+            {
+                Resume::ById(map.into_iter().collect())
+            }
+            Some(v) => Resume::Value(v),
+        }
     }
 }
 

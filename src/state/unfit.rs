@@ -124,7 +124,7 @@ fn described(value: &serde_json::Value) -> String {
         Value::Bool(b) => b.to_string(),
         Value::Number(n) if n.is_u64() || n.is_i64() => format!("the integer {n}"),
         Value::Number(n) => format!("the number {n}"),
-        Value::String(_) => format!("the text {value}"),
+        Value::String(s) => format!("the text {}", crate::quote::quoted(s)),
         Value::Array(_) => "a list".into(),
         Value::Object(_) => "an object".into(),
     }
@@ -323,7 +323,13 @@ fn found_words(found: &str) -> String {
         return b;
     }
     if let Some(s) = found.strip_prefix("string ") {
-        return format!("the text {s}");
+        // serde quotes the text whole: a long one is quoted again, cut.
+        return match crate::quote::cut(s) {
+            std::borrow::Cow::Borrowed(_) => format!("the text {s}"),
+            std::borrow::Cow::Owned(_) => {
+                format!("the text {}", crate::quote::quoted(s.trim_matches('"')))
+            }
+        };
     }
     match found {
         "sequence" => "a list".into(),

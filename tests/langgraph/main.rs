@@ -2,9 +2,11 @@
 //! one test per behaviour, each naming the LangGraph test it comes from. The facts carry over,
 //! not the code: our graphs are typed, our updates are deltas.
 
+mod bulk_update;
 mod command;
 mod invoke_in_node;
 mod pending;
+mod stream;
 mod time_travel;
 mod update_state;
 

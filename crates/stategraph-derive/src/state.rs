@@ -243,8 +243,13 @@ fn update_struct(input: &DeriveInput, update: &Ident, fields: &[StateField]) -> 
         " A partial write to [`{state}`]: each field a node sets is merged into the state \
          through that field's reducer.\n\n Build one with `{update}::default()` and the builder \
          methods. In JSON a field's value goes through its reducer and `{{\"$overwrite\": value}}` \
-         replaces the value instead; unknown fields are rejected."
+         replaces the value instead; `null` writes `None` to an `Option` field (and is no write \
+         to a field that cannot hold it); unknown fields are rejected."
     );
+    // serde reads a field's `null` as "no write" for an `Option`, so a node's write of `None`
+    // would be lost when the update is read back from a checkpoint: this reads it as a write
+    // wherever the field's type holds a null.
+    let present = format!("{update}::__present_write");
     let decls = fields.iter().map(|f| {
         let ident = f.ident;
         let ty = f.ty;
@@ -253,6 +258,7 @@ fn update_struct(input: &DeriveInput, update: &Ident, fields: &[StateField]) -> 
         quote! {
             #[doc = #doc]
             #[serde(skip_serializing_if = "::core::option::Option::is_none")]
+            #[serde(deserialize_with = #present)]
             #(#[serde(#serde)])*
             pub #ident: ::core::option::Option<::stategraph::state::Write<#ty>>,
         }
@@ -270,6 +276,37 @@ fn update_struct(input: &DeriveInput, update: &Ident, fields: &[StateField]) -> 
         #(#[serde(#rename_all)])*
         #vis struct #update {
             #(#decls)*
+        }
+
+        #[automatically_derived]
+        impl #update {
+            /// A field that is present is a write, `null` included when the field's type holds
+            /// it (an `Option` set to `None`); a `null` it cannot hold is no write. An absent
+            /// field is the container's default: no write.
+            #[doc(hidden)]
+            fn __present_write<'de, D, T>(
+                deserializer: D,
+            ) -> ::core::result::Result<
+                ::core::option::Option<::stategraph::state::Write<T>>,
+                D::Error,
+            >
+            where
+                D: ::stategraph::__private::serde::Deserializer<'de>,
+                T: ::stategraph::__private::serde::de::DeserializeOwned,
+            {
+                use ::stategraph::__private::serde::de::Error as _;
+                use ::stategraph::__private::serde::Deserialize as _;
+                use ::stategraph::__private::serde_json::{from_value, Value};
+                let value = Value::deserialize(deserializer)?;
+                if value.is_null() {
+                    return ::core::result::Result::Ok(
+                        from_value::<T>(value).ok().map(::stategraph::state::Write::Reduce),
+                    );
+                }
+                ::stategraph::state::Write::<T>::deserialize(value)
+                    .map(::core::option::Option::Some)
+                    .map_err(D::Error::custom)
+            }
         }
     }
 }

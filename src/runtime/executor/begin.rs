@@ -11,7 +11,7 @@ use crate::runtime::persist::{self, SnapshotTracker};
 use crate::runtime::saved::{add_command_tasks, COMMAND_TASK};
 use crate::runtime::triggers::{self, Finished};
 use crate::runtime::Resume;
-use crate::state::{State, TaggedUpdate};
+use crate::state::{State, TaggedUpdate, Update};
 use std::sync::Arc;
 
 impl<S: State> Run<S> {
@@ -29,7 +29,9 @@ impl<S: State> Run<S> {
             if let Some(latest) = store.get_checkpoint(&self.thread_id, None).await? {
                 let (state, stats) = persist::load_state::<S>(store.as_ref(), &latest).await?;
                 self.state = Arc::new(state);
-                self.step = latest.step;
+                // The input's checkpoint is one step on, as LangGraph's is (and as an edit
+                // standing for the input is): a thread's steps grow by one per checkpoint.
+                self.step = latest.step + 1;
                 self.snapshots = SnapshotTracker::new(self.config.snapshots, stats);
                 if latest.metadata.schema_version != S::VERSION {
                     self.snapshots.force();
@@ -45,6 +47,8 @@ impl<S: State> Run<S> {
         } else {
             None
         };
+        // As LangGraph, an input that writes nothing shows no state in the values stream.
+        let wrote = self.events.wants_values() && !input.is_empty();
         let mut batch = [TaggedUpdate::new(INPUT_WRITER, input)];
         Arc::make_mut(&mut self.state)
             .apply(&mut batch)
@@ -62,7 +66,9 @@ impl<S: State> Run<S> {
         if parent.is_none() {
             self.snapshots.force();
         }
-        self.emit_values(self.step);
+        if wrote {
+            self.emit_values(self.step);
+        }
         let writes = raw
             .map(|update| {
                 vec![NodeWrite {

@@ -80,6 +80,9 @@ impl<S: State> Run<S> {
             .collect();
         self.save_pending(writes, true).await?;
         let step = self.step;
+        // A static breakpoint shows in the updates stream only, as LangGraph's does.
+        let first = records.first().map_or(0, |r| r.task);
+        self.emit_pause(step, first, &records);
         self.events.emit(|| Event::Interrupted {
             namespace: String::new(),
             step,

@@ -220,6 +220,8 @@ impl<S: State> Run<S> {
             marks: None,
             config,
         };
+        // As LangGraph's, a resumed run's values stream starts with the state it resumes from.
+        let resumed = matches!(start, Start::Resume { .. } | Start::Command { .. });
         let result = match start {
             Start::Input(input) => run.begin_with_input(input, true).await,
             Start::Fresh(input) => run.begin_with_input(input, false).await,
@@ -232,7 +234,12 @@ impl<S: State> Run<S> {
             } => run.begin_with_command(resume, update, goto).await,
         };
         match result {
-            Ok(()) => Ok((run, lease)),
+            Ok(()) => {
+                if resumed {
+                    run.emit_values(run.step);
+                }
+                Ok((run, lease))
+            }
             Err(e) => {
                 if let Some(l) = lease {
                     l.release().await;

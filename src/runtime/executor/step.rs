@@ -2,27 +2,49 @@
 //! or merge the updates in task order, advance the frontier and save a checkpoint.
 
 use super::{Outcome, Run};
-use crate::checkpoint::{CheckpointId, NodeWrite, PendingKind, PendingWrite, Source, TaskSpec};
+use crate::checkpoint::{
+    CheckpointId, InterruptRecord, NodeWrite, PendingKind, PendingWrite, Source, TaskSpec,
+};
 use crate::error::{NodeError, RunError};
 use crate::graph::goto_records;
 use crate::graph::Goto;
 use crate::run::config::Durability;
-use crate::run::events::Event;
+use crate::run::events::{Event, INTERRUPT};
 use crate::runtime::persist;
 use crate::runtime::saved::with_saved_results;
 use crate::runtime::triggers::{self, Finished};
 use crate::runtime::RunStatus;
-use crate::state::{State, TaggedUpdate};
+use crate::state::{State, TaggedUpdate, Update};
 use std::sync::Arc;
 
 impl<S: State> Run<S> {
     /// The whole state, for the values stream.
     pub(super) fn emit_values(&self, step: u64) {
+        self.emit_state(step, &self.state, &[]);
+    }
+
+    /// `state` for the values stream, with what waits when the run pauses there.
+    pub(super) fn emit_state(&self, step: u64, state: &S, interrupts: &[InterruptRecord]) {
         if self.events.wants_values() {
             self.events.values(|| Event::Values {
                 namespace: String::new(),
                 step,
-                values: serde_json::to_value(&*self.state).unwrap_or_default(),
+                values: serde_json::to_value(state).unwrap_or_default(),
+                interrupts: interrupts.to_vec(),
+            });
+        }
+    }
+
+    /// A pause for the updates stream, as LangGraph's `{"__interrupt__": [...]}`: what waits
+    /// at task `task` (the first paused task, for a static breakpoint's).
+    pub(super) fn emit_pause(&self, step: u64, task: usize, interrupts: &[InterruptRecord]) {
+        if self.events.wants_updates() {
+            self.events.updates(|| Event::Updates {
+                namespace: String::new(),
+                step,
+                node: INTERRUPT.to_string(),
+                task,
+                update: serde_json::to_value(interrupts).unwrap_or_default(),
             });
         }
     }
@@ -115,6 +137,8 @@ impl<S: State> Run<S> {
         if let Some(marks) = &mut self.marks {
             marks.record_all(batch.iter().map(|w| &w.update));
         }
+        // As LangGraph, the values stream shows the state after a step that wrote it.
+        let wrote = self.events.wants_values() && batch.iter().any(|w| !w.update.is_empty());
         Arc::make_mut(&mut self.state)
             .apply(&mut batch)
             .map_err(|source| RunError::Merge {
@@ -130,7 +154,9 @@ impl<S: State> Run<S> {
             .map(|(node, goto)| Finished { node: *node, goto })
             .collect();
         let next = triggers::advance(&topology, &self.state, &finished, &self.frontier, step)?;
-        self.emit_values(step);
+        if wrote {
+            self.emit_values(step);
+        }
         let ran = std::mem::replace(&mut self.frontier, next).tasks;
 
         let parent = Some(self.checkpoint_id);
@@ -219,6 +245,8 @@ impl<S: State> Run<S> {
         let mut writes = Vec::new();
         let mut failure: Option<RunError> = None;
         let mut interrupts = Vec::new();
+        // Each paused task's place in `interrupts`, for the updates stream.
+        let mut paused = Vec::new();
         for (index, (spec, outcome)) in self.frontier.tasks.iter().zip(outcomes).enumerate() {
             let write = |kind| PendingWrite {
                 task: index,
@@ -247,6 +275,7 @@ impl<S: State> Run<S> {
                     }
                 }
                 Outcome::Interrupted(records) => {
+                    paused.push((index, interrupts.len()..interrupts.len() + records.len()));
                     for record in records {
                         writes.push(write(PendingKind::Interrupt(record.clone())));
                         interrupts.push(record);
@@ -258,6 +287,9 @@ impl<S: State> Run<S> {
         if let Some(e) = failure {
             return Err(e);
         }
+        for (task, range) in paused {
+            self.emit_pause(step, task, &interrupts[range]);
+        }
         let step_done = self.step;
         self.events.emit(|| Event::Interrupted {
             namespace: String::new(),
@@ -267,6 +299,11 @@ impl<S: State> Run<S> {
         // The result shows the finished siblings' results merged, as `get_state` does.
         let (shown, next) = with_saved_results(&*self.state, &self.frontier, &self.pending);
         self.shown = shown;
+        self.emit_state(
+            step_done,
+            self.shown.as_ref().unwrap_or(&*self.state),
+            &interrupts,
+        );
         Ok(RunStatus::Interrupted { interrupts, next })
     }
 
