@@ -4,7 +4,8 @@
 //! - [`SledCheckpointer`] (`sled_store/`): every thread in one sled directory. By job:
 //!   `open.rs` opening and what sled's refusals mean, `checkpointer.rs` the contract over sled's
 //!   trees, `pieces.rs` large snapshots' shared pieces, `keys.rs` the key layout, `inspect.rs`
-//!   what the per-thread layout reads beyond the contract, `mark.rs` a new store's first flush.
+//!   what the per-thread layout reads beyond the contract, `mark.rs` a new store's first flush,
+//!   `witness.rs` the per-thread layout's record of what each flush made durable.
 //! - [`FolderCheckpointer`] (`folders/`): one sled store per thread in a folder per thread, what
 //!   the `graph` command uses: locks, an owner socket that serves a held thread's reads to other
 //!   processes, read copies (a read never writes), blob checks, an index cache and repair.

@@ -23,6 +23,7 @@
 use super::index::Damage;
 use super::layout::blob_names;
 use super::temp_copy::copy_to_temp;
+use crate::sled_store::rebuild_conf;
 use crate::{SledCheckpointer, SledOptions};
 use stategraph_checkpoint::CheckpointError;
 use std::path::Path;
@@ -252,7 +253,7 @@ struct WholeLog {
 }
 
 /// Opens a throwaway copy; a file of sled's own bookkeeping it refuses (its page table's
-/// snapshot, rebuilt from the log; its configuration, written afresh) is moved to `aside` and
+/// snapshot, rebuilt from the log; its configuration, rebuilt as sled wrote it) is moved to `aside` and
 /// the copy opened again.
 fn open_setting_aside_bookkeeping(
     copy: &Path,
@@ -265,9 +266,12 @@ fn open_setting_aside_bookkeeping(
             Err(CheckpointError::Damaged { file, .. })
                 if (file.starts_with("snap.") || file == "conf") && !set_aside.contains(&file) =>
             {
-                std::fs::rename(copy.join(&file), aside.join(&file)).map_err(|e| {
-                    CheckpointError::Storage(format!("cannot set aside {file} in a copy: {e}"))
-                })?;
+                match file.as_str() {
+                    "conf" => rebuild_conf(copy, &aside.join(&file), options)?,
+                    _ => std::fs::rename(copy.join(&file), aside.join(&file)).map_err(|e| {
+                        CheckpointError::Storage(format!("cannot set aside {file} in a copy: {e}"))
+                    })?,
+                }
                 set_aside.push(file);
             }
             opened => return opened,

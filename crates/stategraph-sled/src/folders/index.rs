@@ -7,13 +7,16 @@
 //!
 //! It also bears witness: the newest checkpoint it names was on disk when the thread was let go.
 //! A store that no longer holds it lost its end (a damaged or truncated file read back by sled as
-//! a shorter log), and is reported as damaged instead of silently rolled back.
+//! a shorter log), and is reported as damaged instead of silently rolled back. A run killed
+//! before it let go wrote no index: the flush witness beside the store (`flushed.json`, written
+//! after each finished flush: `sled_store/witness.rs`) bears the same witness for it.
 
 use super::layout::new_marker_beside;
+use super::read_copy::ReadCopy;
 use crate::SledCheckpointer;
 use serde::{Deserialize, Serialize};
-use stategraph_checkpoint::CheckpointError;
 use stategraph_checkpoint::{summarize, ThreadStatus, ThreadSummary};
+use stategraph_checkpoint::{CheckpointError, CheckpointId};
 use std::path::Path;
 
 /// One thread as [`FolderCheckpointer::threads`](super::FolderCheckpointer::threads) lists it.
@@ -65,21 +68,47 @@ impl ThreadListing {
         })
     }
 
-    /// The listing read from a store nobody holds, checked against the witness of its index.
+    /// The listing read from a private copy of a store nobody holds, checked against the witness
+    /// of its index and its flush witness.
     /// `None` when the store holds no checkpoint of the thread. A newest checkpoint that does not
     /// read back is damage, listed with what the witness last saw.
     pub(super) async fn of_store(
-        store: &SledCheckpointer,
+        copy: &ReadCopy,
         thread: &str,
         witness: Option<&ThreadListing>,
         store_dir: &Path,
     ) -> Result<Option<ThreadListing>, CheckpointError> {
         let seen = witness.and_then(|w| w.summary.as_ref());
         let log = || store_dir.join("db").display().to_string();
+        let store = &copy.store;
+        // What the writer's last finished flush made durable (`flushed.json`, as it was when the
+        // copy was made): newer than the index when a run was killed, and there when a killed
+        // run never wrote an index.
+        let flushed = copy.flushed;
         let (summary, damage) = match summarize(store, thread).await {
             Ok(summary) => {
+                let newest = summary.as_ref().map(|s| s.checkpoint_id);
+                let by_flush = match flushed {
+                    // The index saw the same (the thread was let go since): it tells it.
+                    Some(f) if seen.is_some_and(|s| s.checkpoint_id == f.checkpoint) => None,
+                    Some(f) if newest != Some(f.checkpoint) => {
+                        let when = "its last flush finished";
+                        lost_end(
+                            store,
+                            thread,
+                            (f.step, f.checkpoint, when),
+                            summary.as_ref(),
+                            log(),
+                        )
+                        .await
+                    }
+                    _ => None,
+                };
                 let damage = match seen {
+                    _ if by_flush.is_some() => by_flush,
                     Some(seen) if summary.as_ref() != Some(seen) => {
+                        let when = "it was last closed";
+                        let seen = (seen.step, seen.checkpoint_id, when);
                         lost_end(store, thread, seen, summary.as_ref(), log()).await
                     }
                     _ => None,
@@ -125,33 +154,54 @@ impl ThreadListing {
 
 /// The damage when the checkpoint the index saw last is gone from the store. (One that is
 /// there but does not read back is reported by whoever reads it.)
+/// `seen` is the step and checkpoint a witness saw, and when (the index: when the thread was
+/// last closed; the flush witness: when its last flush finished).
 async fn lost_end(
     store: &SledCheckpointer,
     thread: &str,
-    seen: &ThreadSummary,
+    (step, checkpoint, when): (u64, CheckpointId, &str),
     now: Option<&ThreadSummary>,
     file: String,
 ) -> Option<Damage> {
     use stategraph_checkpoint::Checkpointer;
     if !matches!(
-        store.get_checkpoint(thread, Some(seen.checkpoint_id)).await,
+        store.get_checkpoint(thread, Some(checkpoint)).await,
         Ok(None)
     ) {
         return None;
     }
-    let holds = match now {
-        Some(s) => format!("its newest readable checkpoint is step {}", s.step),
-        None => "it holds no readable checkpoint".to_string(),
+    let (holds, lost) = match now {
+        Some(s) => (
+            format!("its newest readable checkpoint is step {}", s.step),
+            lost_steps(Some(s.step), step),
+        ),
+        None => (
+            "it holds no readable checkpoint".to_string(),
+            lost_steps(None, step),
+        ),
     };
     Some(Damage {
         file,
         lost_checkpoints: true,
         reason: format!(
-            "it held step {} (checkpoint {}) when it was last closed, but {holds}: the end of \
-             its log was lost",
-            seen.step, seen.checkpoint_id
+            "it held step {step} (checkpoint {checkpoint}) when {when}, but {holds}: the end of \
+             its log was lost, and with it {lost}"
         ),
     })
+}
+
+/// The steps lost between the newest that reads (`now`) and the newest a witness saw.
+pub(super) fn lost_steps(now: Option<u64>, seen: u64) -> String {
+    match now {
+        None if seen == 0 => "step 0".to_string(),
+        None => format!("steps 0 to {seen}"),
+        Some(now) if now + 1 == seen => format!("step {seen}"),
+        Some(now) if now < seen => format!("steps {} to {seen}", now + 1),
+        // A run from an earlier checkpoint (a rerun, an edit) numbers its steps from there.
+        Some(_) => {
+            format!("the checkpoint of step {seen} and those written since the newest that reads")
+        }
+    }
 }
 
 /// The index file: a thread's listing as of the moment its holder let it go.

@@ -5,6 +5,7 @@
 //! <root>/threads/<thread-id>/lock         held (flock, exclusive) by the process writing it
 //! <root>/threads/<thread-id>/index.json   the thread's line in `threads()`: a cache
 //! <root>/threads/<thread-id>/new          made before a new thread's store; gone once a record is flushed
+//! <root>/threads/<thread-id>/flushed.json the newest checkpoint a finished flush made durable
 //! <root>/threads/.deleted-<id>-<pid>-<n>/ a deletion in progress (swept once its process died)
 //! ```
 //!
@@ -29,6 +30,15 @@ pub(super) struct Layout {
 
 /// The file name of [`Layout::new_marker`].
 const NEW_MARKER: &str = "new";
+/// The file name of [`flushed_beside`].
+const FLUSHED: &str = "flushed.json";
+
+/// The flush witness of the thread whose store is `store_dir` (`sled_store/witness.rs`): the
+/// newest checkpoint its writer's last finished flush made durable, so a store read back
+/// shorter is found without the index. `None` for a single store of many threads.
+pub(super) fn flushed_beside(store_dir: &Path) -> Option<PathBuf> {
+    (store_dir.file_name()? == "store").then(|| store_dir.with_file_name(FLUSHED))
+}
 
 /// The [`Layout::new_marker`] of the thread whose store is `store_dir`; `None` for a single
 /// store of many threads, which is no thread folder's `store`.

@@ -118,7 +118,8 @@ enum Source {
 
 impl FolderCheckpointer {
     /// A directory of threads (created when the first thread is written). Opening writes
-    /// nothing, except that it removes what deletions cut short left behind.
+    /// nothing, except that it removes what deletions cut short left behind, and the read
+    /// copies of processes killed while they read.
     pub fn open(root: impl AsRef<Path>) -> Result<Self, CheckpointError> {
         Self::open_with(root, SledOptions::small())
     }
@@ -137,6 +138,7 @@ impl FolderCheckpointer {
         }
         let layout = Layout::new(root);
         layout.sweep_deleted();
+        temp_copy::sweep_stale_copies();
         Ok(FolderCheckpointer {
             layout,
             options,
@@ -282,6 +284,27 @@ impl FolderCheckpointer {
         required::read_required(required, self, thread, &store_dir, &legacy).await
     }
 
+    /// The ids of the thread's checkpoints, newest first, read from the store's keys alone (no
+    /// record is decoded, so a large state costs nothing and a damaged record is still counted):
+    /// what a command that removes checkpoints counts before and after, to say what it removed.
+    pub async fn checkpoint_ids(
+        &self,
+        thread: &str,
+    ) -> Result<Vec<stategraph_checkpoint::CheckpointId>, CheckpointError> {
+        use stategraph_checkpoint::Checkpointer;
+        match self.source(thread).await? {
+            None => Ok(Vec::new()),
+            Some(Source::Local(s)) => s.checkpoint_ids(thread),
+            Some(Source::Copy(c)) => c.reads(thread)?.checkpoint_ids(thread),
+            Some(Source::Remote(_)) => Ok(self
+                .list_checkpoints(thread, None, usize::MAX)
+                .await?
+                .into_iter()
+                .map(|r| r.id)
+                .collect()),
+        }
+    }
+
     /// Where [`legacy_meta`](Self::legacy_meta) reads a thread's `meta.json`.
     pub fn legacy_meta_path(&self, thread: &str) -> PathBuf {
         self.layout.legacy_meta_path(thread)
@@ -350,7 +373,7 @@ impl FolderCheckpointer {
         match open_copy(&store_dir, thread, self.options, blobs) {
             Ok(Copied::Open(copy)) => {
                 let mut listing =
-                    ThreadListing::of_store(&copy.store, thread, witness, &store_dir).await?;
+                    ThreadListing::of_store(&copy, thread, witness, &store_dir).await?;
                 if let (Some(l), Some(d)) = (&mut listing, copy.damage.clone()) {
                     match &l.damage {
                         // A damaged blob is the cause of what the listing finds lost (sled read
@@ -396,7 +419,7 @@ impl FolderCheckpointer {
         let mut out = Vec::new();
         for thread in stategraph_checkpoint::Checkpointer::list_threads(&copy.store).await? {
             let store_dir = self.layout.store_dir(&thread);
-            let listing = ThreadListing::of_store(&copy.store, &thread, None, &store_dir).await?;
+            let listing = ThreadListing::of_store(&copy, &thread, None, &store_dir).await?;
             let legacy = self.layout.legacy_meta_path(&thread);
             if let Some(mut listing) = with_required_checked(
                 self.required.as_ref(),

@@ -7,12 +7,17 @@
 //! (which keeps writers from opening it mid-copy), let go, and open the copy. Its blob files,
 //! which sled never writes after making them, are hard-linked rather than copied where the
 //! temporary directory is on the store's file system (`layout::copy_linking_blobs`).
-//! The copy is made by `temp_copy.rs`, which reading and the blob checks share.
+//! The copy is made by `temp_copy.rs`, which reading and the blob checks share. It serves the
+//! thread's next reads while the store's fingerprint (its files' names, sizes and times) is the
+//! one taken with it; a store written since (by another process) is copied again, and the old
+//! copy removed once its last read ends.
 
 use super::blobs::check_blobs;
 use super::index::Damage;
-use super::layout::{io_error, FileLock};
+use super::layout::flushed_beside;
+use super::layout::{fingerprint, io_error, FileLock};
 use super::temp_copy::link_to_temp;
+use crate::sled_store::{read_flushed, rebuild_conf, Flushed};
 use crate::{SledCheckpointer, SledOptions};
 use stategraph_checkpoint::CheckpointError;
 use std::path::Path;
@@ -31,9 +36,22 @@ pub(super) struct ReadCopy {
     /// The threads whose every record was written after a damaged blob file: the copy does not
     /// hold them at all (see `blobs.rs`).
     pub lost_threads: Vec<String>,
+    /// The store's [`fingerprint`] when it was copied (under the lock that keeps writers out):
+    /// while the store's is the same, the copy holds what the store does.
+    pub fingerprint: Option<String>,
+    /// The thread's flush witness (`sled_store/witness.rs`) as it was when the store was copied:
+    /// read under the same lock, since only a writer with the store open writes it, so it never
+    /// names a checkpoint a writer added after the copy.
+    pub flushed: Option<Flushed>,
 }
 
 impl ReadCopy {
+    /// True when the store in `store_dir` is as it was copied: a writer (another process) has
+    /// not opened it since.
+    pub fn is_current(&self, store_dir: &Path) -> bool {
+        self.fingerprint.is_some() && fingerprint(store_dir) == self.fingerprint
+    }
+
     /// The store to read `thread` from; [`CheckpointError::Damaged`] when the copy lost the
     /// thread whole (read as missing, it would look like a thread that never was).
     pub fn reads(&self, thread: &str) -> Result<&SledCheckpointer, CheckpointError> {
@@ -84,6 +102,8 @@ pub(super) fn open_copy(
         return Ok(Copied::Busy);
     };
     let dir = link_to_temp(store_dir)?;
+    let print = fingerprint(store_dir);
+    let flushed = flushed_beside(store_dir).and_then(|f| read_flushed(&f, thread));
     drop(lock);
     let copy = dir.path().join("store");
     // Before opening: sled's recovery reads the log only up to a blob that fails its checksum,
@@ -101,6 +121,8 @@ pub(super) fn open_copy(
         damage: blob_check.damage.or(set_aside),
         blob_damaged,
         lost_threads,
+        fingerprint: print,
+        flushed,
     })))
 }
 
@@ -121,12 +143,17 @@ fn open_setting_aside(
             Err(CheckpointError::Damaged { file, reason, .. }) => {
                 let original = store_dir.join(&file).display().to_string();
                 // A damaged file of sled's own bookkeeping (its page table's snapshot, its
-                // configuration) is set aside in the copy: sled rebuilds the one from the log
-                // and writes the other afresh, and our records carry their own checksums, so
-                // what reads back is sound. Damage to the log itself is final.
-                let set_aside = (file.starts_with("snap.") || file == "conf")
-                    && damage.is_none()
-                    && std::fs::rename(copy.join(&file), aside.join(&file)).is_ok();
+                // configuration) is set aside in the copy: sled rebuilds the one from the log,
+                // the other's content is known (`rebuild_conf`), and our records carry their
+                // own checksums, so what reads back is sound. Damage to the log itself is final.
+                let set_aside = damage.is_none()
+                    && match file.as_str() {
+                        "conf" => rebuild_conf(copy, &aside.join(&file), options).is_ok(),
+                        f if f.starts_with("snap.") => {
+                            std::fs::rename(copy.join(f), aside.join(f)).is_ok()
+                        }
+                        _ => false,
+                    };
                 if !set_aside {
                     return Err(CheckpointError::Damaged {
                         thread: thread.to_string(),
@@ -139,6 +166,13 @@ fn open_setting_aside(
                     reason,
                     lost_checkpoints: false,
                 });
+            }
+            // sled's other refusals name the path it was given: the copy's, which is gone by
+            // the time anyone reads the message.
+            Err(CheckpointError::Storage(message)) => {
+                let copy = copy.display().to_string();
+                let original = store_dir.display().to_string();
+                return Err(CheckpointError::Storage(message.replace(&copy, &original)));
             }
             Err(e) => return Err(e),
         }

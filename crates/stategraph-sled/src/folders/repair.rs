@@ -4,12 +4,17 @@
 //! since it was last closed. A repair copies the thread's folder to `<root>/backups/`, opens the
 //! store as sled recovers it (setting aside a snapshot file sled cannot read), then removes the
 //! newest checkpoints that do not read back (or whose chain of deltas is broken) until the newest
-//! one is whole, so the thread can be resumed from there.
+//! one is whole, so the thread can be resumed from there. It looks first, at a private copy
+//! (`read_copy.rs`), at what a reader would find: a healthy thread is left as it is, with no
+//! backup, and a thread that holds nothing is not there to repair.
 
 use super::blobs::damaged_blob;
-use super::index::IndexEntry;
-use super::layout::{copy_tree, io_error};
+use super::index::{IndexEntry, ThreadListing};
+use super::layout::{copy_tree, flushed_beside, io_error};
+use super::read_copy::{open_copy, Copied};
+use super::required::with_required_checked;
 use super::{FolderCheckpointer, Take};
+use crate::sled_store::{read_flushed, rebuild_conf, Flushed};
 use crate::SledCheckpointer;
 use serde::Serialize;
 use stategraph_checkpoint::root_thread;
@@ -24,21 +29,39 @@ use std::path::{Path, PathBuf};
 pub struct RepairReport {
     /// The thread.
     pub thread_id: String,
-    /// Where the thread's folder was copied before anything was changed.
-    pub backup: PathBuf,
+    /// True when nothing was wrong: nothing was changed, and no backup made.
+    pub healthy: bool,
+    /// Where the thread's folder was copied before anything was changed; `None` when nothing
+    /// needed changing.
+    pub backup: Option<PathBuf>,
     /// Files of the store set aside (renamed to `damaged-<name>`) because sled could not read
-    /// them.
+    /// them; `conf`, sled's configuration, is written again as sled wrote it.
     pub set_aside: Vec<String>,
     /// Checkpoints removed because they did not read back or their chain was broken, newest
     /// first.
     pub removed: Vec<CheckpointId>,
-    /// The step the thread's index had seen before the damage, when the store no longer holds it.
+    /// The step the thread had reached before the damage, when the store no longer holds it (as
+    /// its flush witness or its index saw it): the steps after [`now`](Self::now)'s up to this
+    /// one were lost.
     pub lost_from_step: Option<u64>,
     /// A blob file that failed its checksum: sled dropped it, and everything written after it,
     /// when the store was opened to repair it (the backup keeps them).
     pub damaged_blob: Option<String>,
     /// The thread now, at its newest checkpoint; `None` when nothing of it could be kept.
     pub now: Option<ThreadSummary>,
+    /// True when nothing of the thread could be kept: its folder was removed (the backup keeps
+    /// it as it was), so the thread is gone.
+    pub gone: bool,
+}
+
+/// What a look at a private copy of a thread's store found, before a repair changes anything.
+enum Found {
+    /// A reader finds nothing wrong.
+    Healthy(Option<ThreadSummary>),
+    /// No checkpoint, and no sign of damage: there is no thread to repair.
+    Nothing,
+    /// Something to repair (or something that cannot be told without trying).
+    Damaged,
 }
 
 impl FolderCheckpointer {
@@ -60,6 +83,23 @@ impl FolderCheckpointer {
         self.take_slot(&root);
         let lock = self.lock_thread(&root, Take::Existing).await?;
         let index = IndexEntry::read(&self.layout.index_path(&root));
+        match self.look(&root, index.as_ref()).await? {
+            Found::Healthy(now) => {
+                return Ok(RepairReport {
+                    thread_id: root,
+                    healthy: true,
+                    backup: None,
+                    set_aside: Vec::new(),
+                    removed: Vec::new(),
+                    lost_from_step: None,
+                    damaged_blob: None,
+                    now,
+                    gone: false,
+                })
+            }
+            Found::Nothing => return Err(CheckpointError::ThreadNotFound { thread: root }),
+            Found::Damaged => {}
+        }
         let backup = self.back_up(&root)?;
         let store_dir = self.layout.store_dir(&root);
         // Named before sled's recovery drops it (see `blobs.rs`).
@@ -69,7 +109,18 @@ impl FolderCheckpointer {
             .unwrap_or_default();
         let damaged_blob =
             damaged_blob(&store_dir, &store_dir, blobs, self.options).map(|d| d.file);
-        let witness = index.and_then(|e| e.listing.summary);
+        // What the store held before the damage, as its witnesses saw it: the flush witness
+        // (newer, and there when a killed run wrote no index) or the index.
+        let witness = index
+            .and_then(|e| e.listing.summary)
+            .map(|s| (s.checkpoint_id, s.step));
+        let flushed = flushed_beside(&store_dir)
+            .and_then(|f| read_flushed(&f, &root))
+            .map(|f| (f.checkpoint, f.step));
+        let witness = match (witness, flushed) {
+            (Some(i), Some(f)) => Some(if f.0 >= i.0 { f } else { i }),
+            (i, f) => f.or(i),
+        };
         let (store, set_aside) = open_setting_aside(&store_dir, &root, self.options)
             .await
             .map_err(|e| {
@@ -81,22 +132,74 @@ impl FolderCheckpointer {
         let removed = remove_unreadable_head(&store, &root).await?;
         let now = summarize(&store, &root).await?;
         let lost_from_step = witness
-            .filter(|w| {
-                now.as_ref()
-                    .is_none_or(|n| n.checkpoint_id < w.checkpoint_id)
-            })
-            .map(|w| w.step);
+            .filter(|(id, _)| now.as_ref().is_none_or(|n| n.checkpoint_id < *id))
+            .map(|(_, step)| step);
+        // The witness names the repaired head from the next flush (on letting go) on: the
+        // checkpoints it named before are gone on purpose now.
+        if let Some(file) = flushed_beside(&store_dir) {
+            let head = now.as_ref().map(|n| Flushed {
+                checkpoint: n.checkpoint_id,
+                step: n.step,
+            });
+            store.keep_flush_witness(file, &root, head);
+        }
         let held = self.held_from(&root, lock, std::sync::Arc::new(store))?;
         self.set_slot(&root, super::Slot::Held(held));
         self.release(&root)?;
+        let gone = now.is_none();
+        if gone {
+            // Nothing of it reads: a folder kept would only be listed as damaged again. The
+            // backup holds it as it was.
+            self.delete_folder(&root).await?;
+        }
         Ok(RepairReport {
             thread_id: root,
-            backup,
+            healthy: false,
+            backup: Some(backup),
             set_aside,
             removed,
             lost_from_step,
             damaged_blob,
             now,
+            gone,
+        })
+    }
+
+    /// Looks at a private copy of the thread's store (its lock held, so no writer changes it)
+    /// as a reader would: its files, its newest checkpoint against the index's witness, its
+    /// required record and the chain of deltas its newest checkpoint builds on.
+    async fn look(&self, root: &str, index: Option<&IndexEntry>) -> Result<Found, CheckpointError> {
+        let store_dir = self.layout.store_dir(root);
+        let blobs = index.map(|e| e.blobs.as_slice()).unwrap_or_default();
+        let copy = match open_copy(&store_dir, root, self.options, blobs) {
+            Ok(Copied::Open(copy)) => copy,
+            Ok(Copied::Missing) => return Ok(Found::Nothing),
+            Ok(Copied::Busy) | Err(_) => return Ok(Found::Damaged),
+        };
+        if copy.damage.is_some() {
+            return Ok(Found::Damaged);
+        }
+        let witness = index.map(|e| &e.listing);
+        let Ok(listing) = ThreadListing::of_store(&copy, root, witness, &store_dir).await else {
+            return Ok(Found::Damaged);
+        };
+        let legacy = self.layout.legacy_meta_path(root);
+        let required = self.required.as_ref();
+        let listing =
+            with_required_checked(required, listing, &copy.store, &store_dir, &legacy).await;
+        let Some(listing) = listing else {
+            return Ok(Found::Nothing);
+        };
+        if listing.damage.is_some() {
+            return Ok(Found::Damaged);
+        }
+        let whole = match copy.store.checkpoint_ids(root)?.first() {
+            Some(newest) => chain_is_whole(&copy.store, root, *newest).await,
+            None => false,
+        };
+        Ok(match whole {
+            true => Found::Healthy(listing.summary),
+            false => Found::Damaged,
         })
     }
 
@@ -117,7 +220,7 @@ impl FolderCheckpointer {
 }
 
 /// Opens the store for writing; a file of sled's own bookkeeping that it refuses (a snapshot of
-/// its page table, rebuilt from the log; its configuration, written afresh) is set aside
+/// its page table, rebuilt from the log; its configuration, rebuilt as sled wrote it) is set aside
 /// (renamed) and the store opened again, as long as that helps.
 async fn open_setting_aside(
     store_dir: &Path,
@@ -139,7 +242,13 @@ async fn open_setting_aside(
                     });
                 }
                 let to = store_dir.join(format!("damaged-{file}"));
-                std::fs::rename(&from, &to).map_err(|e| io_error("cannot set aside", &from, e))?;
+                if file == "conf" {
+                    // Its content is known: written again as sled wrote it.
+                    rebuild_conf(store_dir, &to, options)?;
+                } else {
+                    std::fs::rename(&from, &to)
+                        .map_err(|e| io_error("cannot set aside", &from, e))?;
+                }
                 set_aside.push(file);
             }
             Err(e) => return Err(e),

@@ -3,6 +3,7 @@
 
 use super::blobs::damaged_blob;
 use super::index::{IndexEntry, ThreadListing};
+use super::layout::flushed_beside;
 use super::layout::{blob_names, file_stamp, fingerprint, io_error, lock_holder, FileLock};
 use super::owner::{self, OwnerServer, Request, Response};
 use super::read_copy::{open_copy, Copied, ReadCopy};
@@ -12,7 +13,7 @@ use super::{
     wait_for_sole, Damage, FolderCheckpointer, Held, Slot, Source, Take, READ_PATIENCE, RETRY,
     WRITE_PATIENCE,
 };
-use crate::sled_store::remove_mark;
+use crate::sled_store::{read_flushed, remove_mark, Flushed};
 use crate::SledCheckpointer;
 use stategraph_checkpoint::root_thread;
 use stategraph_checkpoint::summarize;
@@ -162,7 +163,10 @@ impl FolderCheckpointer {
                 Err(e) => return Err(e),
             }
         };
-        self.check_presence(root, &store, how).await?;
+        let newest = self.check_presence(root, &store, how).await?;
+        if let Some(file) = flushed_beside(&store_dir) {
+            store.keep_flush_witness(file, root, newest);
+        }
         if store.holds_nothing()? {
             // Marked now, or by a run that died before its first record reached the disk: the
             // first flush that makes a record durable removes it.
@@ -205,21 +209,25 @@ impl FolderCheckpointer {
         }))
     }
 
+    /// Checks the thread is there (or not) as `how` asks; returns its newest checkpoint.
     pub(super) async fn check_presence(
         &self,
         root: &str,
         store: &SledCheckpointer,
         how: Take,
-    ) -> Result<(), CheckpointError> {
-        let present = store.get_checkpoint(root, None).await?.is_some();
+    ) -> Result<Option<Flushed>, CheckpointError> {
+        let newest = store.get_checkpoint(root, None).await?.map(|r| Flushed {
+            checkpoint: r.id,
+            step: r.step,
+        });
         match how {
-            Take::Existing if !present => Err(CheckpointError::ThreadNotFound {
+            Take::Existing if newest.is_none() => Err(CheckpointError::ThreadNotFound {
                 thread: root.to_string(),
             }),
-            Take::New if present => Err(CheckpointError::ThreadExists {
+            Take::New if newest.is_some() => Err(CheckpointError::ThreadExists {
                 thread: root.to_string(),
             }),
-            _ => Ok(()),
+            _ => Ok(newest),
         }
     }
 
@@ -235,8 +243,12 @@ impl FolderCheckpointer {
         let unchanged = |entry: &IndexEntry| {
             fingerprint(store_dir).as_deref() == Some(entry.fingerprint.as_str())
         };
+        // A thread whose last run was killed has no index that matches, but its flush witness
+        // says what its store held: checked on a copy like a changed store's.
+        let flushed = flushed_beside(store_dir).and_then(|f| read_flushed(&f, root));
         let entry = match entry {
-            Some(entry) if !unchanged(&entry) => entry,
+            Some(entry) if !unchanged(&entry) => Some(entry),
+            None if flushed.is_some() => None,
             // No index (or one that still matches, which a flipped bit does not change): the
             // copy below is not made, so the blobs are checked here, in the store itself.
             unindexed_or_unchanged => {
@@ -251,11 +263,14 @@ impl FolderCheckpointer {
                 };
             }
         };
-        match open_copy(store_dir, root, self.options, &entry.blobs)? {
+        let blobs = entry
+            .as_ref()
+            .map(|e| e.blobs.as_slice())
+            .unwrap_or_default();
+        match open_copy(store_dir, root, self.options, blobs)? {
             Copied::Open(copy) => {
-                let listing =
-                    ThreadListing::of_store(&copy.store, root, Some(&entry.listing), store_dir)
-                        .await?;
+                let witness = entry.as_ref().map(|e| &e.listing);
+                let listing = ThreadListing::of_store(&copy, root, witness, store_dir).await?;
                 match listing.and_then(|l| l.damage).or(copy.damage.clone()) {
                     Some(d) => Err(CheckpointError::Damaged {
                         thread: root.to_string(),
@@ -365,18 +380,21 @@ impl FolderCheckpointer {
             true => "",
             false => root_thread(thread),
         };
+        let store_dir = self.layout.store_dir(root);
         match self.slot(root) {
             Some(Slot::Held(h)) => return Ok(Some(Source::Local(h.store.clone()))),
-            Some(Slot::Copy(c)) => return Ok(Some(Source::Copy(c))),
-            Some(Slot::Remote(s)) => return Ok(Some(Source::Remote(s))),
-            None => {}
+            // A copy serves while its store is as it was copied; one that a writer (another
+            // process: `graph resume` beside a long-lived reader) changed since is taken again.
+            Some(Slot::Copy(c)) if c.is_current(&store_dir) => return Ok(Some(Source::Copy(c))),
+            // A holder serves reads while it holds the thread; letting go removes its socket.
+            Some(Slot::Remote(s)) if s.exists() => return Ok(Some(Source::Remote(s))),
+            _ => {}
         }
         if !self.layout.is_single_store()
             && (validate_thread_id(root).is_err() || root.starts_with('.'))
         {
             return Ok(None);
         }
-        let store_dir = self.layout.store_dir(root);
         let blobs = match self.layout.is_single_store() {
             true => Vec::new(),
             false => IndexEntry::read(&self.layout.index_path(root))
@@ -387,7 +405,10 @@ impl FolderCheckpointer {
         let mut waiting = Waiting::default();
         loop {
             match open_copy(&store_dir, root, self.options, &blobs)? {
-                Copied::Missing => return Ok(None),
+                Copied::Missing => {
+                    self.keep_for_reads(root, None);
+                    return Ok(None);
+                }
                 Copied::Open(mut copy) => {
                     if (copy.damage.is_none() || copy.blob_damaged)
                         && !self.layout.is_single_store()
@@ -404,13 +425,13 @@ impl FolderCheckpointer {
                         };
                     }
                     let copy: Arc<ReadCopy> = Arc::from(copy);
-                    self.set_slot(root, Slot::Copy(copy.clone()));
+                    self.keep_for_reads(root, Some(Slot::Copy(copy.clone())));
                     return Ok(Some(Source::Copy(copy)));
                 }
                 Copied::Busy => {
                     if let Ok(socket) = owner::socket_path(&self.layout.thread_dir(root)) {
                         if owner::ping(&socket).await {
-                            self.set_slot(root, Slot::Remote(socket.clone()));
+                            self.keep_for_reads(root, Some(Slot::Remote(socket.clone())));
                             return Ok(Some(Source::Remote(socket)));
                         }
                     }
@@ -434,6 +455,20 @@ impl FolderCheckpointer {
         }
     }
 
+    /// Keeps `slot` (a copy, or the holder's socket) for the next reads of `root`, or forgets
+    /// the one kept (`None`), unless this process took the thread meanwhile. A copy replaced or
+    /// forgotten is removed when the last read of it ends (its directory goes with it).
+    fn keep_for_reads(&self, root: &str, slot: Option<Slot>) {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if matches!(slots.get(root), Some(Slot::Held(_))) {
+            return;
+        }
+        match slot {
+            Some(slot) => slots.insert(root.to_string(), slot),
+            None => slots.remove(root),
+        };
+    }
+
     /// The damage of a copied store that no longer holds what its index saw, or nothing at all.
     pub(super) async fn lost_since_indexed(
         &self,
@@ -442,14 +477,11 @@ impl FolderCheckpointer {
         store_dir: &Path,
     ) -> Result<Option<Damage>, CheckpointError> {
         let entry = IndexEntry::read(&self.layout.index_path(root));
-        Ok(ThreadListing::of_store(
-            &copy.store,
-            root,
-            entry.as_ref().map(|e| &e.listing),
-            store_dir,
+        Ok(
+            ThreadListing::of_store(copy, root, entry.as_ref().map(|e| &e.listing), store_dir)
+                .await?
+                .and_then(|l| l.damage),
         )
-        .await?
-        .and_then(|l| l.damage))
     }
 
     pub(super) async fn remote(

@@ -49,6 +49,7 @@ impl Checkpointer for SledCheckpointer {
         self.checkpoints
             .insert(checkpoint_key(thread, record.id), bytes)
             .map_err(|e| self.io.error(e))?;
+        self.witness.saw(thread, record.id, record.step);
         self.sync(flush).await
     }
 
@@ -223,6 +224,7 @@ impl Checkpointer for SledCheckpointer {
         ids: &[CheckpointId],
     ) -> Result<(), CheckpointError> {
         self.io.check()?;
+        self.witness_before_delete(thread, ids).await?;
         let mut removed_pieces = false;
         for id in ids {
             let key = checkpoint_key(thread, *id);

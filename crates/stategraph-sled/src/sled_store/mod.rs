@@ -7,7 +7,8 @@
 //! those no record names; `keys.rs` is how keys are laid out; `inspect.rs` is what the per-thread
 //! layout and tests read beyond the contract (checkpoint ids from keys alone, whether a store is
 //! empty, the stored bytes) and the tampering hooks of the corruption tests; `mark.rs` removes
-//! the per-thread layout's mark of a store never written once a flush made a record durable.
+//! the per-thread layout's mark of a store never written once a flush made a record durable;
+//! `witness.rs` writes the per-thread layout's flush witness after each flush.
 
 mod checkpointer;
 mod inspect;
@@ -15,8 +16,11 @@ mod keys;
 mod mark;
 mod open;
 mod pieces;
+mod witness;
 
 pub(crate) use mark::remove_mark;
+pub(crate) use open::rebuild_conf;
+pub(crate) use witness::{read_flushed, Flushed};
 
 use crate::io_failure::IoFailure;
 use stategraph_checkpoint::chunks::{self, ChunkHash};
@@ -69,6 +73,7 @@ pub struct SledCheckpointer {
     flushes: GroupCommit,
     io: IoFailure,
     unwritten: mark::UnwrittenMark,
+    witness: witness::FlushWitness,
 }
 
 /// How a sled store is laid out: pass to [`SledCheckpointer::open_with`].
@@ -131,9 +136,13 @@ impl SledCheckpointer {
     pub(crate) fn flush_now(&self) -> Result<(), CheckpointError> {
         self.io.check()?;
         let first_record = self.flush_makes_first_record_durable();
+        let due = self.witness.due();
         self.db.flush().map_err(|e| self.io.error(e))?;
         if first_record {
             self.written();
+        }
+        if let Some(due) = due {
+            self.witness.flushed(due);
         }
         Ok(())
     }
@@ -159,7 +168,14 @@ impl SledCheckpointer {
         self.flushes
             .commit(|| {
                 self.io.check()?;
-                self.db.flush().map(drop).map_err(|e| self.io.error(e))
+                // Read before the flush starts, written after it finished: the witness names
+                // only what this flush made durable (see `witness.rs`).
+                let due = self.witness.due();
+                self.io.flush(&self.db)?;
+                if let Some(due) = due {
+                    self.witness.flushed(due);
+                }
+                Ok(())
             })
             .await?;
         if first_record {

@@ -35,6 +35,16 @@ impl SledCheckpointer {
                 "segment size {size} is not a power of two between 256 bytes and 16 MiB"
             )));
         }
+        // sled only warns when its configuration fails its checksum, then trusts what it reads:
+        // a flipped digit would make it refuse the store with a message of versions, or open it
+        // with a segment size it was not written with. Damage, named, which a repair rebuilds.
+        if conf_is_damaged(&path.join("conf")) {
+            return Err(CheckpointError::Damaged {
+                thread: String::new(),
+                file: "conf".to_string(),
+                reason: "sled's configuration file fails its checksum".to_string(),
+            });
+        }
         let config = |size: usize| {
             sled::Config::new()
                 .path(&path)
@@ -72,6 +82,7 @@ impl SledCheckpointer {
             flushes: GroupCommit::new(),
             io: IoFailure::new(&path),
             unwritten: super::mark::UnwrittenMark::none(),
+            witness: Default::default(),
             path,
         })
     }
@@ -182,17 +193,117 @@ fn damaged_file(path: &Path, at: Option<&sled::DiskPtr>) -> String {
 }
 
 /// Whether sled's configuration file fails its checksum (a CRC32 of the text, little-endian, in
-/// its last four bytes).
+/// its last four bytes). One of 8 bytes or fewer is not: sled takes it for missing and writes it
+/// afresh (what a kill while sled created the store leaves).
 fn conf_is_damaged(conf: &Path) -> bool {
     let Ok(bytes) = std::fs::read(conf) else {
         return false;
     };
-    let Some(split) = bytes.len().checked_sub(4).filter(|&n| n > 4) else {
-        return true;
-    };
-    let (text, crc) = bytes.split_at(split);
+    if bytes.len() <= 8 {
+        return false;
+    }
+    let (text, crc) = bytes.split_at(bytes.len() - 4);
     let stored = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
     crc32fast::hash(text) != stored
+}
+
+/// The configuration file sled 0.34 writes for a store of `segment_size` (`StorageParameters`
+/// in sled's `config.rs`): its text, then a CRC32 of it, little-endian. Compression is off
+/// (sled is built without it here).
+fn conf_bytes(segment_size: usize) -> Vec<u8> {
+    let mut bytes =
+        format!("segment_size: {segment_size}\nuse_compression: false\nversion: 0.34\n")
+            .into_bytes();
+    let crc = crc32fast::hash(&bytes);
+    bytes.extend_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
+/// Replaces a store's damaged configuration file (moved to `aside`, kept to look at) with the
+/// one sled wrote when it created the store: its content is known but for the segment size,
+/// which is read from the damaged file when its line still reads as one sled accepts (one
+/// flipped byte cannot turn one power of two into another), else found by trying: the size
+/// under which a throwaway copy of the store reads the most records (a log read with another
+/// size than it was written with stops early or fails).
+pub(crate) fn rebuild_conf(
+    store: &Path,
+    aside: &Path,
+    options: SledOptions,
+) -> Result<(), CheckpointError> {
+    let conf = store.join("conf");
+    let damaged = std::fs::read(&conf).unwrap_or_default();
+    let size = String::from_utf8_lossy(&damaged)
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("segment_size: ")?
+                .trim()
+                .parse::<usize>()
+                .ok()
+        })
+        .filter(|n| n.is_power_of_two() && (256..=1 << 24).contains(n))
+        .unwrap_or_else(|| segment_size_by_trying(store, options));
+    let io = |what: &str, e: std::io::Error| {
+        CheckpointError::Storage(format!("cannot {what} {}: {e}", conf.display()))
+    };
+    std::fs::rename(&conf, aside).map_err(|e| io("set aside", e))?;
+    std::fs::write(&conf, conf_bytes(size)).map_err(|e| io("rebuild", e))
+}
+
+/// The segment size under which a copy of the store (its configuration written for that size)
+/// reads the most records: the one set in `options` first, then sled's own default, then every
+/// other size sled accepts. Ties go to the earlier.
+fn segment_size_by_trying(store: &Path, options: SledOptions) -> usize {
+    let mut sizes = vec![options.segment_size, 512 * 1024];
+    sizes.extend((8..=24).map(|bits| 1usize << bits));
+    sizes.dedup();
+    let mut best = (options.segment_size, 0);
+    let mut tried = Vec::new();
+    for size in sizes {
+        if tried.contains(&size) {
+            continue;
+        }
+        tried.push(size);
+        if let Some(records) = records_read_with(store, size, options) {
+            if records > best.1 {
+                best = (size, records);
+            }
+        }
+    }
+    best.0
+}
+
+/// How many records a throwaway copy of `store` reads with its configuration written for
+/// `segment_size`; `None` when sled refuses it.
+fn records_read_with(store: &Path, segment_size: usize, options: SledOptions) -> Option<usize> {
+    let dir = tempfile::tempdir().ok()?;
+    let copy = dir.path().join("store");
+    copy_plain(store, &copy).ok()?;
+    std::fs::write(copy.join("conf"), conf_bytes(segment_size)).ok()?;
+    let options = SledOptions {
+        segment_size,
+        ..options
+    };
+    let opened = SledCheckpointer::open_with(&copy, options).ok()?;
+    let records = [&opened.checkpoints, &opened.journal, &opened.threads]
+        .iter()
+        .map(|t| t.len())
+        .sum();
+    Some(records)
+}
+
+/// Copies a directory tree (a store).
+fn copy_plain(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_plain(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -269,6 +380,67 @@ mod tests {
             .path()
             .join("unfinished-snap.7FFFFFFFFFFFFFFF.generating")
             .exists());
+    }
+
+    #[test]
+    fn a_rebuilt_configuration_is_what_sled_writes_and_keeps_the_segment_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SledOptions {
+            segment_size: 512 * 1024,
+            ..SledOptions::default()
+        };
+        drop(SledCheckpointer::open_with(dir.path(), options).unwrap());
+        let conf = dir.path().join("conf");
+        let written = std::fs::read(&conf).unwrap();
+        assert_eq!(written, conf_bytes(512 * 1024), "what sled writes");
+        // The pagecache version's major digit, flipped: sled would refuse the store.
+        let mut damaged = written.clone();
+        let at = String::from_utf8_lossy(&written).find("0.34").unwrap();
+        damaged[at] ^= 0x01;
+        std::fs::write(&conf, &damaged).unwrap();
+        match SledCheckpointer::open_with(dir.path(), options) {
+            Err(CheckpointError::Damaged { file, .. }) => assert_eq!(file, "conf"),
+            other => panic!("{:?}", other.map(|_| ())),
+        }
+        let aside = dir.path().join("damaged-conf");
+        rebuild_conf(dir.path(), &aside, SledOptions::default()).unwrap();
+        assert_eq!(std::fs::read(&conf).unwrap(), written);
+        assert_eq!(std::fs::read(&aside).unwrap(), damaged);
+        drop(SledCheckpointer::open_with(dir.path(), SledOptions::default()).unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_segment_size_that_no_longer_reads_is_found_by_trying() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SledOptions {
+            segment_size: 512 * 1024,
+            ..SledOptions::default()
+        };
+        let store = SledCheckpointer::open_with(dir.path(), options).unwrap();
+        // More log than one 64 KiB segment holds: under another size it does not all read.
+        for n in 0..20u128 {
+            let mut r = record("t");
+            r.id = stategraph_checkpoint::CheckpointId::from_u128(n + 1);
+            let text = format!("{n:x}").repeat(5000);
+            r.state = StateData::Snapshot(serde_json::value::to_raw_value(&[text]).unwrap());
+            store.put_checkpoint(&r, true).await.unwrap();
+        }
+        drop(store);
+        let conf = dir.path().join("conf");
+        let written = std::fs::read(&conf).unwrap();
+        // `segment_size: 524288` -> `segment_size: 5242?8`: no size sled accepts.
+        let mut damaged = written.clone();
+        damaged[18] = b'?';
+        std::fs::write(&conf, &damaged).unwrap();
+        rebuild_conf(
+            dir.path(),
+            &dir.path().join("damaged-conf"),
+            SledOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(std::fs::read(&conf).unwrap(), written);
+        let store = SledCheckpointer::open(dir.path()).unwrap();
+        assert_eq!(store.checkpoint_ids("t").unwrap().len(), 20);
     }
 
     #[test]
