@@ -16,11 +16,14 @@
 //! # Layout
 //! - `config.rs`: what a server is started with (address, token, CORS origins, body limit) and
 //!   the refusal to listen beyond loopback without a token.
-//! - `app.rs`: what every request shares: the registry, the store, the assistants (one per
-//!   registered graph, built once), the server's record of each thread, the live runs.
+//! - `app.rs`: what every request shares: the store, the assistants, the server's record of
+//!   each thread, the live runs, and the hook that lets a quiet thread go.
+//! - `assistants.rs`: the registered graphs as assistants (one per graph, built once over the
+//!   store); below `threads.rs` and `runs/`, which read a thread's graph from it.
 //! - `routes/`: one file per resource: `assistants.rs`, `threads.rs` (create, get, search,
 //!   patch, copy, delete), `state.rs` (state, edits, history), `runs.rs` (create, stream, wait,
-//!   join, cancel, list).
+//!   join, cancel, list). Each handler carries its `#[utoipa::path]` and is registered from it,
+//!   so the OpenAPI document served at `/openapi.json` is made from the routes themselves.
 //! - `shapes.rs`: the JSON shapes of LangGraph that several routes share (checkpoints, a thread's
 //!   state, interrupts, times).
 //! - `runs/`: the runs of this process: `mod.rs` is the registry (one active run per thread, the
@@ -30,7 +33,7 @@
 //! - `sse.rs`: engine events as Server-Sent Events (`values`, `updates`, `custom`, `debug`,
 //!   `messages`, then `end`), and the streaming response over a run's log.
 //! - `threads.rs`: the server's own record of a thread (metadata, graph, times), kept in the
-//!   thread's journal under [`THREAD_RECORD_KEY`].
+//!   thread's journal under [`THREAD_RECORD_KEY`], read and written through its catalog.
 //! - `auth.rs`: the bearer token, compared in constant time; `extract.rs`: request bodies and
 //!   queries, whose errors name the field; `error.rs`: errors as JSON with a status.
 //!
@@ -42,6 +45,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod app;
+mod assistants;
 mod auth;
 mod config;
 mod error;
@@ -126,7 +130,7 @@ impl Server {
     /// ```
     pub fn on_thread_idle(self, hook: impl Fn(&str) + Send + Sync + 'static) -> Self {
         let app = App::new(
-            self.app.registry.clone(),
+            self.app.assistants.registry.clone(),
             self.app.store.clone(),
             Some(Arc::new(hook)),
         );

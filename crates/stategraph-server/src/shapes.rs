@@ -8,25 +8,14 @@ use stategraph::runtime::{StateSnapshot, ThreadPath};
 
 /// A time as ISO 8601 in UTC with milliseconds (`2026-01-02T03:04:05.678Z`).
 pub(crate) fn iso(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Howard Hinnant's days-to-civil, for dates after 1970.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms % 1000
-    )
+    let format = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(format).ok())
+        // Past the year 9999: no ISO 8601 date, and no client would read one.
+        .unwrap_or_else(|| "9999-12-31T23:59:59.999Z".to_string())
 }
 
 /// A checkpoint as LangGraph names one: thread, namespace, id.

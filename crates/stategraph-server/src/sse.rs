@@ -2,8 +2,10 @@
 //!
 //! - `metadata` first (`{"run_id", "attempt"}`), `end` last (`{"run_id", "status"}`), `error`
 //!   before it when the run failed (`{"error", "message"}`);
-//! - `values`: the whole state after each step; `updates`: `{node: update}` per task, in task
-//!   order; both end a paused run with `{"__interrupt__": [{"value", "id"}]}`;
+//! - `values`: the whole state after each step that wrote it (first, on a resume, the state it
+//!   resumes from); `updates`: `{node: update}` per task, in task order; a pause is
+//!   `{"__interrupt__": [{"value", "id"}]}` in `updates` and the state with that key in
+//!   `values` (a static breakpoint: in `updates` only), as LangGraph streams them;
 //! - `custom`: what a node emitted (`Context::emit`'s payload); `messages`: model text as
 //!   `[chunk, metadata]`;
 //! - `debug`: `{"type": "task" | "task_result" | "checkpoint", "timestamp", "step", "payload"}`.
@@ -18,7 +20,8 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures::{stream, Stream, StreamExt};
 use serde_json::{json, Value};
 use stategraph::checkpoint::now_ms;
-use stategraph::runtime::{Event, StreamMode};
+use stategraph::checkpoint::InterruptRecord;
+use stategraph::runtime::{Event, StreamMode, INTERRUPT};
 use std::collections::BTreeSet;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -75,8 +78,9 @@ impl Mapper {
         }
     }
 
-    /// What the engine must stream for these modes: debug always (pauses and checkpoints come
-    /// through it), values too when debug is asked for (its checkpoints show the state).
+    /// What the engine must stream for these modes: debug always (checkpoints come through
+    /// it), values too when debug is asked for (its checkpoints show the state). A pause comes
+    /// in the updates and values modes themselves.
     pub fn engine_modes(&self) -> BTreeSet<StreamMode> {
         let mut modes = self.modes.clone();
         modes.insert(StreamMode::Debug);
@@ -88,7 +92,7 @@ impl Mapper {
 
     /// Appends what `event` becomes (nothing, or one or two events) to `log`.
     pub fn push(&mut self, event: Event, log: &EventLog) {
-        let ns = namespace_of(&event);
+        let ns = event.namespace().to_string();
         if !ns.is_empty() && !self.subgraphs {
             return;
         }
@@ -97,11 +101,33 @@ impl Mapper {
             false => format!("{}|{}", mode_name(mode), ns.replace('/', "|")),
         };
         let out: Vec<(StreamMode, Value)> = match event {
-            Event::Values { values, .. } => {
+            Event::Values {
+                mut values,
+                interrupts: waits,
+                ..
+            } => {
                 if ns.is_empty() {
                     self.last_values = values.clone();
                 }
+                // A pause: the state with what waits beside it, as LangGraph streams it.
+                if !waits.is_empty() {
+                    match values.as_object_mut() {
+                        Some(state) => {
+                            state.insert(INTERRUPT.into(), interrupts(&waits));
+                        }
+                        None => values = json!({ INTERRUPT: interrupts(&waits) }),
+                    }
+                }
                 vec![(StreamMode::Values, values)]
+            }
+            Event::Updates { node, update, .. } if node == INTERRUPT => {
+                // The engine lists what waits as its records; clients read LangGraph's shape.
+                let waits: Vec<InterruptRecord> =
+                    serde_json::from_value(update).unwrap_or_default();
+                vec![(
+                    StreamMode::Updates,
+                    json!({ INTERRUPT: interrupts(&waits) }),
+                )]
             }
             Event::Updates { node, update, .. } => {
                 vec![(StreamMode::Updates, json!({ node: update }))]
@@ -116,15 +142,6 @@ impl Mapper {
                     {"langgraph_node": node, "langgraph_step": step},
                 ]),
             )],
-            Event::Interrupted {
-                interrupts: waits, ..
-            } => {
-                let data = json!({ "__interrupt__": interrupts(&waits) });
-                vec![
-                    (StreamMode::Updates, data.clone()),
-                    (StreamMode::Values, data),
-                ]
-            }
             other => self
                 .debug(other, ns.is_empty())
                 .map(|data| (StreamMode::Debug, data))
@@ -213,22 +230,6 @@ impl Mapper {
             "next": next,
             "tasks": tasks,
         })
-    }
-}
-
-fn namespace_of(event: &Event) -> String {
-    match event {
-        Event::RunStarted { namespace, .. }
-        | Event::NodeStarted { namespace, .. }
-        | Event::NodeFinished { namespace, .. }
-        | Event::NodeFailed { namespace, .. }
-        | Event::Custom { namespace, .. }
-        | Event::CheckpointSaved { namespace, .. }
-        | Event::Interrupted { namespace, .. }
-        | Event::RunFinished { namespace, .. }
-        | Event::Values { namespace, .. }
-        | Event::Updates { namespace, .. }
-        | Event::Message { namespace, .. } => namespace.clone(),
     }
 }
 

@@ -6,11 +6,11 @@
 //! A thread another program started (`graph run`) has no record: it reads as one made when its
 //! newest checkpoint was, with no metadata, belonging to the graph its checkpoints name.
 
-use super::app::{App, Assistant};
+use super::assistants::{Assistant, Assistants};
 use super::error::ApiError;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use stategraph::checkpoint::validate_thread_id;
+use stategraph::checkpoint::{validate_thread_id, Checkpointer};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -44,22 +44,26 @@ impl ThreadRecord {
     }
 }
 
-/// The records this server has read or written, by thread.
-#[derive(Default)]
+/// The records of threads in the server's store, and those this server has read or written,
+/// by thread.
 pub(crate) struct Catalog {
+    store: Arc<dyn Checkpointer>,
     known: Mutex<HashMap<String, ThreadRecord>>,
 }
 
 impl Catalog {
+    pub fn new(store: Arc<dyn Checkpointer>) -> Self {
+        Catalog {
+            store,
+            known: Mutex::new(HashMap::new()),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, ThreadRecord>> {
         self.known.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn cached(&self, thread: &str) -> Option<ThreadRecord> {
-        self.lock().get(thread).cloned()
-    }
-
-    pub fn remember(&self, thread: &str, record: ThreadRecord) {
+    fn remember(&self, thread: &str, record: ThreadRecord) {
         self.lock().insert(thread.to_string(), record);
     }
 
@@ -71,6 +75,51 @@ impl Catalog {
     /// leaves out).
     pub fn ids(&self) -> Vec<String> {
         self.lock().keys().cloned().collect()
+    }
+
+    /// The thread's record: as this server keeps it, else one read from its newest checkpoint;
+    /// `None` when the thread does not exist.
+    pub async fn read(&self, thread: &str) -> Result<Option<ThreadRecord>, ApiError> {
+        check_id(thread)?;
+        if let Some(r) = self.lock().get(thread).cloned() {
+            return Ok(Some(r));
+        }
+        let record = match self.store.get_journal(thread, THREAD_RECORD_KEY).await? {
+            Some(value) => serde_json::from_value::<ThreadRecord>(value).map_err(|e| {
+                ApiError::internal(format!(
+                    "the server's record of thread `{thread}` (journal entry {THREAD_RECORD_KEY}) \
+                     cannot be read: {e}; nothing was changed"
+                ))
+            })?,
+            None => match self.store.get_checkpoint(thread, None).await? {
+                Some(newest) => {
+                    let mut metadata = Map::new();
+                    if let Some(graph) = newest.metadata.graph {
+                        metadata.insert("graph_id".into(), Value::String(graph));
+                    }
+                    let at = newest.metadata.created_at_ms;
+                    ThreadRecord::new(at, metadata)
+                }
+                None => return Ok(None),
+            },
+        };
+        self.remember(thread, record.clone());
+        Ok(Some(record))
+    }
+
+    /// The thread's record, or a 404 naming the thread.
+    pub async fn require(&self, thread: &str) -> Result<ThreadRecord, ApiError> {
+        self.read(thread).await?.ok_or_else(|| not_found(thread))
+    }
+
+    /// Saves the record with the thread (flushed) and caches it.
+    pub async fn write(&self, thread: &str, record: &ThreadRecord) -> Result<(), ApiError> {
+        let value = serde_json::to_value(record).map_err(ApiError::internal)?;
+        self.store
+            .put_journal(thread, THREAD_RECORD_KEY, &value)
+            .await?;
+        self.remember(thread, record.clone());
+        Ok(())
     }
 }
 
@@ -87,41 +136,7 @@ pub(crate) fn check_id(thread: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The thread's record: as this server keeps it, else one read from its newest checkpoint;
-/// `None` when the thread does not exist.
-pub(crate) async fn read(app: &App, thread: &str) -> Result<Option<ThreadRecord>, ApiError> {
-    check_id(thread)?;
-    if let Some(r) = app.threads.cached(thread) {
-        return Ok(Some(r));
-    }
-    let record = match app.store.get_journal(thread, THREAD_RECORD_KEY).await? {
-        Some(value) => serde_json::from_value::<ThreadRecord>(value).map_err(|e| {
-            ApiError::internal(format!(
-                "the server's record of thread `{thread}` (journal entry {THREAD_RECORD_KEY}) \
-                 cannot be read: {e}; nothing was changed"
-            ))
-        })?,
-        None => match app.store.get_checkpoint(thread, None).await? {
-            Some(newest) => {
-                let mut metadata = Map::new();
-                if let Some(graph) = newest.metadata.graph {
-                    metadata.insert("graph_id".into(), Value::String(graph));
-                }
-                let at = newest.metadata.created_at_ms;
-                ThreadRecord::new(at, metadata)
-            }
-            None => return Ok(None),
-        },
-    };
-    app.threads.remember(thread, record.clone());
-    Ok(Some(record))
-}
-
-/// The thread's record, or a 404 naming the thread.
-pub(crate) async fn require(app: &App, thread: &str) -> Result<ThreadRecord, ApiError> {
-    read(app, thread).await?.ok_or_else(|| not_found(thread))
-}
-
+/// 404 for a thread the store does not hold, saying how to make one and list those there are.
 pub(crate) fn not_found(thread: &str) -> ApiError {
     ApiError::not_found(format!(
         "no thread `{thread}`: create it with POST /threads (or start a run with \
@@ -129,20 +144,10 @@ pub(crate) fn not_found(thread: &str) -> ApiError {
     ))
 }
 
-/// Saves the record with the thread (flushed) and caches it.
-pub(crate) async fn write(app: &App, thread: &str, record: &ThreadRecord) -> Result<(), ApiError> {
-    let value = serde_json::to_value(record).map_err(ApiError::internal)?;
-    app.store
-        .put_journal(thread, THREAD_RECORD_KEY, &value)
-        .await?;
-    app.threads.remember(thread, record.clone());
-    Ok(())
-}
-
 /// The assistant whose graph runs the thread, when one is known (a thread made without a graph
 /// and never run has none yet).
-pub(crate) fn graph_of(app: &App, record: &ThreadRecord) -> Option<Arc<Assistant>> {
-    app.assistant_for_graph(record.graph_id()?)
+pub(crate) fn graph_of(assistants: &Assistants, record: &ThreadRecord) -> Option<Arc<Assistant>> {
+    assistants.for_graph(record.graph_id()?)
 }
 
 /// Whether `metadata` holds every key of `filter` with the same value.

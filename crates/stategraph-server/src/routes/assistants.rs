@@ -7,20 +7,20 @@ use crate::error::ApiError;
 use crate::extract::{Body, Query};
 use crate::shapes::iso;
 use axum::extract::{Path, State};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use stategraph_registry::{AnyFactory, DrawFormat};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/assistants/search", post(search))
-        .route("/assistants/count", post(count))
-        .route("/assistants/{id}", get(get_one))
-        .route("/assistants/{id}/graph", get(graph))
-        .route("/assistants/{id}/schemas", get(schemas))
-        .route("/assistants/{id}/subgraphs", get(subgraphs))
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(search))
+        .routes(routes!(count))
+        .routes(routes!(get_one))
+        .routes(routes!(graph))
+        .routes(routes!(schemas))
+        .routes(routes!(subgraphs))
 }
 
 /// LangGraph's `Assistant` for a registered graph.
@@ -55,7 +55,8 @@ struct SearchRequest {
 }
 
 fn matching(app: &App, req: &SearchRequest) -> Vec<Value> {
-    app.registry
+    app.assistants
+        .registry
         .iter()
         .filter(|f| req.graph_id.as_deref().is_none_or(|g| g == f.name()))
         .filter(|f| req.name.as_deref().is_none_or(|n| f.name().contains(n)))
@@ -70,6 +71,14 @@ fn matching(app: &App, req: &SearchRequest) -> Vec<Value> {
         .collect()
 }
 
+#[utoipa::path(
+    post,
+    path = "/assistants/search",
+    tag = "assistants",
+    summary = "Registered graphs, filtered",
+    request_body(content = Object, description = "graph_id, name, metadata, limit, offset"),
+    responses((status = 200, description = "assistants", body = Object))
+)]
 async fn search(State(app): State<AppState>, Body(req): Body<SearchRequest>) -> Json<Value> {
     let (offset, limit) = (req.offset.unwrap_or(0), req.limit.unwrap_or(10));
     let found: Vec<Value> = matching(&app, &req)
@@ -80,26 +89,50 @@ async fn search(State(app): State<AppState>, Body(req): Body<SearchRequest>) -> 
     Json(Value::Array(found))
 }
 
+#[utoipa::path(
+    post,
+    path = "/assistants/count",
+    tag = "assistants",
+    summary = "How many registered graphs fit",
+    request_body(content = Object, description = "graph_id, name, metadata"),
+    responses((status = 200, description = "a number", body = Object))
+)]
 async fn count(State(app): State<AppState>, Body(req): Body<SearchRequest>) -> Json<Value> {
     Json(json!(matching(&app, &req).len()))
 }
 
+#[utoipa::path(
+    get,
+    path = "/assistants/{id}",
+    tag = "assistants",
+    summary = "One assistant",
+    params(("id" = String, Path, description = "the assistant's id (a registered graph's name)")),
+    responses((status = 200, description = "the assistant", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object))
+)]
 async fn get_one(
     State(app): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let a = app.assistant(&id)?;
+    let a = app.assistants.get(&id)?;
     Ok(Json(assistant_json(&app, a.resolved.factory.as_ref())))
 }
 
 /// The graph as LangGraph's drawing JSON: nodes (`__start__`, `__end__` and the graph's own)
 /// and edges, conditional ones marked. With `?format=mermaid`, the Mermaid text as well.
+#[utoipa::path(
+    get,
+    path = "/assistants/{id}/graph",
+    tag = "assistants",
+    summary = "The graph drawn as nodes and edges",
+    params(("id" = String, Path, description = "the assistant's id (a registered graph's name)"), ("format" = Option<String>, Query, description = "mermaid adds the Mermaid text"), ("xray" = Option<String>, Query, description = "subgraph depth (or true)")),
+    responses((status = 200, description = "nodes and edges", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object))
+)]
 async fn graph(
     State(app): State<AppState>,
     Path(id): Path<String>,
     query: Query,
 ) -> Result<Json<Value>, ApiError> {
-    let a = app.assistant(&id)?;
+    let a = app.assistants.get(&id)?;
     // LangGraph's clients send a flag or a depth.
     let xray = match query.get("xray").map(str::to_ascii_lowercase).as_deref() {
         Some("true") => 1,
@@ -113,11 +146,19 @@ async fn graph(
     Ok(Json(drawing))
 }
 
+#[utoipa::path(
+    get,
+    path = "/assistants/{id}/schemas",
+    tag = "assistants",
+    summary = "Input and output schemas",
+    params(("id" = String, Path, description = "the assistant's id (a registered graph's name)")),
+    responses((status = 200, description = "schemas", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object))
+)]
 async fn schemas(
     State(app): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let a = app.assistant(&id)?;
+    let a = app.assistants.get(&id)?;
     let factory = a.resolved.factory.as_ref();
     let field_schema = |field: Option<&str>, title: &str| {
         json!({
@@ -137,11 +178,19 @@ async fn schemas(
     })))
 }
 
+#[utoipa::path(
+    get,
+    path = "/assistants/{id}/subgraphs",
+    tag = "assistants",
+    summary = "Subgraphs (none are listed)",
+    params(("id" = String, Path, description = "the assistant's id (a registered graph's name)")),
+    responses((status = 200, description = "an empty object", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object))
+)]
 async fn subgraphs(
     State(app): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    app.assistant(&id)?;
+    app.assistants.get(&id)?;
     Ok(Json(json!({})))
 }
 

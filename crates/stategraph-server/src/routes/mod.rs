@@ -1,4 +1,8 @@
 //! The HTTP routes, one file per resource, and the layers around them (token, CORS, body limit).
+//!
+//! Every route is registered through `utoipa_axum`'s `routes!`, from the `#[utoipa::path]` that
+//! documents its handler, so the OpenAPI document served at `/openapi.json` is made from the
+//! routes themselves and cannot name a path or method that is not served, or leave one out.
 
 mod assistants;
 mod runs;
@@ -12,27 +16,23 @@ use crate::error::ApiError;
 use crate::ServerError;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderName, HeaderValue, Method};
-use axum::routing::get;
-use axum::Router;
+use axum::{Extension, Json, Router};
+use serde_json::Value;
 use std::sync::Arc;
 use tower_http::cors::{AllowOrigin, CorsLayer};
+use utoipa::openapi::{InfoBuilder, OpenApi, OpenApiBuilder};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub(crate) type AppState = Arc<App>;
 
 /// Every route, with `config`'s layers.
 pub(crate) fn router(app: Arc<App>, config: &ServerConfig) -> Result<Router, ServerError> {
-    let mut router = Router::new()
-        .route(
-            "/ok",
-            get(|| async { axum::Json(serde_json::json!({"ok": true})) }),
-        )
-        .route("/info", get(info))
-        .merge(assistants::routes())
-        .merge(threads::routes())
-        .merge(state::routes())
-        .merge(runs::routes())
+    let (router, api) = documented().split_for_parts();
+    let api = Arc::new(api);
+    let mut router: Router = router
         .fallback(not_found)
         .with_state(app)
+        .layer(Extension(api))
         .layer(DefaultBodyLimit::max(config.body_limit));
     if let Some(token) = config.token.as_deref().filter(|t| !t.is_empty()) {
         let token = Token(Arc::from(token));
@@ -65,6 +65,41 @@ fn cors(origins: &[String]) -> Result<CorsLayer, ServerError> {
         .expose_headers([header::LOCATION, header::CONTENT_LOCATION]))
 }
 
+/// Every route, with the OpenAPI document its handlers' annotations make.
+fn documented() -> OpenApiRouter<AppState> {
+    let about = InfoBuilder::new()
+        .title("stategraph")
+        .version(env!("CARGO_PKG_VERSION"))
+        .description(Some(
+            "The registered graphs and the threads of a store, in the shape of LangGraph's \
+             Agent Server API. Off loopback every request carries the server's token \
+             (Authorization: Bearer TOKEN, or x-api-key: TOKEN).",
+        ))
+        .build();
+    OpenApiRouter::with_openapi(OpenApiBuilder::new().info(about).build())
+        .routes(routes!(ok))
+        .routes(routes!(info))
+        .routes(routes!(openapi))
+        .merge(assistants::routes())
+        .merge(threads::routes())
+        .merge(state::routes())
+        .merge(runs::routes())
+}
+
+#[utoipa::path(get, path = "/ok", tag = "system", summary = "Health",
+    responses((status = 200, description = "`{\"ok\": true}`", body = Object)))]
+async fn ok() -> Json<Value> {
+    Json(serde_json::json!({"ok": true}))
+}
+
+#[utoipa::path(get, path = "/openapi.json", tag = "system", summary = "This document",
+    responses((status = 200, description = "the OpenAPI document of what is served", body = Object)))]
+async fn openapi(Extension(api): Extension<Arc<OpenApi>>) -> Json<OpenApi> {
+    Json(api.as_ref().clone())
+}
+
+#[utoipa::path(get, path = "/info", tag = "system", summary = "Version and what is served",
+    responses((status = 200, description = "version and flags", body = Object)))]
 async fn info() -> axum::Json<serde_json::Value> {
     axum::Json(serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),

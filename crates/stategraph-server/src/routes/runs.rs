@@ -14,26 +14,26 @@ use crate::threads::{self, ThreadRecord};
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde_json::{json, Map, Value};
 use stategraph::checkpoint::{now_ms, InterruptWhen, Lease};
 use stategraph::runtime::RunError;
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/threads/{id}/runs", get(list).post(create_background))
-        .route("/threads/{id}/runs/stream", post(create_stream))
-        .route("/threads/{id}/runs/wait", post(create_wait))
-        .route("/threads/{id}/runs/{run_id}", get(get_one).delete(delete))
-        .route("/threads/{id}/runs/{run_id}/join", get(join))
-        .route("/threads/{id}/runs/{run_id}/stream", get(join_stream))
-        .route("/threads/{id}/runs/{run_id}/cancel", post(cancel))
-        .route("/runs", post(stateless_background))
-        .route("/runs/stream", post(stateless_stream))
-        .route("/runs/wait", post(stateless_wait))
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create_background))
+        .routes(routes!(create_stream))
+        .routes(routes!(create_wait))
+        .routes(routes!(get_one, delete))
+        .routes(routes!(join))
+        .routes(routes!(join_stream))
+        .routes(routes!(cancel))
+        .routes(routes!(stateless_background))
+        .routes(routes!(stateless_stream))
+        .routes(routes!(stateless_wait))
 }
 
 /// Checks and starts (or queues) a run on `thread`; `None`: a stateless run on a thread of its
@@ -51,8 +51,8 @@ async fn start(
         ),
     };
     threads::check_id(&thread)?;
-    let plan = plan::plan(app, &thread, temporary, &req)?;
-    let mut record = match threads::read(app, &thread).await? {
+    let plan = plan::plan(&app.assistants, &thread, temporary, &req)?;
+    let mut record = match app.threads.read(&thread).await? {
         Some(r) => r,
         None if temporary || req.if_not_exists == Some(IfNotExists::Create) => {
             ThreadRecord::new(now_ms(), Map::new())
@@ -61,7 +61,8 @@ async fn start(
     };
     if let Some(graph) = record.graph_id() {
         if app
-            .assistant_for_graph(graph)
+            .assistants
+            .for_graph(graph)
             .map(|a| a.id.clone())
             .as_deref()
             != Some(plan.assistant.id.as_str())
@@ -82,7 +83,7 @@ async fn start(
             .metadata
             .insert("graph_id".into(), json!(plan.assistant.id));
         record.updated_at_ms = now_ms();
-        threads::write(app, &thread, &record).await?;
+        app.threads.write(&thread, &record).await?;
     }
     let metadata = req.metadata.clone().unwrap_or_default();
     let kwargs = plan::kwargs(&req, &plan);
@@ -188,6 +189,15 @@ fn stream_of(
     (headers, respond(log, last_seen, modes, guard)).into_response()
 }
 
+#[utoipa::path(
+    post,
+    path = "/threads/{id}/runs",
+    tag = "runs",
+    summary = "Start a run in the background",
+    params(("id" = String, Path, description = "the thread's id")),
+    request_body(content = Object, description = "a run request"),
+    responses((status = 200, description = "the run", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object), (status = 409, description = "the thread is busy", body = Object), (status = 422, description = "a field does not fit; the message names it", body = Object))
+)]
 async fn create_background(
     State(app): State<AppState>,
     Path(id): Path<String>,
@@ -197,6 +207,15 @@ async fn create_background(
     Ok((located(&run, false), Json(run.to_json())).into_response())
 }
 
+#[utoipa::path(
+    post,
+    path = "/threads/{id}/runs/stream",
+    tag = "runs",
+    summary = "Start a run and stream it",
+    params(("id" = String, Path, description = "the thread's id")),
+    request_body(content = Object, description = "a run request"),
+    responses((status = 200, description = "the run's events as Server-Sent Events", content_type = "text/event-stream"), (status = 404, description = "no such thread, assistant or run", body = Object), (status = 409, description = "the thread is busy", body = Object), (status = 422, description = "a field does not fit; the message names it", body = Object))
+)]
 async fn create_stream(
     State(app): State<AppState>,
     Path(id): Path<String>,
@@ -207,6 +226,15 @@ async fn create_stream(
     Ok(stream_of(run, None, None, cancel))
 }
 
+#[utoipa::path(
+    post,
+    path = "/threads/{id}/runs/wait",
+    tag = "runs",
+    summary = "Start a run and answer its final values",
+    params(("id" = String, Path, description = "the thread's id")),
+    request_body(content = Object, description = "a run request"),
+    responses((status = 200, description = "the final values", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object), (status = 409, description = "the thread is busy", body = Object), (status = 422, description = "a field does not fit; the message names it", body = Object))
+)]
 async fn create_wait(
     State(app): State<AppState>,
     Path(id): Path<String>,
@@ -217,6 +245,14 @@ async fn create_wait(
     Ok((located(&run, false), Json(run.output())).into_response())
 }
 
+#[utoipa::path(
+    post,
+    path = "/runs",
+    tag = "stateless runs",
+    summary = "A run on a thread of its own, in the background",
+    request_body(content = Object, description = "a run request"),
+    responses((status = 200, description = "the run", body = Object), (status = 422, description = "a field does not fit; the message names it", body = Object))
+)]
 async fn stateless_background(
     State(app): State<AppState>,
     Body(req): Body<RunRequest>,
@@ -225,6 +261,14 @@ async fn stateless_background(
     Ok((located(&run, false), Json(run.to_json())).into_response())
 }
 
+#[utoipa::path(
+    post,
+    path = "/runs/stream",
+    tag = "stateless runs",
+    summary = "A run on a thread of its own, streamed",
+    request_body(content = Object, description = "a run request"),
+    responses((status = 200, description = "the run's events as Server-Sent Events", content_type = "text/event-stream"), (status = 422, description = "a field does not fit; the message names it", body = Object))
+)]
 async fn stateless_stream(
     State(app): State<AppState>,
     Body(req): Body<RunRequest>,
@@ -234,6 +278,14 @@ async fn stateless_stream(
     Ok(stream_of(run, None, None, cancel))
 }
 
+#[utoipa::path(
+    post,
+    path = "/runs/wait",
+    tag = "stateless runs",
+    summary = "A run on a thread of its own, waited for",
+    request_body(content = Object, description = "a run request"),
+    responses((status = 200, description = "the final values", body = Object), (status = 422, description = "a field does not fit; the message names it", body = Object))
+)]
 async fn stateless_wait(
     State(app): State<AppState>,
     Body(req): Body<RunRequest>,
@@ -256,12 +308,20 @@ fn find(app: &App, thread: &str, run_id: &str) -> Result<Arc<RunHandle>, ApiErro
         })
 }
 
+#[utoipa::path(
+    get,
+    path = "/threads/{id}/runs",
+    tag = "runs",
+    summary = "The thread's runs of this server, newest first",
+    params(("id" = String, Path, description = "the thread's id"), ("limit" = Option<usize>, Query, description = "at most this many"), ("offset" = Option<usize>, Query, description = "skip this many"), ("status" = Option<String>, Query, description = "only runs in this status")),
+    responses((status = 200, description = "runs", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object))
+)]
 async fn list(
     State(app): State<AppState>,
     Path(id): Path<String>,
     query: Query,
 ) -> Result<Json<Value>, ApiError> {
-    threads::require(&app, &id).await?;
+    app.threads.require(&id).await?;
     let (limit, offset) = (query.number("limit", 10)?, query.number("offset", 0)?);
     let status = query.get("status").filter(|s| !s.is_empty());
     let runs: Vec<Value> = app
@@ -276,6 +336,14 @@ async fn list(
     Ok(Json(Value::Array(runs)))
 }
 
+#[utoipa::path(
+    get,
+    path = "/threads/{id}/runs/{run_id}",
+    tag = "runs",
+    summary = "One run",
+    params(("id" = String, Path, description = "the thread's id"), ("run_id" = String, Path, description = "the run's id")),
+    responses((status = 200, description = "the run", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object))
+)]
 async fn get_one(
     State(app): State<AppState>,
     Path((id, run_id)): Path<(String, String)>,
@@ -283,6 +351,14 @@ async fn get_one(
     Ok(Json(find(&app, &id, &run_id)?.to_json()))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/threads/{id}/runs/{run_id}",
+    tag = "runs",
+    summary = "Forget a finished run",
+    params(("id" = String, Path, description = "the thread's id"), ("run_id" = String, Path, description = "the run's id")),
+    responses((status = 204, description = "done"), (status = 404, description = "no such thread, assistant or run", body = Object), (status = 409, description = "the run is still active", body = Object))
+)]
 async fn delete(
     State(app): State<AppState>,
     Path((id, run_id)): Path<(String, String)>,
@@ -293,6 +369,14 @@ async fn delete(
 }
 
 /// Waits for the run to end and answers its result, as `wait` does.
+#[utoipa::path(
+    get,
+    path = "/threads/{id}/runs/{run_id}/join",
+    tag = "runs",
+    summary = "Wait for a run and answer its final values",
+    params(("id" = String, Path, description = "the thread's id"), ("run_id" = String, Path, description = "the run's id")),
+    responses((status = 200, description = "the final values", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object))
+)]
 async fn join(
     State(app): State<AppState>,
     Path((id, run_id)): Path<(String, String)>,
@@ -304,6 +388,14 @@ async fn join(
 
 /// The run's stream from the start, or after the `Last-Event-ID` a reader saw last; only the
 /// `stream_mode`s asked for, when any are.
+#[utoipa::path(
+    get,
+    path = "/threads/{id}/runs/{run_id}/stream",
+    tag = "runs",
+    summary = "A run's stream, from the start or after Last-Event-ID",
+    params(("id" = String, Path, description = "the thread's id"), ("run_id" = String, Path, description = "the run's id"), ("Last-Event-ID" = Option<String>, Header, description = "the last event id seen"), ("stream_mode" = Option<String>, Query, description = "only these modes"), ("cancel_on_disconnect" = Option<bool>, Query, description = "cancel the run when this reader leaves")),
+    responses((status = 200, description = "the run's events as Server-Sent Events", content_type = "text/event-stream"), (status = 404, description = "no such thread, assistant or run", body = Object))
+)]
 async fn join_stream(
     State(app): State<AppState>,
     Path((id, run_id)): Path<(String, String)>,
@@ -341,36 +433,42 @@ async fn join_stream(
     Ok(stream_of(run, last_seen, modes, cancel))
 }
 
-/// Cancels the run (`action=interrupt`: it keeps its last checkpoint); with `wait=1`, answers
-/// once it has stopped.
+/// Cancels the run (`action=interrupt`: it keeps its last checkpoint; `rollback`: the
+/// checkpoints it wrote are dropped); with `wait=1`, answers once it has stopped.
+#[utoipa::path(
+    post,
+    path = "/threads/{id}/runs/{run_id}/cancel",
+    tag = "runs",
+    summary = "Cancel a run",
+    params(("id" = String, Path, description = "the thread's id"), ("run_id" = String, Path, description = "the run's id"), ("action" = Option<String>, Query, description = "interrupt (keep its checkpoints) or rollback (drop them)"), ("wait" = Option<bool>, Query, description = "answer once it has stopped")),
+    responses((status = 200, description = "the run", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object), (status = 409, description = "the thread is busy", body = Object))
+)]
 async fn cancel(
     State(app): State<AppState>,
     Path((id, run_id)): Path<(String, String)>,
     query: Query,
 ) -> Result<Json<Value>, ApiError> {
     let run = find(&app, &id, &run_id)?;
-    match query.get("action").unwrap_or("interrupt") {
-        "interrupt" => {}
-        "rollback" => {
-            return Err(ApiError::unsupported(
-                "action",
-                "\"rollback\" (cancel with \"interrupt\")",
-            ))
-        }
+    let rollback = match query.get("action").unwrap_or("interrupt") {
+        "interrupt" => false,
+        "rollback" => true,
         other => {
             return Err(ApiError::invalid(
                 "action",
-                format!("`{other}`: use interrupt"),
+                format!("`{other}`: use interrupt or rollback"),
             ))
         }
-    }
+    };
     if !run.status().is_active() {
         return Err(ApiError::conflict(format!(
             "run `{run_id}` has already ended ({}): nothing to cancel",
             run.status().as_str()
         )));
     }
-    run.request_cancel("cancelled by request");
+    match rollback {
+        true => run.request_rollback("rolled back by request"),
+        false => run.request_cancel("cancelled by request"),
+    }
     if app.runs.unqueue(&run) {
         exec::end_unstarted(&run);
     }

@@ -2,26 +2,27 @@
 //! wrote it (`as_node`), and its history of checkpoints, newest first.
 
 use super::AppState;
-use crate::app::{App, Assistant};
+use crate::app::App;
+use crate::assistants::Assistant;
 use crate::error::ApiError;
 use crate::extract::{Body, Query};
 use crate::shapes::{checkpoint, empty_state, thread_state};
 use crate::threads;
 use axum::extract::{Path, State};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use stategraph::checkpoint::CheckpointId;
 use stategraph::runtime::{HistoryQuery, RunError};
 use std::sync::Arc;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/threads/{id}/state", get(state_newest).post(update))
-        .route("/threads/{id}/state/checkpoint", post(state_at_body))
-        .route("/threads/{id}/state/{checkpoint_id}", get(state_at))
-        .route("/threads/{id}/history", get(history_get).post(history_post))
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(state_newest, update))
+        .routes(routes!(state_at_body))
+        .routes(routes!(state_at))
+        .routes(routes!(history_get, history_post))
 }
 
 /// A checkpoint as a request names it: its id, and a subgraph's namespace.
@@ -52,8 +53,8 @@ fn addressed(thread: &str, ns: Option<&str>) -> String {
 
 /// The thread's graph, or `None` (with the thread's existence checked) when it has none yet.
 async fn graph_of(app: &App, thread: &str) -> Result<Option<Arc<Assistant>>, ApiError> {
-    let record = threads::require(app, thread).await?;
-    Ok(threads::graph_of(app, &record))
+    let record = app.threads.require(thread).await?;
+    Ok(threads::graph_of(&app.assistants, &record))
 }
 
 async fn read_state(
@@ -79,6 +80,14 @@ async fn read_state(
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/threads/{id}/state",
+    tag = "state",
+    summary = "The thread's newest state",
+    params(("id" = String, Path, description = "the thread's id"), ("subgraphs" = Option<bool>, Query, description = "nest the children's states")),
+    responses((status = 200, description = "the state", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object))
+)]
 async fn state_newest(
     State(app): State<AppState>,
     Path(id): Path<String>,
@@ -88,6 +97,14 @@ async fn state_newest(
     Ok(Json(read_state(&app, &id, None, None, subgraphs).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/threads/{id}/state/{checkpoint_id}",
+    tag = "state",
+    summary = "The state at a checkpoint",
+    params(("id" = String, Path, description = "the thread's id"), ("checkpoint_id" = String, Path, description = "a checkpoint id from the thread's history"), ("subgraphs" = Option<bool>, Query, description = "nest the children's states")),
+    responses((status = 200, description = "the state", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object))
+)]
 async fn state_at(
     State(app): State<AppState>,
     Path((id, checkpoint_id)): Path<(String, String)>,
@@ -108,6 +125,15 @@ struct StateAtRequest {
     subgraphs: bool,
 }
 
+#[utoipa::path(
+    post,
+    path = "/threads/{id}/state/checkpoint",
+    tag = "state",
+    summary = "The state at a checkpoint",
+    params(("id" = String, Path, description = "the thread's id")),
+    request_body(content = Object, description = "checkpoint (checkpoint_id, checkpoint_ns), subgraphs"),
+    responses((status = 200, description = "the state", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object))
+)]
 async fn state_at_body(
     State(app): State<AppState>,
     Path(id): Path<String>,
@@ -135,6 +161,15 @@ struct UpdateRequest {
 
 /// Edits the thread's newest state as if `as_node` had written `values`: a new checkpoint,
 /// whose outgoing edges decide what runs next.
+#[utoipa::path(
+    post,
+    path = "/threads/{id}/state",
+    tag = "state",
+    summary = "Edit the state as a node would",
+    params(("id" = String, Path, description = "the thread's id")),
+    request_body(content = Object, description = "values, as_node, checkpoint_id"),
+    responses((status = 200, description = "the new checkpoint", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object), (status = 409, description = "the thread is busy", body = Object), (status = 422, description = "a field does not fit; the message names it", body = Object))
+)]
 async fn update(
     State(app): State<AppState>,
     Path(id): Path<String>,
@@ -211,6 +246,15 @@ enum Before {
     Checkpoint(CheckpointRef),
 }
 
+#[utoipa::path(
+    post,
+    path = "/threads/{id}/history",
+    tag = "state",
+    summary = "Checkpoints, newest first, filtered",
+    params(("id" = String, Path, description = "the thread's id")),
+    request_body(content = Object, description = "limit, before, metadata, checkpoint"),
+    responses((status = 200, description = "states", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object))
+)]
 async fn history_post(
     State(app): State<AppState>,
     Path(id): Path<String>,
@@ -219,6 +263,14 @@ async fn history_post(
     Ok(Json(history(&app, &id, req).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/threads/{id}/history",
+    tag = "state",
+    summary = "Checkpoints, newest first",
+    params(("id" = String, Path, description = "the thread's id"), ("limit" = Option<usize>, Query, description = "at most this many"), ("before" = Option<String>, Query, description = "older than this checkpoint id")),
+    responses((status = 200, description = "states", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object))
+)]
 async fn history_get(
     State(app): State<AppState>,
     Path(id): Path<String>,

@@ -10,20 +10,20 @@ use crate::shapes::{interrupts_by_task, iso};
 use crate::threads::{self, ThreadRecord};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use stategraph::checkpoint::now_ms;
 use stategraph::runtime::{RunError, StateSnapshot};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/threads", post(create))
-        .route("/threads/search", post(search))
-        .route("/threads/count", post(count))
-        .route("/threads/{id}", get(get_one).patch(patch).delete(delete))
-        .route("/threads/{id}/copy", post(copy))
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create))
+        .routes(routes!(search))
+        .routes(routes!(count))
+        .routes(routes!(get_one, patch, delete))
+        .routes(routes!(copy))
 }
 
 /// The thread's newest state, read with its graph; `None` when it has no checkpoint or no
@@ -33,7 +33,7 @@ pub(crate) async fn newest_state(
     thread: &str,
     record: &ThreadRecord,
 ) -> Result<Option<StateSnapshot<Value>>, ApiError> {
-    let Some(assistant) = threads::graph_of(app, record) else {
+    let Some(assistant) = threads::graph_of(&app.assistants, record) else {
         return Ok(None);
     };
     match assistant.graph.get_state(thread, None).await {
@@ -92,6 +92,14 @@ struct CreateRequest {
     ttl: Option<Value>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/threads",
+    tag = "threads",
+    summary = "Create a thread",
+    request_body(content = Object, description = "thread_id, metadata, if_exists"),
+    responses((status = 200, description = "the thread", body = Object), (status = 409, description = "the thread exists", body = Object), (status = 422, description = "a field does not fit; the message names it", body = Object))
+)]
 async fn create(
     State(app): State<AppState>,
     Body(req): Body<CreateRequest>,
@@ -108,13 +116,14 @@ async fn create(
     let metadata = req.metadata.unwrap_or_default();
     if let Some(graph) = metadata.get("graph_id") {
         let graph = graph.as_str().unwrap_or_default();
-        app.assistant(graph)
+        app.assistants
+            .get(graph)
             .map_err(|e| e.in_field("metadata.graph_id"))?;
     }
     let id = req
         .thread_id
         .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-    if let Some(existing) = threads::read(&app, &id).await? {
+    if let Some(existing) = app.threads.read(&id).await? {
         return match req.if_exists.unwrap_or_default() {
             IfExists::DoNothing => Ok(Json(thread_json(&app, &id, &existing).await?)),
             IfExists::Raise => Err(ApiError::conflict(format!(
@@ -124,16 +133,24 @@ async fn create(
         };
     }
     let record = ThreadRecord::new(now_ms(), metadata);
-    threads::write(&app, &id, &record).await?;
+    app.threads.write(&id, &record).await?;
     app.thread_idle(&id);
     Ok(Json(thread_json(&app, &id, &record).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/threads/{id}",
+    tag = "threads",
+    summary = "One thread: status, values, interrupts",
+    params(("id" = String, Path, description = "the thread's id")),
+    responses((status = 200, description = "the thread", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object))
+)]
 async fn get_one(
     State(app): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let record = threads::require(&app, &id).await?;
+    let record = app.threads.require(&id).await?;
     Ok(Json(thread_json(&app, &id, &record).await?))
 }
 
@@ -180,7 +197,7 @@ async fn matching(app: &App, req: &SearchRequest) -> Result<Vec<Value>, ApiError
     ids.dedup();
     let mut found = Vec::new();
     for id in ids {
-        let Ok(Some(record)) = threads::read(app, &id).await else {
+        let Ok(Some(record)) = app.threads.read(&id).await else {
             continue;
         };
         if !req
@@ -240,6 +257,14 @@ fn sort(threads: &mut [Value], req: &SearchRequest) -> Result<(), ApiError> {
     Ok(())
 }
 
+#[utoipa::path(
+    post,
+    path = "/threads/search",
+    tag = "threads",
+    summary = "Threads, filtered and sorted",
+    request_body(content = Object, description = "metadata, values, status, ids, sort_by, sort_order, limit, offset, select"),
+    responses((status = 200, description = "threads", body = Object), (status = 422, description = "a field does not fit; the message names it", body = Object))
+)]
 async fn search(
     State(app): State<AppState>,
     Body(req): Body<SearchRequest>,
@@ -264,6 +289,14 @@ async fn search(
     Ok(Json(Value::Array(page)))
 }
 
+#[utoipa::path(
+    post,
+    path = "/threads/count",
+    tag = "threads",
+    summary = "How many threads fit",
+    request_body(content = Object, description = "metadata, values, status, ids"),
+    responses((status = 200, description = "a number", body = Object), (status = 422, description = "a field does not fit; the message names it", body = Object))
+)]
 async fn count(
     State(app): State<AppState>,
     Body(req): Body<SearchRequest>,
@@ -279,24 +312,41 @@ struct PatchRequest {
 
 /// Merges the given metadata into the thread's (a key given as null is kept as null, as
 /// LangGraph does).
+#[utoipa::path(
+    patch,
+    path = "/threads/{id}",
+    tag = "threads",
+    summary = "Merge metadata into the thread's",
+    params(("id" = String, Path, description = "the thread's id")),
+    request_body(content = Object, description = "metadata"),
+    responses((status = 200, description = "the thread", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object))
+)]
 async fn patch(
     State(app): State<AppState>,
     Path(id): Path<String>,
     Body(req): Body<PatchRequest>,
 ) -> Result<Json<Value>, ApiError> {
-    let mut record = threads::require(&app, &id).await?;
+    let mut record = app.threads.require(&id).await?;
     record.metadata.extend(req.metadata.unwrap_or_default());
     record.updated_at_ms = now_ms();
-    threads::write(&app, &id, &record).await?;
+    app.threads.write(&id, &record).await?;
     app.thread_idle(&id);
     Ok(Json(thread_json(&app, &id, &record).await?))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/threads/{id}",
+    tag = "threads",
+    summary = "Delete a thread",
+    params(("id" = String, Path, description = "the thread's id")),
+    responses((status = 204, description = "done"), (status = 404, description = "no such thread, assistant or run", body = Object), (status = 409, description = "the thread is busy", body = Object))
+)]
 async fn delete(
     State(app): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    threads::require(&app, &id).await?;
+    app.threads.require(&id).await?;
     if let Some(run) = app.runs.busy_with(&id) {
         return Err(ApiError::conflict(format!(
             "thread `{id}` is busy with run `{}`: cancel it first (POST /threads/{id}/runs/{}/cancel)",
@@ -311,14 +361,22 @@ async fn delete(
 }
 
 /// A new thread holding a copy of the thread's newest checkpoint and its metadata.
+#[utoipa::path(
+    post,
+    path = "/threads/{id}/copy",
+    tag = "threads",
+    summary = "A new thread holding the newest checkpoint",
+    params(("id" = String, Path, description = "the thread's id")),
+    responses((status = 200, description = "the new thread", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object))
+)]
 async fn copy(
     State(app): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let record = threads::require(&app, &id).await?;
+    let record = app.threads.require(&id).await?;
     let new_id = uuid::Uuid::now_v7().to_string();
     if let (Some(assistant), Some(newest)) = (
-        threads::graph_of(&app, &record),
+        threads::graph_of(&app.assistants, &record),
         newest_state(&app, &id, &record).await?,
     ) {
         assistant
@@ -327,7 +385,7 @@ async fn copy(
             .await?;
     }
     let copied = ThreadRecord::new(now_ms(), record.metadata.clone());
-    threads::write(&app, &new_id, &copied).await?;
+    app.threads.write(&new_id, &copied).await?;
     app.thread_idle(&new_id);
     Ok(Json(thread_json(&app, &new_id, &copied).await?))
 }

@@ -7,8 +7,8 @@ use crate::app::App;
 use crate::shapes::interrupts;
 use crate::sse::Mapper;
 use serde_json::{json, Value};
-use stategraph::checkpoint::InterruptWhen;
-use stategraph::runtime::{Resume, RunError, RunOutcome, RunStatus, StateSnapshot};
+use stategraph::checkpoint::{CheckpointError, CheckpointId};
+use stategraph::runtime::{Resume, RunError, RunOutcome, RunStatus};
 use std::sync::Arc;
 
 /// Runs `run`, then the runs queued behind it on its thread, in a task of their own.
@@ -48,7 +48,16 @@ async fn execute(app: &App, run: &RunHandle) {
         return;
     }
     run.set_running();
-    match drive(run, plan).await {
+    let before = newest_checkpoint(app, &run.thread_id).await;
+    let result = drive(run, plan).await;
+    if run.rolls_back() {
+        if let Err(e) = roll_back(app, &run.thread_id, before).await {
+            tracing::warn!(thread = %run.thread_id, run = %run.id, error = %e, "could not roll back a run");
+            let error = json!({"error": "RollbackFailed", "message": e.to_string()});
+            run.log.push("error", None, &error);
+        }
+    }
+    match result {
         Ok(outcome) => {
             let (status, output) = match &outcome.status {
                 RunStatus::Done => (Status::Success, outcome.state),
@@ -100,7 +109,8 @@ async fn drive(run: &RunHandle, plan: Plan) -> Result<RunOutcome<Value>, RunErro
                 graph.run(json!({}), config, Some(tx)).await
             }
             Start::Continue { answer } => {
-                let resume = resume_with(newest.as_ref(), answer);
+                let waiting = newest.as_ref().map_or(&[][..], |s| &s.interrupts[..]);
+                let resume = Resume::answering(waiting, answer);
                 graph.resume(thread, resume, config, Some(tx)).await
             }
         }
@@ -115,27 +125,46 @@ async fn drive(run: &RunHandle, plan: Plan) -> Result<RunOutcome<Value>, RunErro
     result
 }
 
-/// How a resume answers the thread's pause: with several questions open, an object whose keys
-/// are their ids answers each (as `graph resume --resume-json` does).
-fn resume_with(newest: Option<&StateSnapshot<Value>>, answer: Option<Value>) -> Resume {
-    let dynamic: Vec<&str> = newest
-        .map(|s| {
-            s.interrupts
-                .iter()
-                .filter(|i| i.when == InterruptWhen::Dynamic)
-                .map(|i| i.id.as_str())
-                .collect()
-        })
-        .unwrap_or_default();
-    match answer {
-        None => Resume::Continue,
-        Some(Value::Object(map))
-            if dynamic.len() > 1 && map.keys().all(|k| dynamic.contains(&k.as_str())) =>
-        {
-            Resume::ById(map.into_iter().collect())
+/// The id of the thread's newest checkpoint (what a run starts from); `None` for a thread that
+/// has none.
+async fn newest_checkpoint(app: &App, thread: &str) -> Option<CheckpointId> {
+    match app.store.get_checkpoint(thread, None).await {
+        Ok(newest) => newest.map(|c| c.id),
+        Err(e) => {
+            tracing::warn!(thread, error = %e, "cannot read the newest checkpoint");
+            None
         }
-        Some(v) => Resume::Value(v),
     }
+}
+
+/// Drops the checkpoints a rolled-back run wrote: every one newer than `before` (ids are
+/// ordered by time), with their pending writes. What it saved against the checkpoint it started
+/// from (tasks of a step cut short) stays, as it does for a run cancelled with `interrupt`.
+async fn roll_back(
+    app: &App,
+    thread: &str,
+    before: Option<CheckpointId>,
+) -> Result<(), CheckpointError> {
+    let mut doomed = Vec::new();
+    let mut older_than = None;
+    loop {
+        let page = app.store.list_checkpoints(thread, older_than, 100).await?;
+        let Some(last) = page.last() else { break };
+        older_than = Some(last.id);
+        let newer = page
+            .iter()
+            .map(|c| c.id)
+            .take_while(|id| before.is_none_or(|b| *id > b));
+        let count = doomed.len();
+        doomed.extend(newer);
+        if doomed.len() - count < page.len() {
+            break;
+        }
+    }
+    if doomed.is_empty() {
+        return Ok(());
+    }
+    app.store.delete_checkpoints(thread, &doomed).await
 }
 
 /// A paused run's result: its values with `__interrupt__`, as LangGraph's `wait` answers.
@@ -154,7 +183,7 @@ fn with_interrupts(values: Value, waits: &[stategraph::checkpoint::InterruptReco
 
 /// The thread's values now (what a cancelled run leaves).
 async fn last_values(app: &App, run: &RunHandle) -> Value {
-    let Ok(assistant) = app.assistant(&run.assistant_id) else {
+    let Ok(assistant) = app.assistants.get(&run.assistant_id) else {
         return json!({});
     };
     match assistant.graph.get_state(&run.thread_id, None).await {

@@ -16,6 +16,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use stategraph::checkpoint::now_ms;
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
@@ -33,7 +34,7 @@ pub(crate) enum Strategy {
     Enqueue,
     /// Cancels the active run (which keeps its last checkpoint), then runs.
     Interrupt,
-    /// Cancels the active run and drops what it wrote (not served yet).
+    /// Cancels the active run, drops the checkpoints it wrote, then runs.
     Rollback,
 }
 
@@ -97,6 +98,8 @@ pub(crate) struct RunHandle {
     pub temporary: bool,
     pub log: Arc<EventLog>,
     pub cancel: CancellationToken,
+    /// Set when its cancellation is a rollback: the checkpoints it wrote go when it ends.
+    rollback: AtomicBool,
     state: Mutex<RunState>,
     plan: Mutex<Option<Plan>>,
 }
@@ -115,6 +118,7 @@ impl RunHandle {
             temporary: plan.temporary,
             log: Arc::new(EventLog::default()),
             cancel: CancellationToken::new(),
+            rollback: AtomicBool::new(false),
             state: Mutex::new(RunState {
                 status: Status::Pending,
                 updated_at_ms: now,
@@ -163,6 +167,17 @@ impl RunHandle {
             .cancel_reason
             .get_or_insert_with(|| reason.to_string());
         self.cancel.cancel();
+    }
+
+    /// Asks the run to stop and to drop the checkpoints it wrote (`rollback`).
+    pub fn request_rollback(&self, reason: &str) {
+        self.rollback.store(true, Ordering::SeqCst);
+        self.request_cancel(reason);
+    }
+
+    /// Whether the checkpoints it wrote are to be dropped when it ends.
+    pub fn rolls_back(&self) -> bool {
+        self.rollback.load(Ordering::SeqCst)
     }
 
     pub fn cancel_reason(&self) -> Option<String> {
@@ -244,7 +259,7 @@ impl Runs {
                 Admission::Start
             }
             Some(busy) => match run.strategy {
-                Strategy::Reject | Strategy::Rollback => return Err(busy_error(&busy)),
+                Strategy::Reject => return Err(busy_error(&busy)),
                 Strategy::Enqueue => {
                     lane.waiting.push_back(run.clone());
                     Admission::Queued
@@ -252,6 +267,13 @@ impl Runs {
                 Strategy::Interrupt => {
                     if let Some(active) = &lane.active {
                         active.request_cancel(&format!("interrupted by run {}", run.id));
+                    }
+                    lane.waiting.push_back(run.clone());
+                    Admission::Queued
+                }
+                Strategy::Rollback => {
+                    if let Some(active) = &lane.active {
+                        active.request_rollback(&format!("rolled back by run {}", run.id));
                     }
                     lane.waiting.push_back(run.clone());
                     Admission::Queued
@@ -392,7 +414,7 @@ fn busy_error(busy: &RunHandle) -> ApiError {
         format!(
             "thread `{}` is busy with run `{}` ({}): wait for it (GET /threads/{}/runs/{}/join), \
              cancel it, or send multitask_strategy \"enqueue\" to run after it (\"interrupt\" \
-             cancels it first)",
+             cancels it first, \"rollback\" cancels it and drops what it wrote)",
             busy.thread_id,
             busy.id,
             busy.status().as_str(),

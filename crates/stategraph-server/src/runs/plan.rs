@@ -3,7 +3,7 @@
 //! later in the run's stream.
 
 use super::Strategy;
-use crate::app::{App, Assistant};
+use crate::assistants::{Assistant, Assistants};
 use crate::error::ApiError;
 use crate::sse::parse_modes;
 use serde::Deserialize;
@@ -141,7 +141,7 @@ pub(crate) struct Plan {
 
 /// Reads `req` for a run on `thread` (`temporary`: a stateless run's own thread).
 pub(crate) fn plan(
-    app: &App,
+    assistants: &Assistants,
     thread: &str,
     temporary: bool,
     req: &RunRequest,
@@ -153,7 +153,7 @@ pub(crate) fn plan(
             "missing: give the name of a registered graph (POST /assistants/search lists them)",
         )
     })?;
-    let assistant = app.assistant(id)?;
+    let assistant = assistants.get(id)?;
     assistant.resolved.preflight()?;
     let names: Vec<&str> = match &req.stream_mode {
         None => vec!["values"],
@@ -184,12 +184,6 @@ fn refuse_unsupported(req: &RunRequest) -> Result<(), ApiError> {
     }
     if req.after_seconds.is_some_and(|s| s > 0.0) {
         return Err(ApiError::unsupported("after_seconds", "delaying a run"));
-    }
-    if req.multitask_strategy == Some(Strategy::Rollback) {
-        return Err(ApiError::unsupported(
-            "multitask_strategy",
-            "\"rollback\" (use \"interrupt\": the cancelled run keeps its last checkpoint)",
-        ));
     }
     let command = req.command.as_ref();
     if command.is_some_and(|c| c.update.is_some()) {

@@ -244,11 +244,11 @@ async fn a_cancelled_run_keeps_its_last_checkpoint() {
         .await;
     let id = run["run_id"].as_str().unwrap();
     s.gate.add_permits(1);
-    // Wait for the state after the first step (the second `values`), then cancel the run
-    // waiting in its second.
+    // Wait for the state after the first step (the first `values`: the empty input shows none,
+    // as in LangGraph), then cancel the run waiting in its second.
     let mut stream = s.open(&format!("{runs}/{id}/stream"), None, None).await;
     let mut values = 0;
-    while values < 2 {
+    while values < 1 {
         values += usize::from(stream.next().await.unwrap().event == "values");
     }
     let events = stream_after_cancel(&s, &format!("{runs}/{id}/cancel?wait=1"), &mut stream).await;
@@ -367,4 +367,91 @@ async fn a_run_from_a_checkpoint_travels_back_in_time() {
         .post(&format!("/threads/{t}/history"), json!({"limit": 100}))
         .await;
     assert!(all.as_array().unwrap().len() > history.as_array().unwrap().len());
+}
+
+/// Waits until the run's stream has shown `count` states (`values`: after the input, unless it
+/// is empty, then after each step).
+async fn after_values(s: &TestServer, run: &str, count: usize) -> super::support::Events {
+    let mut stream = s.open(&format!("{run}/stream"), None, None).await;
+    let mut values = 0;
+    while values < count {
+        values += usize::from(stream.next().await.unwrap().event == "values");
+    }
+    stream
+}
+
+/// `rollback` cancels the active run and drops the checkpoints it wrote, then runs: the thread
+/// goes on from where the cancelled run found it.
+#[tokio::test]
+async fn rollback_cancels_the_active_run_and_drops_what_it_wrote() {
+    let s = TestServer::start().await;
+    let t = s.thread(json!({})).await;
+    let runs = format!("/threads/{t}/runs");
+    s.gate.add_permits(4);
+    let kept = json!({"assistant_id": "gated", "input": {"topic": "kept"}});
+    s.post(&format!("{runs}/wait"), kept).await;
+    // A second run takes two steps and waits in its third.
+    let dropped = json!({"assistant_id": "gated", "input": {"topic": "dropped"}});
+    let first = s.post(&runs, dropped).await;
+    let first = format!("{runs}/{}", first["run_id"].as_str().unwrap());
+    s.gate.add_permits(2);
+    let mut stream = after_values(&s, &first, 3).await;
+    let body = json!({"assistant_id": "gated", "input": {"topic": "after"}, "multitask_strategy": "rollback"});
+    let second = s.post(&runs, body).await;
+    let second_id = second["run_id"].as_str().unwrap();
+    assert_eq!(
+        stream.rest().await.last().unwrap().data["status"],
+        "interrupted"
+    );
+    s.gate.add_permits(4);
+    let out = s.get(&format!("{runs}/{second_id}/join")).await;
+    // The first run's four steps and the last run's: none of the rolled-back run's two.
+    assert_eq!(out["topic"], "after");
+    assert_eq!(out["log"].as_array().unwrap().len(), 8, "{out}");
+    let history = s
+        .post(&format!("/threads/{t}/history"), json!({"limit": 100}))
+        .await;
+    assert!(
+        history
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["values"]["topic"] != "dropped"),
+        "{history}"
+    );
+    let first = s.get(&first).await;
+    assert_eq!(first["status"], "interrupted");
+    assert_eq!(
+        first["cancel_reason"],
+        format!("rolled back by run {second_id}")
+    );
+}
+
+/// Cancelling with `action=rollback` leaves a thread as the run found it: here, never run.
+#[tokio::test]
+async fn a_run_cancelled_with_rollback_leaves_no_checkpoint() {
+    let s = TestServer::start().await;
+    let t = s.thread(json!({"graph_id": "gated"})).await;
+    let runs = format!("/threads/{t}/runs");
+    let run = s
+        .post(&runs, json!({"assistant_id": "gated", "input": {}}))
+        .await;
+    let run = format!("{runs}/{}", run["run_id"].as_str().unwrap());
+    s.gate.add_permits(1);
+    // The state after the first step (the empty input shows none).
+    let mut stream = after_values(&s, &run, 1).await;
+    let events = stream_after_cancel(
+        &s,
+        &format!("{run}/cancel?action=rollback&wait=1"),
+        &mut stream,
+    )
+    .await;
+    assert_eq!(events.last().unwrap().data["status"], "interrupted");
+    let history = s
+        .post(&format!("/threads/{t}/history"), json!({"limit": 10}))
+        .await;
+    assert_eq!(history, json!([]));
+    let thread = s.get(&format!("/threads/{t}")).await;
+    assert_eq!(thread["status"], "idle");
+    assert_eq!(s.get(&run).await["cancel_reason"], "rolled back by request");
 }
