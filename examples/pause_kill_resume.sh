@@ -6,9 +6,18 @@
 #   bash examples/pause_kill_resume.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -q --bin graph || exit 1
-graph=target/release/graph
+# GRAPH_BIN: a `graph` already built (the tests run this script with theirs).
+graph="${GRAPH_BIN:-}"
+if [ -z "$graph" ]; then
+    cargo build --release -q --bin graph || exit 1
+    graph=target/release/graph
+fi
 tmp="$(mktemp -d)"
+pid=
+# The store, the artifacts and the logs go with the script, however it ends (Ctrl+C too).
+trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 export GRAPH_DB="$tmp/store"
 export GRAPH_OUT="$tmp/output"   # where the artifacts go (default: ./output)
 thread="memo-$$"
@@ -18,7 +27,7 @@ $graph run memo --thread "$thread" --input Fernstone --yes --set stage_ms=400 \
     >/dev/null 2>"$tmp/run.log" &
 pid=$!
 sleep 3
-kill -9 "$pid"; wait "$pid" 2>/dev/null
+kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
 grep "^stage " "$tmp/run.log"
 echo "killed with SIGKILL in the middle of the next stage (exit code 137)"
 

@@ -47,3 +47,20 @@ pub fn builtin_factories() -> Vec<Arc<dyn AnyFactory>> {
         Arc::new(agent::Agent::from_env()),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use stategraph_registry::Registry;
+
+    /// A thread's checkpoints carry the compiled graph's name, which `graph threads` lists: it
+    /// must be the name the user ran, also for a graph built on another (`agent` on research).
+    #[test]
+    fn every_graph_is_named_as_its_factory() {
+        let mut registry = Registry::new();
+        registry.extend(super::builtin_factories());
+        for factory in registry.iter() {
+            let graph = registry.resolve(factory.name(), &[]).unwrap();
+            assert_eq!(graph.build(None).unwrap().name(), factory.name());
+        }
+    }
+}

@@ -66,10 +66,15 @@ pub struct FileStatus {
     pub path: String,
     /// The artifact.
     pub artifact: String,
-    /// The node that produces it.
-    pub node: String,
+    /// The node that last changed it: the writer(s) of `step` (`, `-joined when a step ran
+    /// several). `None` when not known: not written yet, added by a person, or written before
+    /// this was recorded.
+    pub node: Option<String>,
     /// The step whose state first had the written content (`None`: not written yet).
     pub step: Option<u64>,
+    /// The node an edit of the file is applied as: its artifact's producing node, so a resume
+    /// runs what follows it.
+    pub edit_as: String,
     /// Where it stands.
     pub state: FileState,
 }
@@ -87,7 +92,7 @@ pub struct Status {
     pub step: u64,
     /// Every file, by path.
     pub files: Vec<FileStatus>,
-    /// Temporary files of a writer that died (removed by the next write).
+    /// Temporary files of a writer that died (killed mid-write), removed by this look.
     pub partials: Vec<String>,
 }
 
@@ -165,8 +170,11 @@ impl<S: State> Artifacts<S> {
         let ours = record::writing(store.as_ref(), thread, &folder.label)
             .await?
             .unconfirmed(last.as_ref());
+        // Nobody will finish them: removed here, not left for the next write, which may never
+        // come (a thread that is done).
         status.partials = files::stale_partials(&folder.dir)
             .into_iter()
+            .filter(|p| std::fs::remove_file(folder.dir.join(p)).is_ok())
             .map(|p| p.to_string_lossy().into_owned())
             .collect();
         let mut disk: BTreeMap<String, Vec<u8>> = BTreeMap::new();
@@ -176,13 +184,15 @@ impl<S: State> Artifacts<S> {
             .cloned()
             .collect();
         for path in &paths {
-            let (artifact, node, step, state) =
+            let (artifact, edit_as, state) =
                 self.file_state(&folder, path, &rendered, last.as_ref(), &ours, &mut disk)?;
+            let recorded = last.as_ref().and_then(|m| m.files.get(path));
             status.files.push(FileStatus {
                 path: path.clone(),
                 artifact,
-                node,
-                step,
+                node: recorded.and_then(|r| r.changed_by.clone()),
+                step: recorded.map(|r| r.step),
+                edit_as,
                 state,
             });
         }
@@ -205,7 +215,7 @@ impl<S: State> Artifacts<S> {
         last: Option<&Manifest>,
         ours: &BTreeMap<String, Vec<String>>,
         disk: &mut BTreeMap<String, Vec<u8>>,
-    ) -> Result<(String, String, Option<u64>, FileState), ArtifactError> {
+    ) -> Result<(String, String, FileState), ArtifactError> {
         let recorded = last.and_then(|m| m.files.get(path));
         let now = rendered.get(path);
         let (artifact, node) = match (now, recorded) {
@@ -217,12 +227,11 @@ impl<S: State> Artifacts<S> {
             // Every path comes from the rendering or the manifest.
             (None, None) => (String::new(), String::new()),
         };
-        let step = recorded.map(|r| r.step);
         let bytes = match files::read(&folder.dir, path)? {
             OnDisk::Missing if recorded.is_some() => {
-                return Ok((artifact, node, step, FileState::Missing))
+                return Ok((artifact, node, FileState::Missing))
             }
-            OnDisk::Missing => return Ok((artifact, node, step, FileState::NotWritten)),
+            OnDisk::Missing => return Ok((artifact, node, FileState::NotWritten)),
             OnDisk::Bytes(b) => b,
         };
         let hash = files::hash(&bytes);
@@ -248,7 +257,7 @@ impl<S: State> Artifacts<S> {
                 }
             }
         };
-        Ok((artifact, node, step, state))
+        Ok((artifact, node, state))
     }
 
     /// A run writes a checkpoint's files after the checkpoint is saved, and its hashes after the
@@ -335,8 +344,9 @@ impl<S: State> Artifacts<S> {
                     status.files.push(FileStatus {
                         path,
                         artifact: a.name.clone(),
-                        node: a.node.clone(),
+                        node: None,
                         step: None,
+                        edit_as: a.node.clone(),
                         state,
                     });
                 }

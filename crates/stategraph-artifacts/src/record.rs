@@ -85,6 +85,10 @@ pub(crate) struct FileRecord {
     pub len: u64,
     /// The step whose state first had this content.
     pub step: u64,
+    /// The node(s) whose writes made that step (its checkpoint's writers, `, `-joined): who
+    /// last changed the file. `None` in manifests written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_by: Option<String>,
 }
 
 /// What was written into a version folder for one checkpoint.

@@ -39,6 +39,18 @@ struct WritePlan<'r> {
     /// Path, bytes, and whether the file puts back what should already be there.
     writes: Vec<(&'r String, &'r Vec<u8>, bool)>,
     removals: Vec<String>,
+    /// Files whose content differs from the folder's last write: credited to this checkpoint
+    /// until [`Artifacts::credit_changes`] finds an older one that had it first.
+    fresh: Vec<String>,
+}
+
+/// How many checkpoints before the one written [`Artifacts::credit_changes`] looks at, at most,
+/// for the step that first had a file's content.
+const CREDIT_LOOKBACK: usize = 64;
+
+/// Who made a checkpoint: its writers, `, `-joined (`None` when it names none).
+fn writers_of(metadata: &stategraph::checkpoint::CheckpointMetadata) -> Option<String> {
+    (!metadata.writers.is_empty()).then(|| metadata.writers.join(", "))
 }
 
 impl<S: State> Artifacts<S> {
@@ -236,9 +248,12 @@ impl<S: State> Artifacts<S> {
             if everything || !same || missing || stray {
                 plan.writes.push((path, bytes, same));
             }
-            let step = match before {
-                Some(r) if same => r.step,
-                _ => snapshot.step,
+            let (step, changed_by) = match before {
+                Some(r) if same => (r.step, r.changed_by.clone()),
+                _ => {
+                    plan.fresh.push(path.clone());
+                    (snapshot.step, writers_of(&snapshot.metadata))
+                }
             };
             manifest.files.insert(
                 path.clone(),
@@ -248,6 +263,7 @@ impl<S: State> Artifacts<S> {
                     hash,
                     len: bytes.len() as u64,
                     step,
+                    changed_by,
                 },
             );
         }
@@ -306,7 +322,7 @@ impl<S: State> Artifacts<S> {
                 .await?
                 .unconfirmed(last.as_ref()),
         };
-        let (manifest, plan) = self.plan_write(
+        let (mut manifest, plan) = self.plan_write(
             &folder,
             &snapshot,
             &rendered,
@@ -337,8 +353,55 @@ impl<S: State> Artifacts<S> {
             files::remove(&folder.dir, &path)?;
             report.removed.push(path);
         }
+        let written_for = last.as_ref().map(|m| m.checkpoint);
+        self.credit_changes(thread, &snapshot, written_for, plan.fresh, &mut manifest)
+            .await;
         record::put_manifest(store.as_ref(), thread, &manifest).await?;
         Ok(report)
+    }
+
+    /// Credits each of the `fresh` files (changed since the folder was last written, for
+    /// checkpoint `written_for`) to the step that first had its content, and to that step's
+    /// writers. Written after every checkpoint, that is the checkpoint written; when checkpoints
+    /// went by unwritten (a write that failed, a `--stream` run without checkpoint events, a
+    /// `graph update`, a new version folder), the checkpoints before it are looked at, back to
+    /// `written_for` or [`CREDIT_LOOKBACK`] of them. Best effort: what cannot be read stays
+    /// credited to the checkpoint written.
+    async fn credit_changes(
+        &self,
+        thread: &str,
+        snapshot: &StateSnapshot<S>,
+        written_for: Option<CheckpointId>,
+        fresh: Vec<String>,
+        manifest: &mut Manifest,
+    ) {
+        let mut open: BTreeMap<String, String> = fresh
+            .into_iter()
+            .filter_map(|p| manifest.files.get(&p).map(|r| (p, r.hash.clone())))
+            .collect();
+        let mut parent = snapshot.parent_id;
+        for _ in 0..CREDIT_LOOKBACK {
+            let Some(id) = parent.filter(|id| Some(*id) != written_for && !open.is_empty()) else {
+                break;
+            };
+            let Ok(older) = self.graph.get_state(thread, Some(id)).await else {
+                break;
+            };
+            let Ok(rendered) = self.render_all(&older.values) else {
+                break;
+            };
+            open.retain(|path, hash| {
+                let had_it = rendered
+                    .get(path)
+                    .is_some_and(|(_, b)| &files::hash(b) == hash);
+                if let (true, Some(r)) = (had_it, manifest.files.get_mut(path)) {
+                    r.step = older.step;
+                    r.changed_by = writers_of(&older.metadata);
+                }
+                had_it
+            });
+            parent = older.parent_id;
+        }
     }
 }
 

@@ -153,9 +153,10 @@ async fn a_run_writes_its_artifacts_into_a_new_version_folder() {
         .find(|f| f.artifact == "research")
         .unwrap();
     assert_eq!(
-        (research.node.as_str(), research.step),
-        ("research", Some(1))
+        (research.node.as_deref(), research.step),
+        (Some("research"), Some(1))
     );
+    assert_eq!(research.edit_as, "research");
 
     // Another thread in the same place gets the next version; the first is left alone.
     run(&artifacts, &graph, "t2", out.path()).await;

@@ -12,18 +12,35 @@ use std::path::PathBuf;
 #[derive(Parser, Debug)]
 #[command(version, propagate_version = true, max_term_width = 100)]
 pub(crate) struct Cli {
+    // The global options are listed under their own heading, after each command's own (clap
+    // would otherwise interleave them with the command's first options).
     /// Where threads are stored [default: the user's data directory]/stategraph.
-    #[arg(long, env = "GRAPH_DB", global = true, value_name = "PATH")]
+    #[arg(
+        long,
+        env = "GRAPH_DB",
+        global = true,
+        value_name = "PATH",
+        help_heading = GLOBAL
+    )]
     pub db: Option<PathBuf>,
     /// More output: node updates, engine logs (-vv for debug logs). RUST_LOG overrides.
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, help_heading = GLOBAL)]
     pub verbose: u8,
     /// Only errors and the lines needed to continue a thread; no progress.
-    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    #[arg(
+        short,
+        long,
+        global = true,
+        conflicts_with = "verbose",
+        help_heading = GLOBAL
+    )]
     pub quiet: bool,
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// The heading of the options every command takes.
+const GLOBAL: &str = "Global options";
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum Command {
@@ -41,7 +58,7 @@ pub(crate) enum Command {
     History(HistoryArgs),
     /// Edit a thread's state, as a new checkpoint.
     Update(UpdateArgs),
-    /// Show or edit the plan of a thread whose graph keeps one (e.g. research).
+    /// Show or edit the plan of a thread whose graph keeps one (research, agent).
     Plan(PlanArgs),
     /// Copy a checkpoint of a thread into a new thread.
     ///
@@ -52,9 +69,11 @@ pub(crate) enum Command {
     /// Run a thread again from the newest checkpoint where a node was about to run (into a new
     /// artifact version folder).
     Rerun(RerunArgs),
-    /// List a thread's artifact files (path, node, step, changed or not), or write them again.
+    /// List a thread's artifact files (path, the node and step that last changed each, changed
+    /// or not), or write them again.
     Artifacts(ArtifactsArgs),
-    /// Delete a thread and everything stored for it.
+    /// Delete a thread and everything the store holds for it (its artifact version folders are
+    /// kept).
     Delete(DeleteArgs),
     /// Delete old checkpoints, keeping the newest of each thread (and, without --thread, the
     /// folders runs left that died before their first checkpoint reached the disk).
@@ -87,10 +106,12 @@ pub(crate) struct JsonArg {
 #[derive(Args, Debug, Default)]
 pub(crate) struct RunSettings {
     /// Override a setting of the graph file (`model=x`, `search.corpus=DIR`,
-    /// `recursion_limit=50`); values are read as TOML or JSON, else as text. Repeatable.
+    /// `recursion_limit=50`); values are read as TOML or JSON, else as text. Kept with the
+    /// thread: its later resumes use it too. Repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
-    /// Skip the review pauses the graph makes by default (sets the setting `yes = true`).
+    /// Skip the review pauses the graph makes by default (sets the setting `yes = true`, kept
+    /// with the thread).
     #[arg(long)]
     pub yes: bool,
     /// Also pause before these nodes, for this run.
@@ -158,7 +179,8 @@ pub(crate) struct RunArgs {
     /// The input as a JSON file.
     #[arg(long, group = "input_source", value_name = "PATH")]
     pub input_file: Option<PathBuf>,
-    /// The thread to run on (a new id when absent; an existing thread continues with the input).
+    /// The new thread's id [default: a new one]. A thread of that id is refused: continue it
+    /// with `resume`.
     #[arg(long, value_name = "ID")]
     pub thread: Option<String>,
     /// Where the graph's artifact version folders go [default: output/ here].
@@ -229,7 +251,9 @@ pub(crate) struct RerunArgs {
     after_help = "Each file's status: ok (as written for the newest checkpoint), behind (the \
     next write updates it),\nedited (read back as a valid edit by the next resume or rerun), \
     invalid (does not parse or validate:\nthe line is named), truncated, changed (not editable), \
-    deleted, not written yet, added."
+    deleted, not written yet, added.\n`changed by` and `step`: the node and step that last \
+    changed the file; where an edit of it is applied as\nanother node (its artifact's producer, \
+    whose followers run again), the row says so."
 )]
 pub(crate) struct ArtifactsArgs {
     /// The thread.
@@ -319,7 +343,8 @@ pub(crate) enum PlanChange {
         /// Its id [default: the next free tN].
         #[arg(long)]
         id: Option<String>,
-        /// research (search and read) or tool (fetch the URL in the task).
+        /// research (search and read) or tool (with a workspace, work with the tools there;
+        /// without, fetch the URL in the task).
         #[arg(long, value_name = "KIND")]
         kind: Option<String>,
         /// Ids of the todos it waits for.

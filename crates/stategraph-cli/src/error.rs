@@ -91,7 +91,25 @@ pub(crate) fn hint(ctx: &super::Ctx, err: &anyhow::Error) -> Option<String> {
             ));
         }
         if let Some(GraphFileError::BadOverride { text, .. }) = graph_file_error(cause) {
-            return Some(format!("fix or leave out --set {text}"));
+            if text.starts_with("recursion_limit=") {
+                return Some(
+                    "give the most steps a run may take as --set recursion_limit=N with N ≥ 1, \
+                     or leave it out"
+                        .to_string(),
+                );
+            }
+            return Some(format!(
+                "fix or leave out --set {}",
+                stategraph::quote::cut(text)
+            ));
+        }
+        if let Some(RegistryError::Input { message, .. }) = cause.downcast_ref::<RegistryError>() {
+            // A setting the graph's refusal names ("the setting `dataroom`") is one way out.
+            let sets: Vec<String> = (settings_named(message).iter())
+                .map(|k| format!("--set {k}=<VALUE>"))
+                .collect();
+            return (!sets.is_empty())
+                .then(|| format!("give another input, or another setting: {}", sets.join(" ")));
         }
         match cause.downcast_ref::<BuildError>() {
             Some(BuildError::Setting { key, .. }) if key != "settings" => Some(format!(

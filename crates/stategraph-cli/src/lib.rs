@@ -207,13 +207,15 @@ fn bin_name(args: &[OsString]) -> String {
 fn parse_args(bin: String, args: Vec<OsString>) -> Result<(Cli, bool), u8> {
     // clap keeps the command's name as a &'static str; one small string per process.
     let name: &'static str = Box::leak(bin.clone().into_boxed_str());
-    let matches = match Cli::command()
-        .name(name)
-        .bin_name(bin)
-        .try_get_matches_from(args)
-    {
+    let command = Cli::command().name(name).bin_name(bin);
+    let matches = match command.clone().try_get_matches_from(&args) {
         Ok(m) => m,
         Err(e) => {
+            // clap's usage line names every argument it saw, `--db`/`--out` taken from
+            // GRAPH_DB/GRAPH_OUT too; the same mistake found without the environment shows
+            // only what was typed.
+            let typed = without_env(command).try_get_matches_from(&args).err();
+            let e = typed.filter(|t| t.kind() == e.kind()).unwrap_or(e);
             let _ = e.print();
             return Err(e.exit_code().clamp(0, 255) as u8);
         }
@@ -227,6 +229,13 @@ fn parse_args(bin: String, args: Vec<OsString>) -> Result<(Cli, bool), u8> {
     };
     let explicit_db = matches.value_source("db") == Some(ValueSource::CommandLine);
     Ok((cli, explicit_db))
+}
+
+/// The command with no argument read from the environment, here or in a subcommand.
+fn without_env(command: clap::Command) -> clap::Command {
+    command
+        .mut_args(|arg| arg.env(None::<&str>))
+        .mut_subcommands(without_env)
 }
 
 /// Says why the command failed, once, with a hint of what to do when there is one (and, for
@@ -477,24 +486,11 @@ fn strip_position(message: &str) -> &str {
 
 /// A time in milliseconds since the epoch as `YYYY-MM-DD HH:MM:SS` UTC.
 pub(crate) fn format_time(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Howard Hinnant's days-to-civil, for dates after 1970.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second]");
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(format).ok())
+        .unwrap_or_else(|| format!("{ms} ms after 1970"))
 }
 
 /// How long ago a time was, briefly.

@@ -56,7 +56,11 @@ pub(crate) async fn refuse_empty_answer(
         .map(
             |i| match i.payload.get("question").and_then(Value::as_str) {
                 Some(q) => format!("\n  `{}` asks: {q}", i.node),
-                None => format!("\n  `{}` asks: {}", i.node, i.payload),
+                None => format!(
+                    "\n  `{}` asks: {}",
+                    i.node,
+                    stategraph::quote::cut(&i.payload.to_string())
+                ),
             },
         )
         .collect();
@@ -134,6 +138,10 @@ pub(crate) fn describe(
     lines
 }
 
+/// Longest field of a question shown whole, in characters: a line of its own has room for a
+/// long message, not for an input of megabytes.
+const FIELD_UP_TO: usize = 2_000;
+
 /// A payload in words: its `question` first, its scalar fields as `name: value`, its
 /// `markdown` (or the plan as it is now) once; lists and tables are left to `--json`.
 fn payload_lines(payload: &Value, plan: &mut Option<String>, lines: &mut Vec<String>) {
@@ -155,7 +163,8 @@ fn payload_lines(payload: &Value, plan: &mut Option<String>, lines: &mut Vec<Str
     }
     for (key, value) in map {
         let shown = match value {
-            Value::String(s) => s.clone(),
+            // A field may carry what the run was given (a title made of its input): cut.
+            Value::String(s) => stategraph::quote::cut_to(s, FIELD_UP_TO).into_owned(),
             Value::Number(n) => n.to_string(),
             Value::Bool(b) => b.to_string(),
             _ => continue,

@@ -138,6 +138,13 @@ fn a_goal_is_planned_worked_with_tools_verified_and_reported() {
         text.contains("goal: `test -f mathx/add.py` passed"),
         "{text}"
     );
+    // The thread is the graph the user ran, wherever it is shown.
+    assert_eq!(state["graph"], "agent");
+    assert_eq!(s.db.row(&thread)["graph"], "agent");
+    let listed = s.graph(&["threads"]).expect(0);
+    let row = listed.stdout.lines().find(|l| l.starts_with(&thread));
+    let columns: Vec<&str> = row.unwrap_or_default().split_whitespace().collect();
+    assert_eq!(columns.get(1), Some(&"agent"), "{listed}");
 }
 
 #[test]

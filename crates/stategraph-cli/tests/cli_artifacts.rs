@@ -419,3 +419,28 @@ fn an_outline_rewritten_with_the_same_content_reruns_nothing() {
     assert!(!out.stderr.contains("picked up edited"), "{out}");
     assert_eq!(log(&db, &thread), before, "no node ran again");
 }
+
+#[test]
+fn graph_artifacts_removes_the_unfinished_writes_of_a_killed_writer() {
+    let db = Db::new();
+    let thread = finished(&db);
+    let v1 = db.out().join("pipeline-v1");
+    // What a writer killed mid-write leaves (pid 0x7fff_fff0 is never a live one on Linux),
+    // and what a writer still running has in flight (this test's own process).
+    let dead = ".document.md.partial-2147483632-0";
+    let live = format!(".outline.json.partial-{}-0", std::process::id());
+    std::fs::write(v1.join(dead), "x".repeat(80_000)).unwrap();
+    std::fs::write(v1.join("sections").join(dead), b"half").unwrap();
+    std::fs::write(v1.join(&live), b"in flight").unwrap();
+    let listed = db.graph(&["artifacts", &thread]).expect(0);
+    assert!(
+        listed.stdout.contains(&format!(
+            "{dead}: an unfinished write of a process that died: removed"
+        )),
+        "{listed}"
+    );
+    assert!(!v1.join(dead).exists() && !v1.join("sections").join(dead).exists());
+    assert!(v1.join(&live).exists(), "a live writer's file is its own");
+    let doc = db.graph(&["artifacts", &thread, "--json"]).expect(0).json();
+    assert!(doc["partials"].as_array().unwrap().is_empty(), "{doc}");
+}

@@ -5,7 +5,7 @@
 #[path = "../../../tests/support/cli.rs"]
 mod harness;
 
-use harness::{Db, Project};
+use harness::{built_in_graph, Db, Project};
 
 /// A project folder with its own `graphs/pipeline.toml`, titled `title`.
 fn project(title: &str) -> Project {
@@ -92,4 +92,61 @@ fn a_resume_from_another_folder_uses_the_file_the_run_used() {
         .current_dir(elsewhere.path())
         .expect(0);
     assert!(done.stdout.starts_with("# Local notes on sled"), "{done}");
+}
+
+#[test]
+fn a_garbled_graph_file_is_named_with_its_line_and_every_good_graph_is_still_listed() {
+    let db = Db::new();
+    let here = Project::new();
+    // A local memo.toml with a broken table header (line 18), a broken file of no registered
+    // name, and a good one configuring the pipeline.
+    here.graph_file("memo", |built_in| {
+        built_in.replacen("[settings]", "[settings", 1)
+    });
+    let graphs = here.path().join("graphs");
+    std::fs::write(
+        graphs.join("broken.toml"),
+        "graph = \"pipeline\"\nrecursion_limit = = 3\n",
+    )
+    .unwrap();
+    let quick = built_in_graph("pipeline").replace(
+        "description = \"Keyless demo: outline a document, draft sections in parallel, pause for review, publish\"",
+        "description = \"The pipeline, quicker\"",
+    );
+    std::fs::write(graphs.join("quick.toml"), quick).unwrap();
+
+    let list = db.graph(&["graphs"]).current_dir(here.path()).expect(0);
+    let names: Vec<&str> = (list.stdout.lines())
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        names,
+        ["agent", "pipeline", "research", "tree", "graphs/quick.toml"],
+        "{list}"
+    );
+    assert!(list.stdout.contains("The pipeline, quicker"), "{list}");
+    list.stderr_has(&[
+        "graphs/broken.toml:2: ",
+        "graphs/memo.toml:18: ",
+        "here uses graphs/memo.toml: mend it, or remove it to run the built-in copy",
+    ]);
+
+    let json = db
+        .graph(&["graphs", "--json"])
+        .current_dir(here.path())
+        .expect(0)
+        .json();
+    let rows = json.as_array().unwrap();
+    let bad: Vec<(&str, u64)> = (rows.iter())
+        .filter(|g| g["error"].is_string())
+        .map(|g| (g["source"].as_str().unwrap(), g["line"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        bad,
+        [("graphs/memo.toml", 18), ("graphs/broken.toml", 2)],
+        "{json:#}"
+    );
+    let memo = rows.iter().find(|g| g["name"] == "memo").unwrap();
+    assert!(memo["nodes"].is_null(), "{memo:#}");
+    assert_eq!(rows.len(), 7, "{json:#}");
 }

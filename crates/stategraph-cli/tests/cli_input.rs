@@ -334,7 +334,7 @@ fn graph_file_values_of_the_wrong_type_are_refused_in_the_users_words_before_a_t
     let cases: [(Edit, &str); 4] = [
         (
             |t| t.replace("recursion_limit = 400", "recursion_limit = \"many\""),
-            "setting `recursion_limit` expects a whole number of 0 or more, not the text \"many\"",
+            "setting `recursion_limit` expects a whole number of 1 or more, not the text \"many\"",
         ),
         (
             |t| t.replace("durability = \"sync\"", "durability = \"always\""),
@@ -361,4 +361,146 @@ fn graph_file_values_of_the_wrong_type_are_refused_in_the_users_words_before_a_t
         assert!(!out.stderr.contains("expected u64"), "{out}");
     }
     assert!(db.thread_ids().is_empty());
+}
+
+#[test]
+fn recursion_limit_0_is_refused_before_a_thread_is_made_naming_the_flag_to_use() {
+    let db = Db::new();
+    db.graph(&[
+        "run",
+        "pipeline",
+        "--input",
+        "sled",
+        "--set",
+        "recursion_limit=0",
+    ])
+    .expect(2)
+    .stderr_has(&[
+        "setting `recursion_limit` expects a whole number of 1 or more, not the integer 0",
+        "--set recursion_limit=N with N ≥ 1",
+    ]);
+    assert!(db.thread_ids().is_empty());
+    // A limit of 1 is a limit, not a mistake.
+    db.graph(&[
+        "run",
+        "pipeline",
+        "--input",
+        "sled",
+        "--yes",
+        "--set",
+        "step_ms=1",
+        "--set",
+        "recursion_limit=1",
+    ])
+    .expect(1)
+    .stderr_has(&["--set recursion_limit=2"]);
+}
+
+#[test]
+fn history_limit_0_is_refused_and_says_what_to_use_instead() {
+    let db = Db::new();
+    let thread = db.finished_thread();
+    db.graph(&["history", &thread, "--limit", "0"])
+        .expect(2)
+        .stderr_has(&["--limit 0", "--limit N with N ≥ 1"]);
+    let one = db
+        .graph(&["history", &thread, "--limit", "1", "--json"])
+        .expect(0)
+        .json();
+    assert_eq!(one.as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn a_usage_error_shows_only_the_options_typed_not_those_from_the_environment() {
+    let db = Db::new();
+    let out = harness::TestCommand::bare(&["run", "pipeline", "--input", "sled", "-q", "-v"])
+        .env("GRAPH_DB", db.path())
+        .env("GRAPH_OUT", db.out())
+        .expect(2);
+    out.stderr_has(&["'--quiet' cannot be used with '--verbose", "Usage: "]);
+    let usage = out
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("Usage: "))
+        .unwrap();
+    assert!(
+        !usage.contains("--db") && !usage.contains("--out"),
+        "GRAPH_DB and GRAPH_OUT were not typed\n{out}"
+    );
+}
+
+#[test]
+fn a_huge_value_is_quoted_cut_in_messages_never_whole() {
+    let db = Db::new();
+    let input = db.path().join("big.json");
+    let company = "Fern".repeat(1_300_000);
+    std::fs::write(
+        &input,
+        serde_json::json!({ "company": company }).to_string(),
+    )
+    .unwrap();
+    let out = db
+        .graph(&[
+            "run",
+            "memo",
+            "--input-file",
+            input.to_str().unwrap(),
+            "--yes",
+        ])
+        .without_model()
+        .output();
+    assert_ne!(
+        out.code,
+        Some(0),
+        "{}",
+        &out.stderr[..out.stderr.len().min(2_000)]
+    );
+    let said = format!("\"{}…\" (5.2 MB)", "Fern".repeat(10));
+    assert!(
+        out.stderr.contains(&said),
+        "{}",
+        &out.stderr[..out.stderr.len().min(2_000)]
+    );
+    assert!(
+        out.stderr.len() < 10_000,
+        "{} bytes on stderr",
+        out.stderr.len()
+    );
+    // A setting's value, as long as a command line takes.
+    let long = format!("step_ms={}", "slow".repeat(25_000));
+    let out = db
+        .graph(&["run", "pipeline", "--input", "sled", "--set", &long])
+        .expect(2);
+    out.stderr_has(&[&format!(
+        "not the text \"{}…\" (100.0 KB)",
+        "slow".repeat(10)
+    )]);
+    assert!(
+        out.stderr.len() < 10_000,
+        "{} bytes on stderr",
+        out.stderr.len()
+    );
+    // A pause's question shows the fields it carries, one made of the input: cut.
+    let topic = db.path().join("topic.json");
+    std::fs::write(
+        &topic,
+        serde_json::json!({ "topic": "x".repeat(300_000) }).to_string(),
+    )
+    .unwrap();
+    let out = db
+        .graph(&[
+            "run",
+            "pipeline",
+            "--input-file",
+            topic.to_str().unwrap(),
+            "--set",
+            "step_ms=1",
+        ])
+        .expect(3);
+    out.stderr_has(&["title: A short guide to xxx", "… (300.0 KB)"]);
+    assert!(
+        out.stderr.len() < 10_000,
+        "{} bytes on stderr",
+        out.stderr.len()
+    );
 }

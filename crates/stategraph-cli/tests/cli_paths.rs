@@ -116,3 +116,32 @@ fn a_memo_killed_mid_run_with_a_relative_data_room_resumes_from_another_folder()
         "its sources are the files in a's data room\n{done}"
     );
 }
+
+#[test]
+fn a_data_room_given_from_home_as_zsh_users_quote_it_is_read_from_home() {
+    let home = tempfile::tempdir().unwrap();
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/dataroom/fernstone");
+    copy_dir(&sample, &home.path().join("rooms").join("fernstone"));
+    let db = Db::new();
+    // `--set 'dataroom=~/rooms'`: quoted, so no shell expanded the `~`.
+    let done = db
+        .graph(&[
+            "run",
+            "memo",
+            "--input",
+            "Fernstone",
+            "--yes",
+            "--set",
+            "dataroom=~/rooms",
+            "--set",
+            "web=false",
+        ])
+        .without_model()
+        .env("HOME", home.path())
+        .expect(0);
+    let room = home.path().join("rooms").join("fernstone");
+    assert!(
+        done.stdout.contains(&room.display().to_string()),
+        "its sources are the files in ~/rooms\n{done}"
+    );
+}

@@ -367,6 +367,71 @@ fn help_and_version_exit_0() {
     harness::TestCommand::bare(&["--version"]).expect(0);
 }
 
+/// The option names of one section of a help text (`Options:`, `Global options:`), in order.
+fn options_under(help: &str, heading: &str) -> Vec<String> {
+    (help.lines())
+        .skip_while(|l| *l != heading)
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let flag = l
+                .strip_prefix("-")
+                .filter(|_| !l.starts_with("--"))
+                .map(|_| &l[4..]);
+            flag.unwrap_or(l)
+                .split_whitespace()
+                .next()
+                .filter(|w| w.starts_with("--"))
+                .map(|w| w.trim_end_matches('.').to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn run_help_says_what_run_does_with_its_input_options_together_and_the_global_ones_last() {
+    let db = Db::new();
+    let help = db.graph(&["run", "--help"]).expect(0).stdout;
+    // What `--thread` says is what a run does with an id that exists.
+    assert!(!help.contains("continues with the input"), "{help}");
+    assert!(
+        help.contains("A thread of that id is refused: continue it with `resume`"),
+        "{help}"
+    );
+    db.run_pipeline(1, &["--yes", "--thread", "t1"]).expect(0);
+    db.run_pipeline(1, &["--yes", "--thread", "t1"])
+        .expect(2)
+        .stderr_has(&["thread `t1` already exists: continue it with"]);
+    // The input options first and together; the options of every command after the command's.
+    let own = options_under(&help, "Options:");
+    assert_eq!(
+        own[..4],
+        ["--input", "--input-json", "--input-file", "--thread"],
+        "{help}"
+    );
+    assert!(
+        !own.iter().any(|o| o == "--db" || o == "--verbose"),
+        "{help}"
+    );
+    assert_eq!(
+        options_under(&help, "Global options:"),
+        ["--db", "--verbose", "--quiet"],
+        "{help}"
+    );
+    // Deleting a thread keeps its artifact folders, as `delete --help` says.
+    let delete = db.graph(&["delete", "--help"]).expect(0).stdout;
+    assert!(
+        delete.contains("its artifact version folders are kept"),
+        "{delete}"
+    );
+    let memo = db
+        .graph(&["run", "memo", "--input", "Fernstone", "--yes"])
+        .without_model()
+        .expect(0);
+    db.graph(&["delete", &memo.thread()]).expect(0);
+    assert!(db.out().join("Fernstone-v0.0.1/4-final-draft.md").is_file());
+}
+
 #[test]
 fn the_database_can_come_from_graph_db() {
     let db = Db::new();

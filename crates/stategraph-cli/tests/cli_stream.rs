@@ -44,13 +44,24 @@ fn updates_stream_as_ndjson_then_the_outcome_and_resume_streams_too() {
             e["node"].as_str().unwrap()
         })
         .collect();
-    // The drafts are three tasks of one step, reported in task order.
-    assert_eq!(nodes, ["outline", "draft", "draft", "draft"], "{out}");
+    // The drafts are three tasks of one step, reported in task order; the review's pause is
+    // LangGraph's `__interrupt__`, with what it asks.
+    assert_eq!(
+        nodes,
+        ["outline", "draft", "draft", "draft", "__interrupt__"],
+        "{out}"
+    );
     let tasks: Vec<u64> = streamed
         .iter()
         .map(|e| e["task"].as_u64().unwrap())
         .collect();
-    assert_eq!(tasks, [0, 0, 1, 2]);
+    assert_eq!(tasks, [0, 0, 1, 2, 0]);
+    let asked = &streamed[4]["update"][0];
+    assert_eq!(
+        (asked["node"].as_str(), asked["when"].as_str()),
+        (Some("review"), Some("dynamic")),
+        "{out}"
+    );
     assert_eq!(
         (last["event"].as_str(), last["status"].as_str()),
         (Some("outcome"), Some("paused"))
@@ -75,9 +86,11 @@ fn updates_stream_as_ndjson_then_the_outcome_and_resume_streams_too() {
             (e["event"].as_str().unwrap().to_string(), node)
         })
         .collect();
+    // The state it resumes from first, then each step's updates and state.
     assert_eq!(
-        kinds[..4],
+        kinds[..5],
         [
+            ("values".to_string(), String::new()),
             ("updates".to_string(), "review".to_string()),
             ("values".to_string(), String::new()),
             ("updates".to_string(), "publish".to_string()),

@@ -261,6 +261,51 @@ fn prune_keeps_the_newest_checkpoints_and_the_thread_still_reads() {
 }
 
 #[test]
+fn prune_of_a_thread_with_a_large_state_says_what_it_removed_and_finds_no_false_damage() {
+    // A 512 000-character topic: its snapshots are kept as shared pieces under a multi-level
+    // index, which prune's sweep of unused pieces reads (issue 30, item 5).
+    let db = Db::new();
+    let input = db.path().join("big.json");
+    std::fs::write(&input, json!({"topic": "x".repeat(512_000)}).to_string()).unwrap();
+    let args = ["run", "pipeline", "--thread", "bsz", "--input-file"];
+    let mut args: Vec<&str> = args.to_vec();
+    args.extend([input.to_str().unwrap(), "--yes", "--set", "step_ms=1"]);
+    db.graph(&args).expect(0);
+    let rows = |db: &Db| {
+        let history = db.graph(&["history", "bsz", "--json"]).expect(0).json();
+        history.as_array().unwrap().len()
+    };
+    let before = rows(&db);
+    assert!(before > 2, "{before}");
+
+    let pruned = db
+        .graph(&["prune", "--thread", "bsz", "--keep", "2"])
+        .expect(0);
+    let text = format!("{}{}", pruned.stdout, pruned.stderr);
+    assert!(
+        !text.contains("skipped") && !text.contains("damaged"),
+        "{text}"
+    );
+    let removed = format!("removed {} checkpoint(s)", before - 2);
+    assert!(text.contains(&format!("bsz: {removed}")), "{text}");
+    assert_eq!(rows(&db), 2);
+
+    let pruned = db
+        .graph(&["prune", "--thread", "bsz", "--keep", "1", "--json"])
+        .expect(0)
+        .json();
+    assert_eq!(pruned["removed"], 1, "{pruned}");
+    assert_eq!(pruned["threads"][0]["removed"], 1, "{pruned}");
+    assert!(pruned["threads"][0].get("skipped").is_none(), "{pruned}");
+    assert_eq!(rows(&db), 1);
+    // The thread is fine, and reads whole.
+    let listed = db.graph(&["threads", "--json"]).expect(0).json();
+    assert_eq!(listed[0]["status"], "done", "{listed}");
+    let state = db.graph(&["state", "bsz", "--json"]).expect(0).json();
+    assert_eq!(state["values"]["topic"].as_str().unwrap().len(), 512_000);
+}
+
+#[test]
 fn graphs_lists_what_can_run_and_draw_shows_it() {
     let db = Db::new();
     let list = db.graph(&["graphs"]).expect(0);

@@ -353,6 +353,19 @@ fn solve_goes_leaves_first_and_writes_progress_and_results_into_the_plan_files()
     assert_eq!(s.solved().len(), 9);
     let tree = s.db.graph(&["tree", &s.root()]).expect(0);
     assert!(tree.stdout.contains("9 of 9 tasks solved"), "{tree}");
+    // Nothing is being solved once the solve has finished: the last task solved (the root) is
+    // shown solved, in words and in JSON.
+    assert!(!tree.stdout.contains("being solved"), "{tree}");
+    let root = tree.stdout.lines().next().unwrap_or_default();
+    assert!(
+        root.starts_with("web_scraper.md [complex]") && root.ends_with("— solved"),
+        "{tree}"
+    );
+    let json = s.db.graph(&["tree", &s.root(), "--json"]).expect(0).json();
+    let statuses: Vec<&str> = (json["tasks"].as_array().unwrap().iter())
+        .map(|t| t["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["solved"; 9], "{json:#}");
 }
 
 #[test]

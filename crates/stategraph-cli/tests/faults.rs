@@ -700,3 +700,38 @@ fn a_damaged_journal_blob_lists_its_thread_as_damaged_naming_the_file() {
     let read = with_store(&db, async |store| store.get_journal(&thread, key).await);
     assert!(matches!(read, Ok(None)), "{read:?}");
 }
+
+#[test]
+fn repair_of_a_healthy_thread_says_so_and_changes_nothing() {
+    let db = Db::new();
+    let thread = db.finished_thread();
+    let before = files_of(db.path());
+    db.graph(&["repair", &thread]).expect(0).stderr_has(&[
+        &thread,
+        "is healthy",
+        "nothing was changed, no backup was made",
+    ]);
+    let json = db.graph(&["repair", &thread, "--json"]).expect(0).json();
+    assert_eq!(json["healthy"], true, "{json}");
+    assert_eq!(json["backup"], serde_json::Value::Null, "{json}");
+    assert!(!db.path().join("backups").exists(), "no backup folder");
+    assert_unchanged(&before, &files_of(db.path()));
+}
+
+#[test]
+fn repair_of_a_thread_with_nothing_left_says_it_is_gone_and_again_that_there_is_none() {
+    let db = Db::new();
+    let thread = db.finished_thread();
+    std::fs::write(db.store_dir(&thread).join("db"), b"").unwrap();
+    let repaired = db.graph(&["repair", &thread]).expect(0);
+    repaired.stderr_has(&[&thread, "it is gone", "backups"]);
+    assert!(
+        !repaired.stderr.contains("delete it"),
+        "nothing is left to delete\n{repaired}"
+    );
+    assert!(db.thread_ids().is_empty());
+    assert!(!db.path().join("threads").join(&thread).exists());
+    db.graph(&["repair", &thread])
+        .expect(2)
+        .stderr_has(&[&format!("no thread `{thread}`")]);
+}

@@ -96,3 +96,63 @@ fn a_full_disk_ends_a_run_of_large_values_within_seconds_with_a_clear_error() {
         |disk| full_disk_run(disk, 400 * 1024, 150_000, Some(true)),
     );
 }
+
+/// A memo run (`--out` on the small disk) that fills the disk as it goes, for a range of space
+/// left: it never ends "done" with a store it could not flush (that is a failed run, exit 1,
+/// saying what failed and that a resume goes on), and once space is freed, `graph resume`
+/// finishes the thread and writes every artifact file the full disk left behind.
+#[test]
+fn a_full_disk_never_ends_a_memo_run_done_and_the_next_resume_writes_its_stale_files() {
+    small_fs::with_small_fs(
+        "a_full_disk_never_ends_a_memo_run_done_and_the_next_resume_writes_its_stale_files",
+        "2m",
+        |disk| {
+            for free_kb in (420..=600).step_by(10) {
+                let db = Db::new_in(disk);
+                let out_dir = db.path().join("out");
+                let out_arg = out_dir.display().to_string();
+                let filler = small_fs::fill(disk, free_kb * 1024);
+                let args = [
+                    "run",
+                    "memo",
+                    "--input",
+                    "Fernstone",
+                    "--yes",
+                    "--out",
+                    &out_arg,
+                ];
+                let run = db.graph(&args).without_model().spawn().finish();
+                let thread = run.stderr.lines().find_map(|l| l.strip_prefix("thread "));
+                let thread = thread.map(|t| t.split_whitespace().next().unwrap().to_string());
+                let case = format!("with {free_kb} KB free:\n{run}");
+                assert!(
+                    !run.stderr.contains("warning: could not flush"),
+                    "a failed flush is not a warning {case}"
+                );
+                match run.code {
+                    Some(0) => {}
+                    Some(1) => {
+                        if run.stderr.contains("could not flush the thread's store") {
+                            run.stderr_has(&["is full", "Free some space", "graph resume"]);
+                        }
+                    }
+                    _ => panic!("exit 0 or 1 expected {case}"),
+                }
+                std::fs::remove_file(&filler).unwrap();
+                let Some(thread) = thread.filter(|t| db.thread_ids().contains(t)) else {
+                    continue;
+                };
+                db.graph(&["resume", &thread]).without_model().expect(0);
+                let listed = db.graph(&["artifacts", &thread, "--json"]).expect(0).json();
+                assert_eq!(listed["step"], 13, "{case}\n{listed:#}");
+                for f in listed["files"].as_array().unwrap() {
+                    assert_eq!(f["state"]["state"], "unchanged", "{case}\n{f}");
+                }
+                let folder = Path::new(listed["folder"]["dir"].as_str().unwrap());
+                let state = std::fs::read(folder.join("state.json")).unwrap();
+                let state: serde_json::Value = serde_json::from_slice(&state).unwrap();
+                assert!(state["final_draft"].is_string(), "{case}");
+            }
+        },
+    );
+}

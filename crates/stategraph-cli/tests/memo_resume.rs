@@ -213,3 +213,40 @@ fn model_mode_pays_for_each_call_once_across_kills() {
         db.graph(&["state", &thread, "--json"]).expect(0).json()["values"]["log"].clone();
     assert_eq!(log, json!(STAGES));
 }
+
+/// An exported `OPENAI_BASE_URL` (a local server's, no key) switches the keyless memo to model mode: the
+/// first stage says so and why before it calls the model, and how to run without it;
+/// `--set mode=offline` does, with the variable still set.
+#[test]
+fn an_exported_openai_base_url_is_named_as_what_put_the_memo_in_model_mode() {
+    let server = FakeOpenAi::answering(respond);
+    let db = Db::new();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "memo", "--input", "Fernstone", "--yes"];
+        args.extend_from_slice(extra);
+        db.graph(&args)
+            .without_model()
+            .env("OPENAI_BASE_URL", server.base_url())
+            .env("GRAPH_MODEL", "local")
+            .expect(0)
+    };
+    run(&[]).stderr_has(&[
+        "stage 1 of 13 · deck_analyst",
+        "model mode (OPENAI_BASE_URL is set; `--set mode=offline` runs without a model)",
+    ]);
+    assert_eq!(requests(&server).len(), 18);
+    let offline = run(&["--set", "mode=offline"]);
+    offline.stderr_has(&["offline mode: the setting `mode` is `offline`"]);
+    assert!(!offline.stderr.contains("model mode"), "{offline}");
+    assert_eq!(requests(&server).len(), 18, "no request when offline");
+    // Said before the first call: also when the server is not there.
+    db.graph(&["run", "memo", "--input", "Fernstone", "--yes"])
+        .without_model()
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        .env("GRAPH_MODEL", "local")
+        .expect(1)
+        .stderr_has(&[
+            "model mode (OPENAI_BASE_URL is set; `--set mode=offline` runs without a model)",
+            "cannot reach the model at http://127.0.0.1:9/v1",
+        ]);
+}

@@ -24,7 +24,8 @@ fn top_level_schema() -> SettingsSchema {
         serde_json::json!({"type": "object", "properties": {
             "graph": text,
             "description": text,
-            "recursion_limit": {"type": "integer", "minimum": 0},
+            // A run of 0 steps would fail at its first: refused with the other mistakes.
+            "recursion_limit": {"type": "integer", "minimum": 1},
             "durability": {"enum": ["sync", "async", "exit"]},
             "interrupt_before": names,
             "interrupt_after": names,
@@ -88,7 +89,7 @@ pub enum GraphFileError {
         message: String,
     },
     /// An override is not `KEY=VALUE` or cannot be applied.
-    #[error("override `{text}`: {message}")]
+    #[error("override `{}`: {message}", stategraph::quote::cut(text))]
     BadOverride {
         /// The override as given.
         text: String,

@@ -6,7 +6,9 @@
 //! - [`GraphFile`] is that TOML file (`graphs/<name>.toml`), plus [`Override`]s (`--set KEY=VALUE`).
 //! - [`ErasedGraph`] is a compiled graph of any state type behind JSON; [`AnyFactory`] is a
 //!   factory behind the same erasure.
-//! - [`Registry`] maps names to factories and resolves a name or a file path to a ready graph.
+//! - [`Registry`] maps names to factories and resolves a name or a file path to a ready graph;
+//!   [`Registry::listing`] is everything a folder can run, and the graph files there that
+//!   cannot be used.
 //! - [`GraphFactory::artifacts`] is another: the parts of its state a graph writes as files
 //!   (see [`artifacts`](stategraph_artifacts)).
 //! - [`PlanEditor`] is an optional capability of a graph whose state holds a plan a person may
@@ -22,12 +24,14 @@
 
 mod erased;
 mod file;
+mod listing;
 mod plan;
 mod settings;
 mod task_files;
 
 pub use erased::{DrawFormat, ErasedGraph, EventSender};
 pub use file::{GraphFile, GraphFileError, Override};
+pub use listing::{BadFile, Listed, Listing};
 pub use plan::{DependencyChange, PlanEditor, PlanError, PlanOp, PlanPosition};
 pub use settings::{decode_settings, path_setting, settings_decode_error, SettingsSchema};
 pub use task_files::{Decomposed, RunStart, Start, TaskFiles, TaskFilesError, TreeStatus};
@@ -117,6 +121,19 @@ pub trait GraphFactory: Send + Sync + 'static {
     /// saying what to set, rather than after a first paid step. By default, nothing to check.
     fn preflight(&self, file: &GraphFile) -> Result<(), BuildError> {
         let _ = file;
+        Ok(())
+    }
+
+    /// Checks a new run's input before its thread is made, so an input the run could not do its
+    /// job with (a company with no data room, say) is refused with nothing left behind. `Err`
+    /// says what is wrong and what there is to choose from, in the graph's own words. By
+    /// default, any input that fits the state.
+    fn check_input(
+        &self,
+        file: &GraphFile,
+        input: &<Self::State as State>::Update,
+    ) -> Result<(), String> {
+        let _ = (file, input);
         Ok(())
     }
 
@@ -222,6 +239,9 @@ pub trait AnyFactory: Send + Sync {
     ) -> Result<Box<dyn ErasedGraph>, BuildError>;
     /// See [`GraphFactory::preflight`].
     fn preflight(&self, file: &GraphFile) -> Result<(), BuildError>;
+    /// See [`GraphFactory::check_input`]; an input that does not fit the state is left to
+    /// [`ErasedGraph::check_update`] to name.
+    fn check_input(&self, file: &GraphFile, input: &serde_json::Value) -> Result<(), String>;
     /// See [`GraphFactory::plan_editor`].
     fn plan_editor(&self) -> Option<Arc<dyn PlanEditor>>;
     /// See [`GraphFactory::task_files`].
@@ -271,6 +291,12 @@ impl<F: GraphFactory> AnyFactory for F {
     }
     fn preflight(&self, file: &GraphFile) -> Result<(), BuildError> {
         GraphFactory::preflight(self, file)
+    }
+    fn check_input(&self, file: &GraphFile, input: &serde_json::Value) -> Result<(), String> {
+        match serde_json::from_value::<<F::State as State>::Update>(input.clone()) {
+            Ok(update) => GraphFactory::check_input(self, file, &update),
+            Err(_) => Ok(()),
+        }
     }
     fn plan_editor(&self) -> Option<Arc<dyn PlanEditor>> {
         GraphFactory::plan_editor(self)
@@ -345,6 +371,14 @@ pub enum RegistryError {
         #[source]
         source: BuildError,
     },
+    /// A new run's input that the graph refuses (see [`GraphFactory::check_input`]).
+    #[error("the input of graph `{graph}`: {message}")]
+    Input {
+        /// The graph.
+        graph: String,
+        /// What is wrong with the input.
+        message: String,
+    },
 }
 
 /// A graph resolved from a name or a file: the file as configured and the factory to build it.
@@ -361,14 +395,31 @@ pub struct Resolved {
     pub factory: Arc<dyn AnyFactory>,
 }
 
+/// The rest of a path written from the home folder (`~` or `~/rest`), as a shell expands it;
+/// `None` for any other path, `~user/...` included.
+fn under_home(text: &str) -> Option<&str> {
+    match text.strip_prefix('~')? {
+        "" => Some(""),
+        rest => rest.strip_prefix('/').map(|r| r.trim_start_matches('/')),
+    }
+}
+
 impl Resolved {
     /// The path settings (see [`path_setting`]) this run gives as relative paths, each made
     /// absolute against `base` (the folder the run starts in), as `KEY="PATH"` overrides to keep
-    /// with the thread, so a resume from another folder reads the same files. Left as given, for
-    /// the graph to read: a path starting with `~`, and one that names nothing under `base`,
-    /// not even a folder to be made there (its parent is missing too), such as a sample a graph
-    /// finds elsewhere.
-    pub fn absolute_path_overrides(&self, base: &Path) -> Vec<String> {
+    /// with the thread, so a resume from another folder reads the same files. A path starting
+    /// with `~/` (or `~` alone) is taken under `home`, as a shell would have expanded it had it
+    /// not been quoted. Left as given, for the graph to read: `~user/...`, a `~` with no `home`,
+    /// and a path that names nothing under `base`, not even a folder to be made there (its
+    /// parent is missing too), such as a sample a graph finds elsewhere.
+    ///
+    /// ```
+    /// # use std::path::Path;
+    /// # fn pins(resolved: &stategraph_registry::Resolved) -> Vec<String> {
+    /// resolved.absolute_path_overrides(Path::new("/work"), Some(Path::new("/home/ann")))
+    /// # }
+    /// ```
+    pub fn absolute_path_overrides(&self, base: &Path, home: Option<&Path>) -> Vec<String> {
         let Some(schema) = self.factory.settings_schema() else {
             return Vec::new();
         };
@@ -382,19 +433,26 @@ impl Resolved {
                     .try_fold(&settings, |v, part| v.get(part))?
                     .as_str()?;
                 let path = Path::new(text);
-                if text.is_empty() || text.starts_with('~') || path.is_absolute() {
-                    return None;
-                }
-                let relative: PathBuf = path
-                    .components()
-                    .filter(|c| !matches!(c, std::path::Component::CurDir))
-                    .collect();
-                let absolute = base.join(relative);
-                let names_something =
-                    absolute.exists() || absolute.parent().is_some_and(Path::is_dir);
-                if !names_something {
-                    return None;
-                }
+                let absolute = match (under_home(text), home) {
+                    (Some(""), Some(home)) => home.to_path_buf(),
+                    (Some(rest), Some(home)) => home.join(rest),
+                    _ if text.is_empty() || text.starts_with('~') || path.is_absolute() => {
+                        return None
+                    }
+                    _ => {
+                        let relative: PathBuf = path
+                            .components()
+                            .filter(|c| !matches!(c, std::path::Component::CurDir))
+                            .collect();
+                        let absolute = base.join(relative);
+                        let names_something =
+                            absolute.exists() || absolute.parent().is_some_and(Path::is_dir);
+                        if !names_something {
+                            return None;
+                        }
+                        absolute
+                    }
+                };
                 let value = toml::Value::String(absolute.to_str()?.to_string());
                 Some(format!("{key}={value}"))
             })
@@ -445,6 +503,27 @@ impl Resolved {
                 graph: self.file.graph.clone(),
                 origin: self.origin.clone(),
                 source,
+            })
+    }
+
+    /// Checks a new run's input (JSON, an update of the graph's state) before its thread is
+    /// made (see [`GraphFactory::check_input`]).
+    ///
+    /// ```
+    /// use stategraph_registry::{Registry, RegistryError};
+    /// let mut registry = Registry::new();
+    /// registry.extend(stategraph_agents::builtin_factories());
+    /// let memo = registry.resolve("memo", &[]).unwrap();
+    /// let e = memo.check_input(&serde_json::json!({"company": "Acme"})).unwrap_err();
+    /// assert!(matches!(e, RegistryError::Input { .. }));
+    /// assert!(e.to_string().contains("fernstone"), "{e}");
+    /// ```
+    pub fn check_input(&self, input: &serde_json::Value) -> Result<(), RegistryError> {
+        self.factory
+            .check_input(&self.file, input)
+            .map_err(|message| RegistryError::Input {
+                graph: self.file.graph.clone(),
+                message,
             })
     }
 }

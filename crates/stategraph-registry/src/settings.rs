@@ -353,11 +353,14 @@ fn accepts(node: &Value, value: &Value) -> bool {
                 })
         }
     };
-    let unsigned = node
-        .get("minimum")
-        .and_then(Value::as_f64)
-        .is_some_and(|m| m >= 0.0);
-    fits && !(unsigned && value.as_f64().is_some_and(|v| v < 0.0))
+    let minimum = node.get("minimum").and_then(Value::as_f64);
+    fits && !minimum.is_some_and(|m| value.as_f64().is_some_and(|v| v < m))
+}
+
+/// A schema node's `minimum` when it is a whole number of 0 or more (schemars writes `0.0`).
+fn whole_minimum(node: &Value) -> Option<u64> {
+    let m = node.get("minimum").and_then(Value::as_f64)?;
+    (m >= 0.0 && m.fract() == 0.0).then_some(m as u64)
 }
 
 fn accepts_kind(node: &Value, kind: &str) -> bool {
@@ -405,13 +408,9 @@ fn expected(node: &Value) -> String {
         .iter()
         .filter(|k| **k != "null")
         .map(|k| match *k {
-            "integer"
-                if node
-                    .get("minimum")
-                    .and_then(Value::as_f64)
-                    .is_some_and(|m| m >= 0.0) =>
-            {
-                "a whole number of 0 or more".to_string()
+            "integer" if whole_minimum(node).is_some() => {
+                let minimum = whole_minimum(node).unwrap_or(0);
+                format!("a whole number of {minimum} or more")
             }
             "integer" => "an integer".to_string(),
             "number" => "a number".to_string(),
@@ -451,7 +450,7 @@ fn described(value: &Value) -> String {
         Value::Bool(b) => format!("{b}"),
         Value::Number(n) if n.is_u64() || n.is_i64() => format!("the integer {n}"),
         Value::Number(n) => format!("the number {n}"),
-        Value::String(s) => format!("the text {value}", value = Value::String(s.clone())),
+        Value::String(s) => format!("the text {}", stategraph::quote::quoted(s)),
         Value::Array(_) => "a list".into(),
         Value::Object(_) => "a table".into(),
     }

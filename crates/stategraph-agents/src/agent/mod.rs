@@ -84,7 +84,8 @@ impl GraphFactory for Agent {
     }
 
     fn build(&self, file: &GraphFile) -> Result<CompiledGraph<PlanState>, BuildError> {
-        GraphFactory::build(&self.research, file)
+        // Its checkpoints name it `agent`, as `graph threads` lists them.
+        self.research.build_named(file, GraphFactory::name(self))
     }
 
     fn preflight(&self, file: &GraphFile) -> Result<(), BuildError> {

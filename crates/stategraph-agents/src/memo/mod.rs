@@ -316,4 +316,24 @@ impl GraphFactory for Memo {
         }
         Ok(())
     }
+
+    /// A company is only worth a run when its data room is there: a misspelt one is refused
+    /// before a thread (or a version folder named for it) exists, naming the rooms there are.
+    fn check_input(&self, file: &GraphFile, input: &MemoStateUpdate) -> Result<(), String> {
+        let Ok(settings) = settings_of(file) else {
+            // A bad setting is preflight's to name.
+            return Ok(());
+        };
+        match (input.dataroom.as_ref(), input.company.as_ref()) {
+            (Some(dir), _) => match dir.value() {
+                Some(dir) if !Path::new(dir).is_dir() => Err(format!(
+                    "the data room {} is not a folder",
+                    stategraph::quote::quoted(dir)
+                )),
+                _ => Ok(()),
+            },
+            (None, Some(company)) => settings.room(company.value()).map(drop),
+            (None, None) => Ok(()),
+        }
+    }
 }

@@ -54,6 +54,11 @@ const BUNDLED: &[(&str, &[(&str, &str)])] = &[(
     ],
 )];
 
+/// The companies whose rooms are bundled, by folder name.
+pub(crate) fn bundled() -> impl Iterator<Item = &'static str> {
+    BUNDLED.iter().map(|(slug, _)| *slug)
+}
+
 /// Where the bundled rooms are written: `<cache>/stategraph/dataroom/`.
 pub(crate) fn default_unpack_dir() -> Option<PathBuf> {
     dirs::cache_dir().map(|d| d.join("stategraph").join("dataroom"))

@@ -89,7 +89,9 @@ impl MemoSettings {
     /// spaces>`. A relative `dataroom` that is not under the current folder is looked for in
     /// the source tree this binary was built from, and the default one's sample company is
     /// written out from the binary when that tree is gone (see `sample`), so the bundled sample
-    /// works from anywhere.
+    /// works from anywhere. The default made absolute (a run started where an
+    /// `examples/dataroom/` folder is) is still the default: its rooms are looked for there
+    /// first, then in the same two places.
     pub fn room(&self, company: &str) -> Result<PathBuf, String> {
         let slug = slug(company);
         if slug.is_empty() {
@@ -101,19 +103,13 @@ impl MemoSettings {
         if here.is_dir() {
             return Ok(here);
         }
-        if self.dataroom.is_relative() {
-            // This crate sits two folders below the workspace's top, where `examples/` is.
-            let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-            let top = crate_dir
-                .parent()
-                .and_then(Path::parent)
-                .unwrap_or(crate_dir);
-            let built = top.join(&self.dataroom).join(&slug);
+        if let Some(rooms) = self.in_source_tree() {
+            let built = rooms.join(&slug);
             if built.is_dir() {
                 return Ok(built);
             }
         }
-        if self.dataroom == Path::new(sample::SAMPLE_ROOMS) {
+        if self.is_default() {
             // An installed binary whose source tree is gone still has the sample in it.
             if let Some(under) = sample::default_unpack_dir() {
                 if let Some(dir) = sample::unpack(&slug, &under)? {
@@ -121,12 +117,69 @@ impl MemoSettings {
                 }
             }
         }
-        Err(format!(
-            "no data room for `{company}`: {} is not a folder. Put the company's deck ({}) and \
+        // The company is the run's input, any length: quoted cut, as is the folder named for it.
+        let mut message = format!(
+            "no data room for {}: {} is not a folder. Put the company's deck ({}) and \
              documents there, or point the setting `dataroom` at the folder that holds it",
-            here.display(),
+            stategraph::quote::quoted(company),
+            stategraph::quote::cut(&here.display().to_string()),
             self.deck
-        ))
+        );
+        match self.rooms().as_slice() {
+            [] => message.push_str(&format!(
+                ". There is no data room in {} yet",
+                self.dataroom.display()
+            )),
+            rooms => message.push_str(&format!(
+                ". The data rooms there are for: {}",
+                rooms.join(", ")
+            )),
+        }
+        Err(message)
+    }
+
+    /// The companies with a data room where [`room`](Self::room) looks (folders of `dataroom`
+    /// in the current folder and in the source tree, and the bundled sample), by folder name,
+    /// sorted.
+    pub fn rooms(&self) -> Vec<String> {
+        let mut places = vec![self.dataroom.clone()];
+        places.extend(self.in_source_tree());
+        let mut rooms: Vec<String> = places
+            .iter()
+            .filter_map(|place| std::fs::read_dir(place).ok())
+            .flat_map(|entries| entries.filter_map(Result::ok))
+            .filter(|entry| entry.path().is_dir())
+            .filter_map(|entry| entry.file_name().into_string().ok())
+            .collect();
+        if self.is_default() {
+            rooms.extend(sample::bundled().map(str::to_string));
+        }
+        rooms.sort();
+        rooms.dedup();
+        rooms
+    }
+
+    /// True for the default `dataroom`, also as made absolute against the folder a run started
+    /// in (`/somewhere/examples/dataroom`).
+    fn is_default(&self) -> bool {
+        self.dataroom.ends_with(sample::SAMPLE_ROOMS)
+    }
+
+    /// Where `dataroom` is in the source tree this binary was built from: a relative one, or
+    /// the default made absolute.
+    fn in_source_tree(&self) -> Option<PathBuf> {
+        let relative = match self.dataroom.is_relative() {
+            true => self.dataroom.as_path(),
+            false if self.is_default() => Path::new(sample::SAMPLE_ROOMS),
+            false => return None,
+        };
+        // This crate sits two folders below the workspace's top, where `examples/` is.
+        let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let top = crate_dir
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(crate_dir);
+        Some(top.join(relative))
     }
 }
 

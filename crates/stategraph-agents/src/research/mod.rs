@@ -213,7 +213,13 @@ impl ResearchAgent {
 
 /// The research graph, uncompiled (see the [module docs](self) for its shape).
 pub fn graph(agent: Arc<ResearchAgent>) -> StateGraph<PlanState> {
-    let mut g = StateGraph::<PlanState>::named("research");
+    graph_named(agent, "research")
+}
+
+/// The research graph under another name: the name its checkpoints carry, so a graph built on
+/// this one (the tool-using `agent`) is listed as what the user ran.
+pub(crate) fn graph_named(agent: Arc<ResearchAgent>, name: &str) -> StateGraph<PlanState> {
+    let mut g = StateGraph::<PlanState>::named(name);
     add_nodes(&mut g, &agent);
     add_edges(&mut g);
     g
@@ -336,6 +342,25 @@ impl Research {
         self
     }
 
+    /// The graph of `file`, named `name` (its checkpoints' graph): the build of every factory
+    /// built on this one, each under its own name.
+    pub(crate) fn build_named(
+        &self,
+        file: &GraphFile,
+        name: &str,
+    ) -> Result<CompiledGraph<PlanState>, BuildError> {
+        let settings = settings_of(file)?;
+        let model: Arc<dyn ChatModel> = match &self.model {
+            Some(model) => model.clone(),
+            None => Arc::new(LazyModel::new(provider_settings(&settings))),
+        };
+        let mut agent = ResearchAgent::new(model);
+        if let Some(tool) = &self.search {
+            agent = agent.with_search(tool.clone());
+        }
+        Ok(graph_named(Arc::new(agent), name).compile()?)
+    }
+
     /// Checks that a model can be made for a run of `file` (always, with an injected model):
     /// the model part of [`preflight`](GraphFactory::preflight), for graphs built on this one.
     pub fn check_model(&self, file: &GraphFile) -> Result<(), BuildError> {
@@ -375,16 +400,7 @@ impl GraphFactory for Research {
     }
 
     fn build(&self, file: &GraphFile) -> Result<CompiledGraph<PlanState>, BuildError> {
-        let settings = settings_of(file)?;
-        let model: Arc<dyn ChatModel> = match &self.model {
-            Some(model) => model.clone(),
-            None => Arc::new(LazyModel::new(provider_settings(&settings))),
-        };
-        let mut agent = ResearchAgent::new(model);
-        if let Some(tool) = &self.search {
-            agent = agent.with_search(tool.clone());
-        }
-        Ok(graph(Arc::new(agent)).compile()?)
+        self.build_named(file, GraphFactory::name(self))
     }
 
     fn preflight(&self, file: &GraphFile) -> Result<(), BuildError> {

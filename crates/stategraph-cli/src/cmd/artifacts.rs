@@ -8,7 +8,7 @@ use crate::{check_thread_id, out, Ctx};
 use stategraph::checkpoint::CheckpointId;
 use stategraph::runtime::HistoryQuery;
 use stategraph_artifacts::{
-    ArtifactError, FileState, PickedUp, RunFolder, Status, ThreadArtifacts,
+    ArtifactError, FileState, FileStatus, PickedUp, RunFolder, Status, ThreadArtifacts,
 };
 use stategraph_registry::{ErasedGraph, Resolved};
 use std::collections::BTreeSet;
@@ -290,8 +290,9 @@ pub(super) struct Writer<'a> {
     quiet: bool,
     notices: Notices,
     warned: BTreeSet<String>,
-    /// The command that writes the files again.
+    /// The commands that write the files again.
     restore: String,
+    resume: String,
 }
 
 impl<'a> Writer<'a> {
@@ -308,6 +309,7 @@ impl<'a> Writer<'a> {
             notices,
             warned: BTreeSet::new(),
             restore: ctx.command_line_with(&["artifacts", thread], "--restore"),
+            resume: ctx.command_line(&["resume", thread]),
         }
     }
 
@@ -330,9 +332,9 @@ impl<'a> Writer<'a> {
                 if self.warned.insert(message.clone()) {
                     self.notices.line(&format!(
                         "warning: artifacts not written: {message}\n  the run goes on (its \
-                         checkpoints hold everything); once the folder can be written, `{}` \
-                         writes the files again",
-                        self.restore
+                         checkpoints hold everything); once the folder can be written, the \
+                         next `{}` writes the files again, and so does `{}`",
+                        self.resume, self.restore
                     ));
                 }
             }
@@ -377,24 +379,35 @@ fn print_status(ctx: &Ctx, thread: &str, status: &Status, running: bool) {
         versions.join(", "),
         status.step
     ));
+    // Who last changed each file and at which step; an edit of it is applied as its
+    // artifact's producing node, said where that is another node.
+    let changed_by = |f: &FileStatus| f.node.clone().unwrap_or_else(|| "-".into());
     let width = status.files.iter().map(|f| f.path.len()).max().unwrap_or(4);
-    let node_width = status.files.iter().map(|f| f.node.len()).max().unwrap_or(4);
+    let node_width = (status.files.iter().map(|f| changed_by(f).len()))
+        .max()
+        .unwrap_or(0)
+        .max("changed by".len());
     out(&format!(
         "  {:width$}  {:node_width$}  step  status",
-        "path", "node"
+        "path", "changed by"
     ));
     for f in &status.files {
         let step = f.step.map(|s| s.to_string()).unwrap_or_else(|| "-".into());
+        let same = f.node.as_deref() == Some(f.edit_as.as_str());
+        let edit_as = match same || f.state == FileState::NotWritten {
+            true => String::new(),
+            false => format!(" (an edit is applied as {})", f.edit_as),
+        };
         out(&format!(
-            "  {:width$}  {:node_width$}  {step:>4}  {}",
+            "  {:width$}  {:node_width$}  {step:>4}  {}{edit_as}",
             f.path,
-            f.node,
+            changed_by(f),
             describe(&f.state)
         ));
     }
     for p in &status.partials {
         out(&format!(
-            "  {p}: an unfinished write of a process that died (removed by the next write)"
+            "  {p}: an unfinished write of a process that died: removed"
         ));
     }
     let edited = status

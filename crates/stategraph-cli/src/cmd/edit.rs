@@ -188,6 +188,36 @@ pub(crate) async fn repair(ctx: &Ctx, args: RepairArgs) -> anyhow::Result<u8> {
         }
         other => other?,
     };
+    if report.healthy {
+        if args.json {
+            out(&format!("{:#}", serde_json::to_value(&report)?));
+            return Ok(EXIT_DONE);
+        }
+        let step = report.now.as_ref().map(|n| n.step).unwrap_or_default();
+        say!(
+            "thread {} is healthy (its newest checkpoint, step {step}, and everything it builds \
+             on read back): nothing was changed, no backup was made",
+            report.thread_id
+        );
+        return Ok(EXIT_DONE);
+    }
+    let backup = report
+        .backup
+        .as_ref()
+        .map(|b| b.display().to_string())
+        .unwrap_or_default();
+    if report.gone {
+        if args.json {
+            out(&format!("{:#}", serde_json::to_value(&report)?));
+            return Ok(EXIT_DONE);
+        }
+        say!(
+            "no checkpoint of thread {} could be read: nothing of it could be kept, so it is \
+             gone (its folder as it was is kept in {backup})",
+            report.thread_id
+        );
+        return Ok(EXIT_DONE);
+    }
     let origin = rewrite_damaged_origin(ctx, &report).await?;
     if args.json {
         let mut json = serde_json::to_value(&report)?;
@@ -196,12 +226,17 @@ pub(crate) async fn repair(ctx: &Ctx, args: RepairArgs) -> anyhow::Result<u8> {
         return Ok(EXIT_DONE);
     }
     say!(
-        "repaired thread {}; its folder as it was is kept in {}",
-        report.thread_id,
-        report.backup.display()
+        "repaired thread {}; its folder as it was is kept in {backup}",
+        report.thread_id
     );
     for file in &report.set_aside {
-        say!("  set aside the unreadable file {file} (as damaged-{file})");
+        match file.as_str() {
+            "conf" => say!(
+                "  rebuilt sled's configuration file conf as sled wrote it for this store (the \
+                 damaged one is kept as damaged-conf)"
+            ),
+            _ => say!("  set aside the unreadable file {file} (as damaged-{file})"),
+        }
     }
     if let Some(note) = &origin {
         say!("  {note}");
@@ -218,24 +253,26 @@ pub(crate) async fn repair(ctx: &Ctx, args: RepairArgs) -> anyhow::Result<u8> {
             report.removed.len()
         );
     }
-    match (&report.now, report.lost_from_step) {
-        (Some(now), lost) => {
-            if let Some(step) = lost {
-                say!(
-                    "  the thread had reached step {step}; it continues from step {}",
-                    now.step
-                );
-            }
-            say!(
-                "continue with: {}",
-                ctx.command_line(&["resume", &report.thread_id])
-            );
-        }
-        (None, _) => say!(
-            "  no checkpoint of it could be read; delete it with: {}",
-            ctx.command_line(&["delete", &report.thread_id])
-        ),
+    // A repair that keeps no checkpoint removes the thread (`gone`, said above).
+    if let (Some(now), Some(step)) = (&report.now, report.lost_from_step) {
+        let lost = match now.step {
+            n if n + 1 == step => format!("step {step}"),
+            n if n < step => format!("steps {} to {step}", n + 1),
+            _ => format!(
+                "the checkpoints written after step {} up to step {step}",
+                now.step
+            ),
+        };
+        say!(
+            "  dropped what its store lost: {lost} (the thread had reached step {step}; the \
+             backup keeps the damaged store); it continues from step {}",
+            now.step
+        );
     }
+    say!(
+        "continue with: {}",
+        ctx.command_line(&["resume", &report.thread_id])
+    );
     Ok(EXIT_DONE)
 }
 
@@ -256,7 +293,11 @@ async fn rewrite_damaged_origin(
             "the record of how thread `{thread}` was started cannot be read ({reason}), and no \
              checkpoint of it names its graph, so it cannot be written again; its folder as it \
              was is kept in {}; delete the thread with: {}",
-            report.backup.display(),
+            report
+                .backup
+                .as_ref()
+                .map(|b| b.display().to_string())
+                .unwrap_or_default(),
             ctx.command_line(&["delete", thread])
         ));
     };
@@ -310,7 +351,16 @@ pub(crate) async fn prune(ctx: &Ctx, args: PruneArgs) -> anyhow::Result<u8> {
                 }
                 report.push(json!({"thread_id": thread, "removed": removed}));
             }
-            Err(e) => {
+            // It failed after removing some: said as it is, not as skipped.
+            Err(Failed { removed, error }) if removed > 0 => {
+                total += removed;
+                let why = format!("{error:#}");
+                if !args.json {
+                    say!("{thread}: removed {removed} checkpoint(s), then failed: {why}");
+                }
+                report.push(json!({"thread_id": thread, "removed": removed, "error": why}));
+            }
+            Err(Failed { error: e, .. }) => {
                 let busy = e.chain().any(|c| {
                     matches!(
                         c.downcast_ref::<CheckpointError>(),
@@ -352,12 +402,42 @@ pub(crate) async fn prune(ctx: &Ctx, args: PruneArgs) -> anyhow::Result<u8> {
     Ok(EXIT_DONE)
 }
 
-async fn prune_one(ctx: &Ctx, thread: &str, keep: usize) -> anyhow::Result<usize> {
+/// A prune that failed, and how many checkpoints it had removed by then.
+struct Failed {
+    removed: usize,
+    error: anyhow::Error,
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failed {
+    fn from(error: E) -> Self {
+        Failed {
+            removed: 0,
+            error: error.into(),
+        }
+    }
+}
+
+async fn prune_one(ctx: &Ctx, thread: &str, keep: usize) -> Result<usize, Failed> {
     ctx.store.hold(thread).await?;
-    let (resolved, _) = ctx.graph_for_thread(thread, &[]).await?;
-    let graph = resolved.build(Some(ctx.checkpointer()))?;
-    let removed = graph.prune(thread, keep).await?;
+    // Counted from the store's keys (no state is read): what a failure had removed is said.
+    let before = ctx.store.checkpoint_ids(thread).await?.len();
+    let pruned = async {
+        let (resolved, _) = ctx.graph_for_thread(thread, &[]).await?;
+        let graph = resolved.build(Some(ctx.checkpointer()))?;
+        anyhow::Ok(graph.prune(thread, keep).await?)
+    }
+    .await;
+    let pruned = pruned.map_err(|error| Failed { removed: 0, error });
+    let pruned = match pruned {
+        Err(mut failed) => {
+            if let Ok(after) = ctx.store.checkpoint_ids(thread).await {
+                failed.removed = before.saturating_sub(after.len());
+            }
+            Err(failed)
+        }
+        ok => ok,
+    };
     // Done with it: let other processes have it while the next thread is pruned.
     ctx.store.release(thread)?;
-    Ok(removed)
+    pruned
 }

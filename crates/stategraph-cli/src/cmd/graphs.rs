@@ -4,22 +4,44 @@ use crate::args::{DrawArgs, FormatArg};
 use crate::error::{bad_input, EXIT_DONE};
 use crate::{out, Ctx};
 use serde_json::{json, Value};
-use stategraph_registry::DrawFormat;
+use stategraph_registry::{DrawFormat, GraphFileError, RegistryError};
 
-/// `graph graphs`.
+/// `graph graphs`: every registered graph as its name resolves here, then the other graph
+/// files of `./graphs/` by path. A graph file that cannot be used is named with its line on
+/// stderr (and as a row with its `error` in `--json`), and the rest are listed: exit 0, as
+/// `graph threads` lists damaged threads beside the others. The listing did its job; the
+/// warning says which file to mend, and `graph run` of that graph refuses it with exit 2.
 pub(crate) fn graphs(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
+    let listing = ctx.registry.listing();
     let mut list = Vec::new();
-    for factory in ctx.registry.iter() {
-        let resolved = ctx.registry.resolve(factory.name(), &[])?;
-        let graph = resolved.build(None)?;
+    for g in &listing.graphs {
+        let (resolved, factory) = (&g.resolved, &g.resolved.factory);
         list.push(json!({
-            "name": factory.name(),
+            "name": g.name,
             "description": if resolved.file.description.is_empty() { factory.description() } else { &resolved.file.description },
             "input_field": factory.input_field(),
             "output_field": factory.output_field(),
-            "nodes": graph.node_names(),
+            "nodes": g.graph.node_names(),
             "settings": resolved.file.settings,
             "source": resolved.path.as_ref().map(|p| p.display().to_string()),
+        }));
+    }
+    for bad in &listing.bad_files {
+        let at = bad.line.map(|l| format!(":{l}")).unwrap_or_default();
+        let mut warning = format!("warning: {}{at}: {}", bad.source, with_causes(&bad.error));
+        if let Some(name) = &bad.shadows {
+            warning.push_str(&format!(
+                " (`{}` here uses {}: mend it, or remove it to run the built-in copy)",
+                ctx.command_line(&["run", name]),
+                bad.source
+            ));
+        }
+        say!("{warning}");
+        list.push(json!({
+            "name": bad.shadows.as_deref().unwrap_or(&bad.source),
+            "source": bad.source,
+            "line": bad.line,
+            "error": with_causes(&bad.error),
         }));
     }
     if json {
@@ -30,14 +52,15 @@ pub(crate) fn graphs(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
         say!("no graphs are registered in this binary");
         return Ok(EXIT_DONE);
     }
-    let width = list
+    let good = &list[..listing.graphs.len()];
+    let width = good
         .iter()
         .filter_map(|g| g["name"].as_str())
         .map(str::len)
         .max()
         .unwrap_or(4)
         .max(4);
-    for g in &list {
+    for g in good {
         let input = match g["input_field"].as_str() {
             Some(f) => format!(" (--input fills `{f}`)"),
             None => String::new(),
@@ -50,6 +73,21 @@ pub(crate) fn graphs(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
         ));
     }
     Ok(EXIT_DONE)
+}
+
+/// A registry error with its causes, as one line; a graph file's own error without the file's
+/// name, which the line it is printed on starts with.
+fn with_causes(e: &RegistryError) -> String {
+    if let RegistryError::File(GraphFileError::Invalid { message, .. }) = e {
+        return message.clone();
+    }
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    text
 }
 
 /// `graph draw`.

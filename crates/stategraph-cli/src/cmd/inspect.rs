@@ -457,11 +457,17 @@ fn writers(w: &[String]) -> String {
 
 /// `graph history`.
 pub(crate) async fn history(ctx: &Ctx, args: HistoryArgs) -> anyhow::Result<u8> {
+    // Refused as `prune --keep 0` is: a listing of nothing is a mistake, not a wish.
+    if args.limit == 0 {
+        return Err(bad_input(
+            "--limit 0 would show no checkpoint: give --limit N with N ≥ 1 (the newest N)",
+        ));
+    }
     let root = root_of_thread_arg(&args.thread)?;
     let resolved = ctx.graph_for_reading(&root).await?;
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     let query = HistoryQuery {
-        limit: args.limit.max(1),
+        limit: args.limit,
         ..HistoryQuery::default()
     };
     let entries = graph.history(&args.thread, query).await?;

@@ -6,7 +6,7 @@ use crate::memo::prompts;
 use crate::memo::settings::ModeSetting;
 use crate::memo::state::{DeckAnalysis, MemoState, MemoStateUpdate, Metric, Mode, Person};
 use crate::memo::MemoAgent;
-use stategraph::runtime::{Context, NodeError};
+use stategraph::runtime::{Context, NodeError, PROGRESS_EVENT};
 use stategraph_llm::http::non_empty_env;
 use stategraph_llm::provider;
 use std::sync::Arc;
@@ -23,19 +23,25 @@ pub(crate) async fn run(
 ) -> Result<MemoStateUpdate, NodeError> {
     let mut stage = Stage::begin("deck_analyst", &ctx).await?;
     let dir = stage.settings.room(&s.company).map_err(NodeError::new)?;
-    let mode = match stage.settings.mode {
-        ModeSetting::Offline => Mode::Offline,
-        ModeSetting::Model => Mode::Model,
+    // Why model mode, said on the stage's line: an exported OPENAI_BASE_URL (say) is easy to
+    // forget, and it turns the keyless run into one that calls a model.
+    let (mode, why) = match stage.settings.mode {
+        ModeSetting::Offline => (Mode::Offline, String::new()),
+        ModeSetting::Model => (Mode::Model, "the setting `mode` is `model`".to_string()),
+        ModeSetting::Auto if agent.has_model() => (Mode::Model, "a model was given".to_string()),
         ModeSetting::Auto => {
-            let configured = agent.has_model()
-                || provider::detect(&stage.settings.provider(), &non_empty_env).is_ok();
-            if configured {
-                Mode::Model
-            } else {
-                Mode::Offline
+            let settings = stage.settings.provider();
+            match provider::detect(&settings, &non_empty_env) {
+                Ok(_) => (Mode::Model, configured_by(&settings, &non_empty_env)),
+                Err(_) => (Mode::Offline, String::new()),
             }
         }
     };
+    if mode == Mode::Model {
+        // Said before the first call, which may fail (a server that is not running).
+        let line = format!("model mode ({why}; `--set mode=offline` runs without a model)");
+        ctx.emit(PROGRESS_EVENT, line);
+    }
     let room = crate::memo::dataroom::DataRoom::open(&dir).map_err(NodeError::new)?;
     let deck_name = stage.settings.deck.clone();
     let deck = room.doc(&deck_name).ok_or_else(|| {
@@ -70,6 +76,11 @@ pub(crate) async fn run(
     }
     analysis.source = deck.path.clone();
     let note = match mode {
+        Mode::Offline if stage.settings.mode == ModeSetting::Offline => {
+            "offline mode: the setting `mode` is `offline`, so fields are extracted, passages \
+             quoted and scores computed from the sources, with no model"
+                .to_string()
+        }
         Mode::Offline => OFFLINE_NOTE.to_string(),
         Mode::Model => format!(
             "model mode: {} metrics, {} people",
@@ -86,6 +97,32 @@ pub(crate) async fn run(
         .dataroom(Some(dir.display().to_string()))
         .deck_analysis(Some(analysis));
     Ok(stage.done(&ctx, &s, update, &note))
+}
+
+/// What selected a model when the setting `mode` is `auto`: the settings or the environment
+/// variables [`provider::detect`] reads, in its order, e.g. "OPENAI_BASE_URL is set".
+fn configured_by(
+    settings: &stategraph_llm::provider::ProviderSettings,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> String {
+    if settings.provider.is_some() {
+        return "the setting `provider` names one".to_string();
+    }
+    let set: Vec<&str> = [
+        "GRAPH_PROVIDER",
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+    ]
+    .into_iter()
+    .filter(|var| env(var).is_some())
+    .collect();
+    match set.as_slice() {
+        [] if settings.base_url.is_some() => "the setting `base_url` is set".to_string(),
+        [] => "a model is configured".to_string(),
+        [one] => format!("{one} is set"),
+        several => format!("{} are set", several.join(" and ")),
+    }
 }
 
 /// Reads a deck written as slides (`## Slide N — Title`) of `- Key: value` lines.

@@ -40,15 +40,18 @@ pub(crate) struct Stage {
 }
 
 impl Stage {
-    /// Starts `name`, after the `stage_ms` pause that lets a person watch or kill the run.
+    /// Starts `name`, after the `stage_ms` pause that lets a person watch or kill the run. The
+    /// stage's clock starts before the pause: the time its line shows is the time it took, as
+    /// the step's own log line says it.
     pub(crate) async fn begin(name: &'static str, ctx: &Context) -> Result<Stage, NodeError> {
+        let started = Instant::now();
         let settings = settings(ctx)?;
         if settings.stage_ms > 0 {
             tokio::time::sleep(std::time::Duration::from_millis(settings.stage_ms)).await;
         }
         Ok(Stage {
             name,
-            started: Instant::now(),
+            started,
             settings,
             usage: UsageLedger::default(),
         })
@@ -130,7 +133,10 @@ impl Stage {
     }
 
     /// Ends the stage: logs it, adds its time and usage, and prints
-    /// `stage k of 13 · name · time · elapsed · cost · note` as a progress line.
+    /// `stage k of 13 · name · time · elapsed · cost (mode) · note` as a progress line: the
+    /// stage's time (its `stage_ms` wait included), the sum of the run's stage times so far,
+    /// what its model calls cost so far (`USD 0.0000`: four places, as a call costs a fraction
+    /// of a cent). The README shows this line: change both together.
     pub(crate) fn done(
         self,
         ctx: &Context,

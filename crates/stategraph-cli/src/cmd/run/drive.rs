@@ -154,7 +154,8 @@ async fn drive(run: &ThreadRun<'_>, action: Action) -> (Ended, Outcome) {
 
 /// The thread after its run: not kept half-made (an id without a checkpoint) when
 /// `nothing_saved`, else kept with what its model calls cost counted (for a run that started);
-/// let go either way.
+/// let go either way. A store that could not be flushed as it was let go (a full disk) makes
+/// a run that ended well a failed one (`Ended::unflushed`): what it saved may not be on disk.
 async fn keep_or_drop(
     run: &ThreadRun<'_>,
     nothing_saved: bool,
@@ -170,7 +171,7 @@ async fn keep_or_drop(
     if let Err(e) = ctx.store.release(thread) {
         // A failed run already says what failed its store.
         if result.is_ok() {
-            say!("warning: could not flush the thread's store: {e}");
+            ended.unflushed = Some(e);
         }
     }
 }
@@ -364,6 +365,7 @@ async fn settle(
         off_ledger: None,
         stopped_by: None,
         started: true,
+        unflushed: None,
     };
     (ended, matches!(newest, Ok(None)))
 }

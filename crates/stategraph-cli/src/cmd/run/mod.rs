@@ -28,7 +28,7 @@ use report::{stopped_before_taking, Output};
 use serde_json::Value;
 use setup::{
     check_breakpoints, check_nodes, create_thread, graph_file, new_graph, read_answer, read_input,
-    remember_overrides, require_input, resume_with, thread_graph, thread_overrides,
+    remember_overrides, require_input, thread_graph, thread_overrides,
 };
 use stategraph::checkpoint::Checkpointer;
 use stategraph::runtime::Resume;
@@ -51,8 +51,10 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
     let graph = resolved.build(Some(ctx.checkpointer()))?;
     graph.check_update(&input, &args.input_source())?;
     require_input(&input, resolved.factory.as_ref())?;
-    // Before a thread exists: a run that cannot start (no model configured...) leaves nothing.
+    // Before a thread exists: a run that cannot start (no model configured, an input it
+    // cannot work with...) leaves nothing.
     resolved.preflight()?;
+    resolved.check_input(&input)?;
     check_breakpoints(graph.as_ref(), &args.settings)?;
     let thread = match &args.thread {
         Some(t) => {
@@ -189,7 +191,7 @@ pub(crate) async fn resume(ctx: &Ctx, args: ResumeArgs) -> anyhow::Result<u8> {
         )));
     }
     let snapshot = graph.get_state(&args.thread, None).await?;
-    let action = Action::Resume(resume_with(&snapshot, answer));
+    let action = Action::Resume(Resume::answering(&snapshot.interrupts, answer));
     let run = ThreadRun {
         ctx,
         resolved,

@@ -39,6 +39,9 @@ pub(in crate::cmd) struct Ended {
     pub(super) stopped_by: Option<Stop>,
     /// Whether the run started: one stopped before it started never does (`stop.rs`).
     pub(super) started: bool,
+    /// Why the thread's store could not be flushed when the run let it go (a full disk): the
+    /// steps it reported saved may not be on disk, so a run that ended well failed.
+    pub(super) unflushed: Option<CheckpointError>,
 }
 
 /// How a command's outcome is printed on stdout.
@@ -95,6 +98,10 @@ pub(super) fn report_as(
     if let Some(off) = &meta.off_ledger {
         // As `graph state --json` says it: what the branch paid for that no step's ledger holds.
         doc["failed_usage"] = json!(stategraph_spend::as_usage(off));
+    }
+    if let (Some(e), Ok(outcome)) = (&meta.unflushed, &result) {
+        let code = report_unflushed(meta, e, outcome.step, resume_hint, &mut doc);
+        return finish(doc, output, code);
     }
     let code = match result {
         Ok(mut outcome) => {
@@ -224,6 +231,29 @@ fn report_error(
         doc["continue_with"] = json!(resume_hint);
     }
     code
+}
+
+/// A run that ended (done or paused) but whose store could not be flushed as it was let go:
+/// a failed run, since its last steps may not be on disk. Says what failed and that a resume
+/// goes on from what is there.
+fn report_unflushed(
+    meta: &Ended,
+    e: &CheckpointError,
+    step: u64,
+    resume_hint: &str,
+    doc: &mut Value,
+) -> u8 {
+    let thread = &meta.thread;
+    say!("error: could not flush the thread's store as the run ended: {e}");
+    say!(
+        "thread {thread} ran to step {step}, but its last steps may not be on disk. Free some \
+         space, then continue with:\n  {resume_hint}\n(the resume goes on from the last step on \
+         disk, and writes the thread's artifact files again)"
+    );
+    doc["error"] = json!(format!("could not flush the thread's store: {e}"));
+    doc["flushed"] = json!(false);
+    doc["continue_with"] = json!(resume_hint);
+    EXIT_FAILURE
 }
 
 /// A command stopped before it took its thread (`stop.rs`): nothing was made or changed. Says

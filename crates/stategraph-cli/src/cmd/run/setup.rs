@@ -7,9 +7,9 @@ use crate::error::bad_input;
 use crate::origin::Origin;
 use crate::{parse_json, parse_overrides, Ctx};
 use serde_json::{json, Value};
-use stategraph::checkpoint::{CheckpointError, InterruptWhen};
-use stategraph::runtime::{Resume, StateSnapshot};
+use stategraph::checkpoint::CheckpointError;
 use stategraph_registry::{AnyFactory, ErasedGraph, GraphFileError, RegistryError, Resolved};
+use std::path::Path;
 
 /// The `--set`, `--yes` and `--durability` of a command, as overrides kept with the thread.
 pub(super) fn thread_overrides(s: &RunSettings) -> Vec<String> {
@@ -53,7 +53,10 @@ fn explain_yes(e: anyhow::Error, graph: &str) -> anyhow::Error {
 /// overrides to keep with the thread (see [`Resolved::absolute_path_overrides`]).
 fn path_pins(resolved: &Resolved) -> Vec<String> {
     match std::env::current_dir() {
-        Ok(here) => resolved.absolute_path_overrides(&here),
+        Ok(here) => {
+            let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+            resolved.absolute_path_overrides(&here, home.as_deref().map(Path::new))
+        }
         // No current folder: a relative path then reads nothing anyway, and says so.
         Err(_) => Vec::new(),
     }
@@ -186,26 +189,6 @@ pub(super) fn read_answer(
         (None, Some(text)) => Some(parse_json(text, "--resume-json")?),
         (None, None) => None,
     })
-}
-
-/// How a resume goes on from `snapshot` with `answer`. With several questions open, an object
-/// whose keys are their ids answers each.
-pub(super) fn resume_with(snapshot: &StateSnapshot<Value>, answer: Option<Value>) -> Resume {
-    let dynamic: Vec<&str> = snapshot
-        .interrupts
-        .iter()
-        .filter(|i| i.when == InterruptWhen::Dynamic)
-        .map(|i| i.id.as_str())
-        .collect();
-    match answer {
-        None => Resume::Continue,
-        Some(Value::Object(map))
-            if dynamic.len() > 1 && map.keys().all(|k| dynamic.contains(&k.as_str())) =>
-        {
-            Resume::ById(map.into_iter().collect())
-        }
-        Some(v) => Resume::Value(v),
-    }
 }
 
 /// Creates a new run's thread and holds it; an existing thread is refused, pointing to the
