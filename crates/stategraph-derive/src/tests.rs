@@ -164,7 +164,11 @@ fn a_valid_state_expands_to_items() {
     };
     let tokens = crate::state::expand(&input).expect("expands");
     let file: syn::File = syn::parse2(tokens.clone()).expect("generated code parses");
-    assert_eq!(file.items.len(), 5, "struct, builders, Update, State, From");
+    assert_eq!(
+        file.items.len(),
+        6,
+        "struct, builders, Update, its null-reading helper, State, From"
+    );
     let text = tokens.to_string();
     // Only the serde items that rename are copied to the update.
     assert!(
