@@ -20,7 +20,7 @@
 //! (blobs that were whole when the store was closed) decides only when the copies cannot be
 //! made. Nothing in the store is written to find out.
 
-use super::index::Damage;
+use super::damage::Damage;
 use super::layout::blob_names;
 use super::temp_copy::copy_to_temp;
 use crate::sled_store::rebuild_conf;

@@ -11,6 +11,7 @@
 //! before it let go wrote no index: the flush witness beside the store (`flushed.json`, written
 //! after each finished flush: `sled_store/witness.rs`) bears the same witness for it.
 
+use super::damage::Damage;
 use super::layout::new_marker_beside;
 use super::read_copy::ReadCopy;
 use crate::SledCheckpointer;
@@ -31,19 +32,6 @@ pub struct ThreadListing {
     pub created_at_ms: Option<u64>,
     /// Set when the store is damaged: it cannot be opened, or lost checkpoints it had.
     pub damage: Option<Damage>,
-}
-
-/// What is wrong with a damaged store, and where.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Damage {
-    /// The damaged file (or the store's directory when sled does not say which).
-    pub file: String,
-    /// What is wrong.
-    pub reason: String,
-    /// True when the store no longer holds checkpoints it had: its newest checkpoint is not
-    /// known, so reading "the newest" fails; named checkpoints still read.
-    #[serde(default)]
-    pub lost_checkpoints: bool,
 }
 
 impl ThreadListing {

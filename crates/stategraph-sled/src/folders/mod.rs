@@ -7,7 +7,7 @@
 //! (see `owner.rs`), and a thread nobody holds is read from a private copy of its store, so a read
 //! never writes (see `read_copy.rs`; `temp_copy.rs` makes the copy). The on-disk layout is
 //! described in `layout.rs`; the index file that makes listing fast is only a cache of the stores
-//! (see `index.rs`). sled drops a blob file that fails its checksum with all written after it:
+//! (see `index.rs`; what any of them finds wrong is a `Damage`, `damage.rs`). sled drops a blob file that fails its checksum with all written after it:
 //! readers and writers check them before sled opens a store (see `blobs.rs`). A thread folder
 //! whose store has not held a record on disk yet is marked new (see `layout.rs`): when its
 //! process died first, it is no thread, and `unwritten.rs` removes it once nobody holds it
@@ -18,6 +18,7 @@
 
 mod blobs;
 mod checkpointer;
+mod damage;
 mod index;
 mod layout;
 mod owner;
@@ -28,7 +29,8 @@ mod take;
 mod temp_copy;
 mod unwritten;
 
-pub use index::{Damage, ThreadListing};
+pub use damage::Damage;
+pub use index::ThreadListing;
 pub use repair::RepairReport;
 pub use required::{RecordUnreadable, RequiredRecord};
 

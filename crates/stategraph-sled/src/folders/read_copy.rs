@@ -13,7 +13,7 @@
 //! copy removed once its last read ends.
 
 use super::blobs::check_blobs;
-use super::index::Damage;
+use super::damage::Damage;
 use super::layout::flushed_beside;
 use super::layout::{fingerprint, io_error, FileLock};
 use super::temp_copy::link_to_temp;

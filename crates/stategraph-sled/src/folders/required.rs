@@ -9,7 +9,8 @@
 //! An earlier version of this layout kept the record in the thread folder's `meta.json`; it is
 //! read from there when the journal has none.
 
-use super::index::{Damage, ThreadListing};
+use super::damage::Damage;
+use super::index::ThreadListing;
 use stategraph_checkpoint::CheckpointError;
 use stategraph_checkpoint::Checkpointer;
 use std::path::Path;
