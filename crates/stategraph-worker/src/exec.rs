@@ -7,7 +7,7 @@
 //! so a saved step never runs again and an input is never applied twice.
 
 use crate::boundary::{Boundary, StopSignal, Why};
-use crate::worker::Shared;
+use crate::shared::Shared;
 use serde_json::Value;
 use stategraph::checkpoint::{CheckpointError, CheckpointId, Checkpointer};
 use stategraph::runtime::{Resume, RunConfig, RunError, RunOutcome, RunStatus};

@@ -22,6 +22,7 @@
 //! - `boundary.rs`: the run's checkpointer, which turns a stop asked into a cancellation at the
 //!   next step boundary.
 //! - [`WorkerOptions`] (`options.rs`): the database, concurrency, lease and heartbeat periods.
+//! - `shared.rs`: what the claim loop and every run share (registry, store, queue, draining).
 //!
 //! ```no_run
 //! # async fn demo(registry: stategraph_registry::Registry) -> Result<(), stategraph_worker::WorkerError> {
@@ -46,6 +47,7 @@
 mod boundary;
 mod exec;
 mod options;
+mod shared;
 mod worker;
 
 pub use options::WorkerOptions;

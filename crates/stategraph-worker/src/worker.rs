@@ -2,6 +2,7 @@
 
 use crate::exec::{self, Ended};
 use crate::options::{default_id, WorkerOptions};
+use crate::shared::Shared;
 use crate::WorkerError;
 use stategraph_postgres::queue::RunQueue;
 use stategraph_postgres::PostgresCheckpointer;
@@ -31,19 +32,6 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone)]
 pub struct Worker {
     inner: Arc<Shared>,
-}
-
-/// What every run of the worker shares.
-pub(crate) struct Shared {
-    pub(crate) registry: Registry,
-    pub(crate) store: Arc<PostgresCheckpointer>,
-    pub(crate) queue: RunQueue,
-    pub(crate) options: WorkerOptions,
-    pub(crate) id: String,
-    /// Cancelled when the worker drains.
-    pub(crate) draining: CancellationToken,
-    /// How many claim loops run (`run` may be called once at a time, but is not refused twice).
-    loops: watch::Sender<usize>,
 }
 
 /// What a worker's [`run`](Worker::run) did, by how its runs ended.
