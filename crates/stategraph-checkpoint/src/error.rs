@@ -36,6 +36,20 @@ pub enum CheckpointError {
         /// (a holder other than a run, such as an edit, which holds the thread for moments).
         expires_in_ms: u64,
     },
+    /// The process holding the thread is stopped (suspended with Ctrl+Z or SIGSTOP): it keeps
+    /// the thread, whatever its lease says, until it goes on or ends.
+    #[error(
+        "thread `{thread}` is held by process {pid}, which is stopped (suspended with Ctrl+Z or \
+         SIGSTOP): it keeps the thread until it goes on or ends, even after its lease lapsed. \
+         Continue it (`fg` in its terminal, or `kill -CONT {pid}`) and let it finish, or end it \
+         (`kill {pid}`); then try again"
+    )]
+    HolderStopped {
+        /// The thread.
+        thread: String,
+        /// The stopped process.
+        pid: u32,
+    },
     /// An id that is not valid as a thread id.
     #[error("invalid thread id `{thread}`: {reason}")]
     InvalidThreadId {

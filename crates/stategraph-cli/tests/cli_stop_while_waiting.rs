@@ -175,19 +175,32 @@ fn a_resume_that_waited_out_its_patience_names_the_process_holding_the_thread() 
 }
 
 #[test]
-fn a_thread_whose_run_is_suspended_is_read_as_busy_with_that_run_named() {
+fn a_thread_whose_run_is_suspended_is_read_as_last_saved_and_its_resume_says_the_run_is_stopped() {
     let db = Db::new();
     let mut run = db.run_pipeline(60_000, &["--yes"]).spawn();
     let thread = run.thread();
     // Ctrl+Z: it holds the thread and answers nobody until it goes on.
     run.signal(libc::SIGSTOP);
-    let busy = format!(
-        "thread `{thread}` is busy: another process (pid {}) holds it",
+    // Reads are served from what it saved, at once (no wait for a holder that cannot answer),
+    // said to be possibly behind.
+    let behind = format!(
+        "warning: thread {thread} is held by process {}, which does not answer",
         run.id()
     );
-    db.graph(&["state", &thread]).expect(1).stderr_has(&[&busy]);
+    let state = db.graph(&["state", &thread]).expect(0);
+    state.stderr_has(&[&behind, "possibly behind"]);
+    db.graph(&["history", &thread])
+        .expect(0)
+        .stderr_has(&[&behind]);
+    let listed = db.graph(&["threads"]).expect(0);
+    assert!(listed.stdout.contains(&thread), "{listed}");
+    assert!(!listed.stdout.contains("unknown"), "{listed}");
+    // A writer is refused at once, told why the thread stays held and what to do.
     let out = db.graph(&["resume", &thread]).expect(1);
-    out.stderr_has(&[&busy]);
+    out.stderr_has(&[
+        &format!("is held by process {}, which is stopped", run.id()),
+        &format!("kill -CONT {}", run.id()),
+    ]);
     assert!(!out.stderr.contains("sled"), "{out}");
     run.signal(libc::SIGCONT);
     run.signal(libc::SIGTERM);

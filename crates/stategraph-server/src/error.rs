@@ -101,7 +101,7 @@ impl IntoResponse for ApiError {
 impl From<CheckpointError> for ApiError {
     fn from(e: CheckpointError) -> Self {
         match &e {
-            CheckpointError::ThreadBusy { .. } => {
+            CheckpointError::ThreadBusy { .. } | CheckpointError::HolderStopped { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "busy", e.to_string())
             }
             CheckpointError::ThreadNotFound { .. } => ApiError::not_found(e.to_string()),

@@ -46,7 +46,7 @@ pub(crate) async fn threads(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
     if rows.is_empty() {
         say!(
             "no threads in {}; start one with: {}",
-            ctx.store.root().display(),
+            ctx.store.place(),
             ctx.command_line_with(&["run"], "<GRAPH>")
         );
         return Ok(EXIT_DONE);
@@ -427,8 +427,19 @@ fn describe_child(child: &SubgraphState, level: usize, lines: &mut Vec<String>) 
     }
 }
 
-/// Says so when what was read comes from a damaged store: it is what could still be read.
+/// Says so when what was read comes from a damaged store (it is what could still be read), or
+/// from a copy of what a holder that does not answer last saved (it may be behind).
 pub(crate) async fn warn_if_damaged(ctx: &Ctx, thread: &str) -> anyhow::Result<()> {
+    if let Some(pid) = ctx.store.possibly_behind(thread).await? {
+        let who = match pid {
+            0 => "another process".to_string(),
+            pid => format!("process {pid}"),
+        };
+        say!(
+            "warning: thread {thread} is held by {who}, which does not answer (stopped with \
+             Ctrl+Z?): this is what it last saved, possibly behind what it has done since"
+        );
+    }
     let Some(d) = ctx.store.damage(thread).await? else {
         return Ok(());
     };

@@ -7,7 +7,9 @@
 //! (see `owner.rs`), and a thread nobody holds is read from a private copy of its store, so a read
 //! never writes (see `read_copy.rs`; `temp_copy.rs` makes the copy). The on-disk layout is
 //! described in `layout.rs`; the index file that makes listing fast is only a cache of the stores
-//! (see `index.rs`; what any of them finds wrong is a `Damage`, `damage.rs`). sled drops a blob file that fails its checksum with all written after it:
+//! (see `index.rs`; what any of them finds wrong is a `Damage`, `damage.rs`). A thread whose
+//! holder does not answer (stopped with Ctrl+Z) is read from a copy of what it flushed, marked
+//! as possibly behind (`held_copy.rs`). sled drops a blob file that fails its checksum with all written after it:
 //! readers and writers check them before sled opens a store (see `blobs.rs`). A thread folder
 //! whose store has not held a record on disk yet is marked new (see `layout.rs`): when its
 //! process died first, it is no thread, and `unwritten.rs` removes it once nobody holds it
@@ -19,6 +21,7 @@
 mod blobs;
 mod checkpointer;
 mod damage;
+mod held_copy;
 mod index;
 mod layout;
 mod owner;
@@ -470,6 +473,22 @@ impl FolderCheckpointer {
                 if let Ok(Response::Listing(l)) = owner::request(&socket, &request).await {
                     return *l;
                 }
+            }
+        }
+        // What it flushed, as running: better than its last index line (none, for a thread
+        // whose first run holds it).
+        let blobs = IndexEntry::read(&self.layout.index_path(thread))
+            .map(|e| e.blobs)
+            .unwrap_or_default();
+        if let Ok(Some(copy)) = self.copy_of_held(thread, &blobs).await {
+            let store_dir = self.layout.store_dir(thread);
+            if let Ok(Some(mut listing)) =
+                ThreadListing::of_store(&copy, thread, witness, &store_dir).await
+            {
+                if let Some(s) = &mut listing.summary {
+                    s.status = stategraph_checkpoint::ThreadStatus::Running;
+                }
+                return listing;
             }
         }
         let mut listing = witness.cloned().unwrap_or(ThreadListing {

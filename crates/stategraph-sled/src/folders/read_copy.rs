@@ -43,6 +43,10 @@ pub(super) struct ReadCopy {
     /// read under the same lock, since only a writer with the store open writes it, so it never
     /// names a checkpoint a writer added after the copy.
     pub flushed: Option<Flushed>,
+    /// The process that held the store when it was copied without the lock, because it
+    /// answered no reads (stopped with Ctrl+Z, or serving nobody): the copy holds what that
+    /// process had flushed, and may be behind what it has done since (see `held_copy.rs`).
+    pub held_by: Option<u32>,
 }
 
 impl ReadCopy {
@@ -105,6 +109,38 @@ pub(super) fn open_copy(
     let print = fingerprint(store_dir);
     let flushed = flushed_beside(store_dir).and_then(|f| read_flushed(&f, thread));
     drop(lock);
+    let copied = Unopened {
+        dir,
+        fingerprint: print,
+        flushed,
+        held_by: None,
+    };
+    open_copied(copied, store_dir, thread, options, blobs).map(|c| Copied::Open(Box::new(c)))
+}
+
+/// A store's files copied into a temporary directory, not opened yet.
+pub(super) struct Unopened {
+    pub dir: tempfile::TempDir,
+    pub fingerprint: Option<String>,
+    pub flushed: Option<Flushed>,
+    pub held_by: Option<u32>,
+}
+
+/// Opens a copy made by [`open_copy`] or `held_copy.rs`: its blob files checked first, a damaged
+/// file of sled's bookkeeping set aside.
+pub(super) fn open_copied(
+    copied: Unopened,
+    store_dir: &Path,
+    thread: &str,
+    options: SledOptions,
+    blobs: &[String],
+) -> Result<ReadCopy, CheckpointError> {
+    let Unopened {
+        dir,
+        fingerprint: print,
+        flushed,
+        held_by,
+    } = copied;
     let copy = dir.path().join("store");
     // Before opening: sled's recovery reads the log only up to a blob that fails its checksum,
     // and removes the blob with everything written after it.
@@ -115,7 +151,7 @@ pub(super) fn open_copy(
         None => Vec::new(),
     };
     let blob_damaged = blob_check.damage.is_some();
-    Ok(Copied::Open(Box::new(ReadCopy {
+    Ok(ReadCopy {
         store,
         _dir: dir,
         damage: blob_check.damage.or(set_aside),
@@ -123,7 +159,8 @@ pub(super) fn open_copy(
         lost_threads,
         fingerprint: print,
         flushed,
-    })))
+        held_by,
+    })
 }
 
 /// Opens the copy at `copy`, setting a damaged file of sled's own bookkeeping aside (into

@@ -2,6 +2,7 @@
 //! of a thread go.
 
 use super::blobs::damaged_blob;
+use super::held_copy::process_stopped;
 use super::index::{IndexEntry, ThreadListing};
 use super::layout::flushed_beside;
 use super::layout::{blob_names, file_stamp, fingerprint, io_error, lock_holder, FileLock};
@@ -117,7 +118,8 @@ impl FolderCheckpointer {
                             return Err(self.busy(root, Some(&socket)).await);
                         }
                     }
-                    if Instant::now() >= deadline {
+                    // A stopped holder lets go only once it goes on: waiting is no use.
+                    if Instant::now() >= deadline || self.holder_stopped(root) {
                         return Err(self.busy(root, None).await);
                     }
                     waiting.say(root, "another process holds it without serving it");
@@ -305,6 +307,12 @@ impl FolderCheckpointer {
             Some(lease) => lease.pid,
             None => lock_holder(&self.layout.lock_path(root)).unwrap_or(0),
         };
+        if lease.is_none() && pid != 0 && process_stopped(pid) {
+            return CheckpointError::HolderStopped {
+                thread: root.to_string(),
+                pid,
+            };
+        }
         CheckpointError::ThreadBusy {
             thread: root.to_string(),
             pid,
@@ -319,6 +327,11 @@ impl FolderCheckpointer {
                 })
                 .unwrap_or(0),
         }
+    }
+
+    /// True when the process holding `root`'s lock is stopped (Ctrl+Z, SIGSTOP).
+    fn holder_stopped(&self, root: &str) -> bool {
+        lock_holder(&self.layout.lock_path(root)).is_some_and(process_stopped)
     }
 
     /// Closes a held thread: flushes, lists it, closes the store, records the index entry with
@@ -440,9 +453,15 @@ impl FolderCheckpointer {
                             path: store_dir.display().to_string(),
                         });
                     }
-                    // Its holder does not answer (it serves nobody, or it is stopped: Ctrl+Z):
-                    // named as a writer refused would name it, not as sled's refusal.
-                    if Instant::now() >= deadline {
+                    // Its holder does not answer (it serves nobody, or it is stopped: Ctrl+Z, at
+                    // once): read what it flushed, possibly behind (`held_copy.rs`); a copy that
+                    // does not read cleanly is named as a writer refused would name it.
+                    if Instant::now() >= deadline || self.holder_stopped(root) {
+                        if let Some(copy) = self.copy_of_held(root, &blobs).await? {
+                            let copy: Arc<ReadCopy> = Arc::from(copy);
+                            self.keep_for_reads(root, Some(Slot::Copy(copy.clone())));
+                            return Ok(Some(Source::Copy(copy)));
+                        }
                         return Err(self.busy(root, None).await);
                     }
                     waiting.say(
