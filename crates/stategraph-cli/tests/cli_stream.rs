@@ -36,7 +36,22 @@ fn updates_stream_as_ndjson_then_the_outcome_and_resume_streams_too() {
         ])
         .expect(3);
     let events = lines(&out.stdout);
-    let (last, streamed) = events.split_last().expect("some lines");
+    let (last, all) = events.split_last().expect("some lines");
+    // Each section's child graph streams its own updates under its task's namespace, as they
+    // happen (the children run at once, so in no fixed order among them): write, then polish.
+    let (children, streamed): (Vec<&Value>, Vec<&Value>) =
+        all.iter().partition(|e| e.get("namespace").is_some());
+    let mut by_child: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for e in &children {
+        let namespace = e["namespace"].as_str().unwrap();
+        assert!(namespace.starts_with("draft:"), "{e}");
+        by_child
+            .entry(namespace)
+            .or_default()
+            .push(e["node"].as_str().unwrap());
+    }
+    assert_eq!(by_child.len(), 3, "{out}");
+    assert!(by_child.values().all(|nodes| nodes == &["write", "polish"]), "{out}");
     let nodes: Vec<&str> = streamed
         .iter()
         .map(|e| {

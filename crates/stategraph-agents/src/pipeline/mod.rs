@@ -5,7 +5,14 @@
 //! START -> outline -> draft (one task per section, in parallel, via Send) -> review -> publish -> END
 //!                       ^                                                      |
 //!                       +------------------ notes for a revision --------------+
+//!
+//! draft, a subgraph per section (`section`):  START -> write -> polish -> END
 //! ```
+//!
+//! Each `draft` task runs the `section` graph as a child: its steps are checkpointed in the
+//! thread under the task's namespace (`draft:<task id>`), so a run killed between a section's
+//! `write` and `polish` resumes in `polish`, and the child's own state can be read
+//! (`get_state_with_subgraphs`) and addressed as `THREAD/draft:<task id>`.
 //!
 //! `review` pauses with a dynamic interrupt asking a person to approve (unless the setting
 //! `yes` is true). An answer of `yes` publishes; any other text is taken as notes and every
@@ -14,7 +21,7 @@
 
 use serde::{Deserialize, Serialize};
 use stategraph::graph::{CompiledGraph, StateGraph};
-use stategraph::runtime::{Context, NodeError};
+use stategraph::runtime::{Context, NodeError, Subgraph};
 use stategraph::{Keyed, Send, State, END, START};
 use stategraph_artifacts::{Artifact, ArtifactSet, EditError, Entry, Format};
 use stategraph_registry::{BuildError, GraphFactory, GraphFile, SettingsSchema};
@@ -57,6 +64,24 @@ pub struct Section {
     pub heading: String,
     /// Its text.
     pub body: String,
+}
+
+/// One section as its `section` subgraph drafts it.
+#[derive(State, Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SectionDraft {
+    /// Its position in the outline.
+    pub index: usize,
+    /// Its heading.
+    pub heading: String,
+    /// What the document is about.
+    pub topic: String,
+    /// The reviewer's notes for this revision.
+    pub notes: Option<String>,
+    /// The text so far.
+    pub body: String,
+    /// Its nodes that completed, in order.
+    #[state(append)]
+    pub log: Vec<String>,
 }
 
 /// One `draft` task's input.
@@ -225,7 +250,7 @@ pub fn artifacts() -> ArtifactSet<Doc> {
 pub fn graph() -> StateGraph<Doc> {
     let mut g = StateGraph::<Doc>::named("pipeline");
     g.add_node("outline", outline);
-    g.add_node("draft", draft);
+    g.add_node("draft", draft_subgraph());
     g.add_node("review", review);
     g.add_node("publish", publish);
     g.add_edge(START, "outline");
@@ -308,30 +333,77 @@ async fn outline(s: Arc<Doc>, ctx: Context) -> Result<DocUpdate, NodeError> {
         .log(vec!["outline".to_string()]))
 }
 
-async fn draft(s: Arc<Doc>, ctx: Context) -> Result<DocUpdate, NodeError> {
-    let job: DraftJob = ctx.arg()?;
-    // Sections take different times, so the parallel drafts finish out of order.
+/// The `section` graph: `write` fills the section's template, `polish` works the reviewer's
+/// notes in.
+pub fn section_graph() -> StateGraph<SectionDraft> {
+    let mut g = StateGraph::<SectionDraft>::named("section");
+    g.add_node("write", write);
+    g.add_node("polish", polish);
+    g.add_edge(START, "write")
+        .add_edge("write", "polish")
+        .add_edge("polish", END);
+    g
+}
+
+/// The `draft` node: the `section` graph run as a child per `Send`, its heading from the task's
+/// argument, its finished section merged into the document by index.
+fn draft_subgraph() -> Subgraph<Doc, SectionDraft> {
+    let section = section_graph()
+        .compile()
+        .expect("the section graph's nodes and edges are fixed and valid");
+    Subgraph::new(
+        section,
+        |doc: &Doc, ctx: &Context| {
+            let job: DraftJob = ctx.arg()?;
+            Ok(SectionDraftUpdate::default()
+                .index(job.index)
+                .heading(job.heading)
+                .topic(doc.topic.trim().to_string())
+                .notes(doc.notes.clone()))
+        },
+        |_doc: &Doc, done: SectionDraft| {
+            DocUpdate::default()
+                .sections(vec![Section {
+                    index: done.index,
+                    heading: done.heading,
+                    body: done.body,
+                }])
+                .log(vec![format!("draft {}", done.index)])
+        },
+    )
+}
+
+/// Half of a section's drafting time: sections take different times, so the parallel drafts
+/// finish out of order.
+async fn section_work(settings: &PipelineSettings, index: usize) {
+    work(settings, (1.0 + index as f64 * 0.25) / 2.0).await;
+}
+
+async fn write(s: Arc<SectionDraft>, ctx: Context) -> Result<SectionDraftUpdate, NodeError> {
     let settings = PipelineSettings::of(&ctx)?;
-    work(&settings, 1.0 + job.index as f64 * 0.25).await;
-    let audience = settings.audience;
-    let mut body = fill(
+    section_work(&settings, s.index).await;
+    let body = fill(
         &settings.section_template,
         &[
-            ("heading", &job.heading),
-            ("topic", s.topic.trim()),
-            ("audience", &audience),
+            ("heading", &s.heading),
+            ("topic", &s.topic),
+            ("audience", &settings.audience),
         ],
     );
+    Ok(SectionDraftUpdate::default()
+        .body(body)
+        .log(vec!["write".to_string()]))
+}
+
+async fn polish(s: Arc<SectionDraft>, ctx: Context) -> Result<SectionDraftUpdate, NodeError> {
+    section_work(&PipelineSettings::of(&ctx)?, s.index).await;
+    let mut body = s.body.clone();
     if let Some(notes) = &s.notes {
         body.push_str(&format!(" (Revised: {notes}.)"));
     }
-    Ok(DocUpdate::default()
-        .sections(vec![Section {
-            index: job.index,
-            heading: job.heading,
-            body,
-        }])
-        .log(vec![format!("draft {}", job.index)]))
+    Ok(SectionDraftUpdate::default()
+        .body(body)
+        .log(vec!["polish".to_string()]))
 }
 
 fn is_approval(answer: &serde_json::Value) -> bool {
@@ -392,6 +464,7 @@ mod tests {
     use super::*;
     use stategraph::checkpoint::MemoryCheckpointer;
     use stategraph::runtime::{Resume, RunConfig};
+    use std::collections::BTreeMap;
 
     fn config() -> RunConfig {
         RunConfig::new()
@@ -440,6 +513,40 @@ mod tests {
         assert!(again.is_interrupted());
         assert_eq!(again.state.revisions, 1);
         assert!(again.state.sections[0].body.contains("Revised: shorter"));
+    }
+
+    #[tokio::test]
+    async fn each_section_is_drafted_by_its_own_child_graph_kept_under_its_task() {
+        use futures::StreamExt;
+        use stategraph::runtime::{Event, StreamMode};
+        let g = graph()
+            .compile()
+            .unwrap()
+            .with_checkpointer(Arc::new(MemoryCheckpointer::new()));
+        let config = config().thread("t").stream_modes([StreamMode::Updates]);
+        let mut run = g.stream(DocUpdate::default().topic("sled"), config);
+        let mut children: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        while let Some(event) = run.next().await {
+            if let Event::Updates {
+                namespace, node, ..
+            } = event
+            {
+                if !namespace.is_empty() {
+                    children.entry(namespace).or_default().push(node);
+                }
+            }
+        }
+        let paused = run.outcome().await.unwrap();
+        assert_eq!(paused.state.log, ["outline", "draft 0", "draft 1"]);
+        // One child per section, under its `draft` task, each writing then polishing.
+        assert_eq!(children.len(), 2, "{children:?}");
+        for (namespace, nodes) in &children {
+            assert!(namespace.starts_with("draft:"), "{namespace}");
+            assert_eq!(nodes, &["write", "polish"], "{namespace}");
+            let child = g.subgraph_state(&format!("t/{namespace}"), None).await.unwrap();
+            assert_eq!(child.values["log"], serde_json::json!(["write", "polish"]));
+            assert!(child.values["body"].as_str().is_some_and(|b| b.contains("sled")));
+        }
     }
 
     #[tokio::test]
