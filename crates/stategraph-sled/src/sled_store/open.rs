@@ -51,10 +51,10 @@ impl SledCheckpointer {
                 .segment_size(size)
                 .cache_capacity(options.cache_capacity)
         };
-        let open = || match config(size).open() {
+        let open = || match open_without_panic(&config(size)) {
             // An existing store keeps the segment size it was created with; sled names it.
             Err(e) => match created_with_segment_size(&e) {
-                Some(stored) if stored != size => config(stored).open(),
+                Some(stored) if stored != size => open_without_panic(&config(stored)),
                 _ => Err(e),
             },
             opened => opened,
@@ -135,6 +135,24 @@ fn created_with_segment_size(e: &sled::Error) -> Option<usize> {
             .and_then(|n| n.trim().parse().ok()),
         _ => None,
     }
+}
+
+/// Opens a store, a panic of sled's recovery taken as what it is: a log that does not read back
+/// as it was written. sled 0.34 panics ("tried to serialize Uninitialized") when it writes the
+/// snapshot of a page table whose pages a damaged blob file left unread; a file must never crash
+/// the program that reads it.
+fn open_without_panic(config: &sled::Config) -> sled::Result<sled::Db> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| config.open())).unwrap_or_else(
+        |panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "an internal error".to_string());
+            tracing::debug!(panic = %what, "sled panicked while recovering the store");
+            Err(sled::Error::Corruption { at: None, bt: () })
+        },
+    )
 }
 
 fn open_error(path: &Path, e: sled::Error) -> CheckpointError {
