@@ -45,6 +45,42 @@ pub enum NodeErrorKind {
     Panicked,
     /// The node asked a person for input; the run pauses (see [`Context::interrupt`](crate::runtime::Context::interrupt)).
     Interrupted(Box<InterruptRecord>),
+    /// A function graph called its durable tasks in another order than its journal recorded
+    /// (see [`stategraph::functional`](crate::functional)); never retried.
+    NonDeterministic(Box<NonDeterminism>),
+}
+
+/// A function graph ([`entrypoint`](crate::functional::entrypoint)) whose re-execution called a
+/// different task at a position than the run it resumes: handing it that run's saved result
+/// would be a silent wrong answer, so the function is stopped instead.
+///
+/// ```
+/// use stategraph::runtime::NonDeterminism;
+/// let e = NonDeterminism {
+///     function: "brief".into(),
+///     ordinal: 1,
+///     recorded: "fetch".into(),
+///     called: "draft".into(),
+/// };
+/// assert!(e.to_string().contains("call 1 is task `draft`"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "function `{function}` is not deterministic: on re-execution its call {ordinal} is task \
+     `{called}`, but the journal holds task `{recorded}` at that position from an earlier run. \
+     A function must call its tasks in the same order on every run (decide from its input, task \
+     results and answers, never from time, randomness or the environment); fix the function, \
+     or start a new thread, since this one's saved results belong to the old order"
+)]
+pub struct NonDeterminism {
+    /// The function (its graph's name).
+    pub function: String,
+    /// The task call's position in the function (from 0, in call order).
+    pub ordinal: u32,
+    /// The task the journal holds at that position.
+    pub recorded: String,
+    /// The task the function called there now.
+    pub called: String,
 }
 
 /// The error a node returns.
@@ -360,6 +396,102 @@ pub enum RunError {
         /// The thread.
         thread_id: String,
     },
+    /// The run stopped at a step boundary without ending: drained, or past its run timeout.
+    /// The step it stopped after is saved and no later one started, so resuming the thread
+    /// continues with `next`, running nothing twice.
+    ///
+    /// ```
+    /// use stategraph::runtime::{RunError, StopReason};
+    /// let e = RunError::Stopped {
+    ///     thread_id: "nightly".into(),
+    ///     step: 3,
+    ///     reason: StopReason::Drained,
+    ///     next: vec!["review".into()],
+    ///     saved: true,
+    /// };
+    /// assert!(e.to_string().contains("resume the thread to continue"));
+    /// ```
+    #[error("{}", stopped_text(thread_id, *step, reason, next, *saved))]
+    Stopped {
+        /// The thread.
+        thread_id: String,
+        /// The last step done (and saved).
+        step: u64,
+        /// Why it stopped.
+        reason: StopReason,
+        /// The nodes a resume runs first.
+        next: Vec<String>,
+        /// False when the graph has no checkpointer: then nothing of the run was kept.
+        saved: bool,
+    },
+    /// The long-term store refused the writes of a saved step. The step's checkpoint is kept
+    /// with its writes beside it: resuming the thread applies them again.
+    #[error(
+        "the step saved as checkpoint {checkpoint} of thread `{thread_id}` could not write to \
+         the long-term store: {source}; its writes are kept with the step, and resuming the \
+         thread applies them again"
+    )]
+    Store {
+        /// The thread.
+        thread_id: String,
+        /// The checkpoint whose writes were not applied.
+        checkpoint: crate::checkpoint::CheckpointId,
+        /// What the store said.
+        #[source]
+        source: crate::checkpoint::store::StoreError,
+    },
+}
+
+/// Why a run stopped at a step boundary ([`RunError::Stopped`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// Its [`RunControl`](crate::runtime::RunControl) asked for a drain.
+    Drained,
+    /// It ran past its [`RunConfig::run_timeout`](crate::runtime::RunConfig::run_timeout).
+    RunTimeout {
+        /// The timeout.
+        limit: Duration,
+        /// How long the run had run when its step ended.
+        elapsed: Duration,
+    },
+}
+
+/// What [`RunError::Stopped`] says: why, what is kept, and how to continue.
+fn stopped_text(
+    thread: &str,
+    step: u64,
+    reason: &StopReason,
+    next: &[String],
+    saved: bool,
+) -> String {
+    let why = match reason {
+        StopReason::Drained => "was drained".to_string(),
+        StopReason::RunTimeout { limit, elapsed } => format!(
+            "passed its run timeout of {} (it had run {})",
+            duration_text(*limit),
+            duration_text(*elapsed)
+        ),
+    };
+    let next = match next {
+        [] => String::new(),
+        nodes => format!(" (next: {})", nodes.join(", ")),
+    };
+    if !saved {
+        return format!(
+            "the run of thread `{thread}` {why} and stopped after step {step}{next}; the graph \
+             has no checkpointer, so nothing of it was kept"
+        );
+    }
+    let longer = match reason {
+        StopReason::Drained => "",
+        StopReason::RunTimeout { .. } => {
+            ", giving it a longer RunConfig::run_timeout if it needs more time"
+        }
+    };
+    format!(
+        "the run of thread `{thread}` {why}: step {step} is saved and no later step started; \
+         resume the thread to continue{next}{longer}"
+    )
 }
 
 impl RunError {
@@ -373,7 +505,9 @@ impl RunError {
             | RunError::CheckpointNotFound { thread_id, .. }
             | RunError::StateMismatch { thread_id, .. }
             | RunError::SchemaVersion { thread_id, .. }
-            | RunError::Cancelled { thread_id } => Some(thread_id),
+            | RunError::Cancelled { thread_id }
+            | RunError::Stopped { thread_id, .. }
+            | RunError::Store { thread_id, .. } => Some(thread_id),
             _ => None,
         }
     }
@@ -384,5 +518,23 @@ fn attempts_text(attempts: u32) -> String {
     match attempts {
         1 => "1 attempt".to_string(),
         n => format!("{n} attempts"),
+    }
+}
+
+/// A duration as people read it: `300ms`, `2.5s`, `1m 30s`, `10m`, `2h 5m`.
+pub(crate) fn duration_text(d: Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        0 => format!("{}ms", d.as_millis()),
+        1..=59 if d.subsec_millis() == 0 => format!("{secs}s"),
+        1..=59 => format!("{:.1}s", d.as_secs_f64()),
+        60..=3599 => match secs % 60 {
+            0 => format!("{}m", secs / 60),
+            s => format!("{}m {s}s", secs / 60),
+        },
+        _ => match (secs % 3600) / 60 {
+            0 => format!("{}h", secs / 3600),
+            m => format!("{}h {m}m", secs / 3600),
+        },
     }
 }

@@ -9,8 +9,10 @@
 //!   value a person wrote does not fit, in JSON's words.
 //! - `error.rs`: the engine's errors (graph, node, resume, run), public through [`graph`] and
 //!   [`runtime`].
-//! - `run/`: a run's vocabulary without its machinery: settings, a node's context, events,
-//!   thread paths, snapshots and the view of a subgraph; public through [`runtime`].
+//! - `run/`: a run's vocabulary without its machinery: settings, a node's context (with its
+//!   handle on the long-term store, whose writes are saved with the step), events, thread
+//!   paths, snapshots and the view of a subgraph, a run's control (drain) and a task's
+//!   heartbeat (idle timeouts); public through [`runtime`].
 //! - [`graph`]: building a graph (nodes, edges, joins, routers, Send), validating and drawing it.
 //! - [`runtime`]: the superstep loop, thread operations (inspect, edit, fork, replay), and
 //!   subgraphs (graphs as nodes, checkpointed under a namespace of their parent's thread, read,
@@ -19,9 +21,12 @@
 //! Modules depend one way, each on those listed before it: `state` <- `error` <- `run` <-
 //! `graph` <- `runtime`. A graph's nodes take a run's `Context` and return a `NodeError`, so
 //! those live below `graph`; the runtime runs graphs, so it sits above.
+//! - [`functional`]: the functional API: a plain async function with durable, journaled
+//!   `task` calls (`entrypoint`), made into a one-node graph; built on `graph` and `run`.
 //! - [`quote`]: a value a person gave, quoted in a message (cut when long); used by every layer.
 //! - [`checkpoint`]: the storage contract (`stategraph-checkpoint`, re-exported): what every
-//!   backend implements, the records it moves, and the in-memory backend.
+//!   backend implements, the records it moves, and the in-memory backend; and the long-term
+//!   store's contract (`checkpoint::store`), which nodes reach through `Context::store`.
 //!
 //! The layers above the engine are crates of their own: backends (`stategraph-sled`), models and
 //! tools (`stategraph-llm`, `stategraph-tools`), agent parts (`stategraph-prebuilt`,
@@ -37,6 +42,7 @@
 extern crate self as stategraph;
 
 mod error;
+pub mod functional;
 pub mod graph;
 pub mod quote;
 mod run;

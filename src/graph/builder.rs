@@ -94,7 +94,7 @@ impl<S: State> StateGraph<S> {
         }
     }
 
-    /// Adds a node: an async closure or `async fn` taking the state and a [`Context`](crate::runtime::Context) and
+    /// Adds a node: an async closure or `async fn` taking the state and a [`Context`](crate::run::context::Context) and
     /// returning an update or a [`Command`](crate::Command); a [`Node`] impl; a compiled graph
     /// over the same state (a subgraph, checkpointed under this node's namespace); or a
     /// [`Subgraph`](crate::runtime::Subgraph) mapping to another state type.

@@ -12,7 +12,7 @@ pub const END: &str = "__end__";
 /// One invocation of a node with its own input, for map-reduce: a router (or a node's command)
 /// returns N of these and the node runs N times in the next superstep, in this order.
 ///
-/// The node reads the argument with [`Context::arg`](crate::runtime::Context::arg); it still
+/// The node reads the argument with [`Context::arg`](crate::run::context::Context::arg); it still
 /// sees the whole shared state too.
 ///
 /// ```

@@ -1,6 +1,8 @@
 //! Nodes: the units of work in a graph, and the options that govern how each one runs.
 
+use super::cache_policy::CachePolicy;
 use super::command::Command;
+use super::on_error::OnError;
 use crate::error::NodeError;
 use crate::run::context::Context;
 use crate::run::snapshot::SubgraphView;
@@ -230,6 +232,10 @@ impl RetryPolicy {
 pub struct NodeOptions {
     /// Each attempt is cancelled after this long and counts as a (transient) failure.
     pub timeout: Option<Duration>,
+    /// Each attempt is cancelled once it has shown no sign of life
+    /// ([`Context::heartbeat`], an event, a streamed piece of text) for this long, and counts
+    /// as a (transient) failure.
+    pub idle_timeout: Option<Duration>,
     /// Retries of failed attempts; none by default.
     pub retry: Option<RetryPolicy>,
     /// Run only once nothing else is pending (e.g. a final join over branches of unequal length).
@@ -239,6 +245,10 @@ pub struct NodeOptions {
     /// Graphs the node runs with [`Context::run_subgraph`], declared with
     /// [`NodeSpec::subgraph`].
     pub subgraphs: Vec<Arc<dyn SubgraphView>>,
+    /// Serves results for inputs seen before from the run's cache ([`NodeSpec::cache`]).
+    pub cache: Option<CachePolicy>,
+    /// Where the run goes when the node's retries are spent ([`NodeSpec::on_error`]).
+    pub on_error: Option<OnError>,
 }
 
 /// The handle returned by [`StateGraph::add_node`](super::StateGraph::add_node), to set a
@@ -265,6 +275,31 @@ impl NodeSpec<'_> {
         self
     }
 
+    /// Cancels an attempt that shows no sign of life for longer than `d`: no
+    /// [`Context::heartbeat`], no event emitted, no text streamed. The attempt fails with a
+    /// timeout error naming the node and how long it was silent, which the node's retry
+    /// policy sees as any timeout (the default policy retries it). A model stream heartbeats
+    /// with each piece; work that cannot, such as a tool call, runs inside
+    /// [`Context::heartbeat_during`].
+    ///
+    /// ```
+    /// # use std::{sync::Arc, time::Duration};
+    /// # use serde::{Deserialize, Serialize};
+    /// # use stategraph::{graph::{StateGraph, RetryPolicy}, runtime::{Context, NodeError}, State};
+    /// # #[derive(State, Clone, Default, Serialize, Deserialize)] struct S { n: u32 }
+    /// let mut g = StateGraph::<S>::new();
+    /// g.add_node("research", |_s: Arc<S>, ctx: Context| async move {
+    ///     ctx.heartbeat(); // after each piece of progress
+    ///     Ok::<_, NodeError>(SUpdate::default().n(1))
+    /// })
+    /// .idle_timeout(Duration::from_secs(60))
+    /// .retry(RetryPolicy::new(3));
+    /// ```
+    pub fn idle_timeout(&mut self, d: Duration) -> &mut Self {
+        self.options.idle_timeout = Some(d);
+        self
+    }
+
     /// Retries failed attempts by `policy`.
     pub fn retry(&mut self, policy: RetryPolicy) -> &mut Self {
         self.options.retry = Some(policy);
@@ -286,6 +321,67 @@ impl NodeSpec<'_> {
         self.options
             .destinations
             .extend(targets.into_iter().map(Into::into));
+        self
+    }
+}
+
+impl NodeSpec<'_> {
+    /// Caches the node's results by `policy` (see [`CachePolicy`]).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use serde::{Deserialize, Serialize};
+    /// # use stategraph::{graph::{StateGraph, CachePolicy}, runtime::{Context, NodeError}, State};
+    /// # #[derive(State, Clone, Default, Serialize, Deserialize)] struct S { n: u32 }
+    /// let mut g = StateGraph::<S>::new();
+    /// g.add_node("slow", |_s: Arc<S>, _c: Context| async { Ok(SUpdate::default().n(1)) })
+    ///     .cache(CachePolicy::new());
+    /// ```
+    pub fn cache(&mut self, policy: CachePolicy) -> &mut Self {
+        self.options.cache = Some(policy);
+        self
+    }
+}
+
+impl NodeSpec<'_> {
+    /// When the node fails after its retries, writes the [`NodeFailure`](super::on_error::NodeFailure) into state field
+    /// `field` and runs `handler` next instead of failing the run. The node's own edges and
+    /// routers are not followed; the handler's decide what follows (try again, skip ahead, or
+    /// end with a verdict). The failure and the route are saved in the step's checkpoint like
+    /// any step's writes, so a run killed in the handler resumes in the handler.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use serde::{Deserialize, Serialize};
+    /// use stategraph::graph::{NodeFailure, StateGraph};
+    /// use stategraph::runtime::{Context, NodeError};
+    /// use stategraph::{State, END, START};
+    ///
+    /// #[derive(State, Clone, Default, Serialize, Deserialize)]
+    /// struct Job { failure: Option<NodeFailure>, note: String }
+    ///
+    /// let mut g = StateGraph::<Job>::new();
+    /// g.add_node("fetch", |_s: Arc<Job>, _c: Context| async {
+    ///     Err::<JobUpdate, _>(NodeError::new("connection refused"))
+    /// })
+    /// .on_error("recover", "failure");
+    /// g.add_node("recover", |s: Arc<Job>, _c: Context| async move {
+    ///     let failed = s.failure.as_ref().map(|f| f.node.clone()).unwrap_or_default();
+    ///     Ok(JobUpdate::default().note(format!("skipped {failed}")))
+    /// });
+    /// g.add_edge(START, "fetch").add_edge("fetch", END).add_edge("recover", END);
+    /// assert!(g.compile().is_ok());
+    /// ```
+    pub fn on_error(&mut self, handler: impl Into<String>, field: impl Into<String>) -> &mut Self {
+        let handler = handler.into();
+        // The handler is where the node may send the run: drawn, and reachable for validation.
+        if !self.options.destinations.contains(&handler) {
+            self.options.destinations.push(handler.clone());
+        }
+        self.options.on_error = Some(OnError {
+            handler,
+            field: field.into(),
+        });
         self
     }
 }

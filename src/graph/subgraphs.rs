@@ -12,7 +12,7 @@ use crate::state::State;
 use std::sync::Arc;
 
 impl NodeSpec<'_> {
-    /// Declares a graph the node runs with [`Context::run_subgraph`](crate::runtime::Context::run_subgraph),
+    /// Declares a graph the node runs with [`Context::run_subgraph`](crate::run::context::Context::run_subgraph),
     /// so reading the thread with its subgraphs shows the child's values, its namespace can be
     /// edited, and drawings with xray expand it.
     pub fn subgraph<C: State>(&mut self, graph: &CompiledGraph<C>) -> &mut Self {

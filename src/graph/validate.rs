@@ -5,6 +5,7 @@
 
 use super::builder::StateGraph;
 use super::command::{END, START};
+use super::on_error::{failure_update, NodeFailure};
 use crate::state::State;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::{Bfs, Reversed};
@@ -16,6 +17,7 @@ pub(crate) fn check<S: State>(g: &StateGraph<S>) -> Vec<String> {
     let mut view = View::new();
     view.add_nodes(g, &mut problems);
     view.add_links(g, &mut problems);
+    problems.extend(on_error_problems(g));
     if !problems.is_empty() {
         return problems;
     }
@@ -157,4 +159,23 @@ impl View {
         }
         problems
     }
+}
+
+/// What is wrong with the graph's error handlers: a field that cannot hold a failure.
+fn on_error_problems<S: State>(g: &StateGraph<S>) -> Vec<String> {
+    let mut problems = Vec::new();
+    for n in &g.nodes {
+        let Some(on_error) = &n.options.on_error else {
+            continue;
+        };
+        if let Err(why) = failure_update::<S>(&on_error.field, &NodeFailure::default()) {
+            problems.push(format!(
+                "node `{}` writes its failures into state field `{}`, which cannot hold one \
+                 ({why}): declare it as `Option<NodeFailure>` (or `Vec<NodeFailure>` with \
+                 #[state(append)]) or name another field",
+                n.name, on_error.field
+            ));
+        }
+    }
+    problems
 }

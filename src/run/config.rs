@@ -1,5 +1,6 @@
 //! Per-run settings.
 
+use super::control::RunControl;
 use super::events::StreamMode;
 use crate::checkpoint::CheckpointId;
 use std::collections::BTreeSet;
@@ -90,7 +91,7 @@ pub struct RunConfig {
     /// The thread to run on; a new UUID v7 when `None`.
     pub thread_id: Option<String>,
     /// Most supersteps this call may run before failing with
-    /// [`RunError::RecursionLimit`](crate::runtime::RunError::RecursionLimit).
+    /// [`RunError::RecursionLimit`](crate::error::RunError::RecursionLimit).
     pub recursion_limit: u64,
     /// When checkpoints reach the disk.
     pub durability: Durability,
@@ -98,7 +99,7 @@ pub struct RunConfig {
     pub interrupt_before: BTreeSet<String>,
     /// Extra nodes to pause after, for this run only.
     pub interrupt_after: BTreeSet<String>,
-    /// Free-form settings nodes can read ([`Context::setting`](crate::runtime::Context::setting)).
+    /// Free-form settings nodes can read ([`Context::setting`](crate::run::context::Context::setting)).
     pub settings: serde_json::Map<String, serde_json::Value>,
     /// Cancels the run: the in-flight step is abandoned and the last checkpoint kept.
     pub cancel: Option<CancellationToken>,
@@ -111,6 +112,21 @@ pub struct RunConfig {
     /// What a stream of this run yields ([`StreamMode`]); empty: the root graph's lifecycle and
     /// custom events as they happen.
     pub stream: BTreeSet<StreamMode>,
+    /// Where cached node results are looked up and stored
+    /// ([`CachePolicy`](crate::graph::CachePolicy)); `None`: nothing is cached. Subgraphs the
+    /// run starts use it too.
+    pub cache: Option<std::sync::Arc<dyn crate::checkpoint::NodeCache>>,
+    /// Runs every node, looking nothing up in `cache` and storing nothing (`--no-cache`).
+    pub no_cache: bool,
+    /// The run stops at the first step boundary past this long (counted from its first step):
+    /// the step that passes it finishes and is saved, and the run ends with
+    /// [`RunError::Stopped`](crate::error::RunError::Stopped); resuming continues it.
+    pub run_timeout: Option<Duration>,
+    /// A handle that stops the run at its next step boundary ([`RunControl::request_drain`]).
+    pub control: Option<RunControl>,
+    /// The long-term store nodes reach through
+    /// [`Context::store`](crate::run::context::Context::store); none by default.
+    pub store: Option<super::store::SharedStore>,
 }
 
 impl Default for RunConfig {
@@ -127,6 +143,11 @@ impl Default for RunConfig {
             checkpoint_id: None,
             snapshots: SnapshotPolicy::default(),
             stream: BTreeSet::new(),
+            cache: None,
+            no_cache: false,
+            run_timeout: None,
+            control: None,
+            store: None,
         }
     }
 }
@@ -135,6 +156,12 @@ impl RunConfig {
     /// Default settings: a new thread, sync durability, a limit of 10,000 supersteps.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Gives the run's nodes a long-term store ([`Context::store`](crate::run::context::Context::store)).
+    pub fn with_store(mut self, store: super::store::SharedStore) -> Self {
+        self.store = Some(store);
+        self
     }
 
     /// Runs on this thread.
@@ -193,6 +220,40 @@ impl RunConfig {
     /// ```
     pub fn stream_modes(mut self, modes: impl IntoIterator<Item = StreamMode>) -> Self {
         self.stream.extend(modes);
+        self
+    }
+
+    /// Stops the run at the first step boundary past `limit`: the step in flight when it passes
+    /// finishes and is saved, no later step starts, and the run ends with
+    /// [`RunError::Stopped`](crate::error::RunError::Stopped) (reason
+    /// [`StopReason::RunTimeout`](crate::error::StopReason::RunTimeout)). Resuming the thread
+    /// continues it, with a timeout of its own. A step is never cut short: a node that may hang
+    /// needs its own [`timeout`](crate::graph::NodeSpec::timeout) or
+    /// [`idle_timeout`](crate::graph::NodeSpec::idle_timeout).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stategraph::runtime::RunConfig;
+    /// let config = RunConfig::new().run_timeout(Duration::from_secs(600));
+    /// assert_eq!(config.run_timeout, Some(Duration::from_secs(600)));
+    /// ```
+    pub fn run_timeout(mut self, limit: Duration) -> Self {
+        self.run_timeout = Some(limit);
+        self
+    }
+
+    /// Lets `control` drain the run: stop it at its next step boundary, the step in flight
+    /// finished and saved ([`RunControl::request_drain`]).
+    ///
+    /// ```
+    /// use stategraph::runtime::{RunConfig, RunControl};
+    /// let control = RunControl::new();
+    /// let config = RunConfig::new().control(&control);
+    /// control.request_drain();
+    /// assert!(config.control.unwrap().drain_requested());
+    /// ```
+    pub fn control(mut self, control: &RunControl) -> Self {
+        self.control = Some(control.clone());
         self
     }
 

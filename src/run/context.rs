@@ -1,6 +1,7 @@
 //! What a running node can see and do besides reading the state.
 
 use super::config::{Durability, RunConfig};
+use super::control::Heartbeat;
 use super::events::EventSink;
 use super::namespace::ThreadPath;
 use crate::checkpoint::{CheckpointId, Checkpointer, InterruptRecord, InterruptWhen};
@@ -54,6 +55,9 @@ pub(crate) struct TaskContext {
     /// This task's journal when the run has no checkpointer: kept for the task's later
     /// attempts (its retries) in this run only.
     pub(crate) kept: std::sync::Mutex<BTreeMap<String, serde_json::Value>>,
+    /// When the task last showed progress, for an idle timeout (its node's or a parent
+    /// task's); `None` when nothing watches it (`control.rs`).
+    pub(crate) heartbeat: Option<Heartbeat>,
 }
 
 tokio::task_local! {
@@ -77,6 +81,10 @@ pub(crate) struct Inherited {
     pub(crate) durability: Durability,
     pub(crate) recursion_limit: u64,
     pub(crate) cancel: Option<CancellationToken>,
+    /// The node cache the run uses (`None` when it has none or bypasses it).
+    pub(crate) cache: Option<Arc<dyn crate::checkpoint::NodeCache>>,
+    /// The long-term store, shared by the run's tasks and subgraphs (`store.rs`).
+    pub(crate) store: Option<Arc<super::store::StoreLink>>,
 }
 
 impl Inherited {
@@ -85,6 +93,8 @@ impl Inherited {
             durability: config.durability,
             recursion_limit: config.recursion_limit,
             cancel: config.cancel.clone(),
+            cache: config.cache.clone().filter(|_| !config.no_cache),
+            store: config.store.as_ref().map(super::store::StoreLink::new),
         }
     }
 }
@@ -124,6 +134,7 @@ impl Context {
             subgraph_calls: AtomicU32::new(0),
             child_pauses: Default::default(),
             kept: Default::default(),
+            heartbeat: None,
         })
     }
 
@@ -151,6 +162,7 @@ impl Context {
             subgraph_calls: AtomicU32::new(0),
             child_pauses: Default::default(),
             kept: Default::default(),
+            heartbeat: i.heartbeat.clone(),
         }))
     }
 
@@ -159,6 +171,9 @@ impl Context {
         self.inner.interrupts_seen.store(0, Ordering::Relaxed);
         self.inner.subgraph_calls.store(0, Ordering::Relaxed);
         self.take_child_pauses();
+        if let (Some(link), true) = (&self.inner.inherit.store, attempt > 1) {
+            link.forget(&self.inner);
+        }
     }
 
     /// The pauses of graphs the node invoked itself, cleared.
@@ -206,9 +221,19 @@ impl Context {
         self.inner.attempt.load(Ordering::Relaxed)
     }
 
-    /// All run settings ([`RunConfig::settings`](crate::runtime::RunConfig::settings)).
+    /// All run settings ([`RunConfig::settings`](crate::run::config::RunConfig::settings)).
     pub fn settings(&self) -> &serde_json::Map<String, serde_json::Value> {
         &self.inner.settings
+    }
+
+    /// The long-term store the run was given
+    /// ([`RunConfig::with_store`](crate::run::config::RunConfig::with_store)), shared across
+    /// threads; `None` without one. Its writes are saved with the step (see [`NodeStore`]).
+    ///
+    /// [`NodeStore`]: crate::run::store::NodeStore
+    pub fn store(&self) -> Option<super::store::NodeStore> {
+        let link = self.inner.inherit.store.clone()?;
+        Some(super::store::NodeStore::new(self.clone(), link))
     }
 
     /// One run setting, decoded; `None` when absent or of another type.
@@ -240,17 +265,23 @@ impl Context {
     }
 
     /// Emits an event of the node's own into the run's stream (progress, tokens...). Free when
-    /// nobody is listening.
+    /// nobody is listening. It is also a sign of life, as [`heartbeat`](Self::heartbeat) is.
     pub fn emit(&self, kind: &str, payload: impl Serialize) {
         let i = &self.inner;
+        if let Some(heartbeat) = &i.heartbeat {
+            heartbeat.beat();
+        }
         i.events.custom(i.step, &i.node, kind, || {
             serde_json::to_value(payload).unwrap_or(serde_json::Value::Null)
         });
     }
 
     /// A sink for text the node produces piece by piece, such as model tokens: each piece
-    /// becomes an [`Event::Custom`](crate::runtime::Event::Custom) of `kind` whose payload is the text, so a UI can show it as
-    /// it arrives. `None` when nobody listens, so streaming costs nothing then.
+    /// becomes an [`Event::Custom`](crate::run::events::Event::Custom) of `kind` whose payload is the text, so a UI can show it as
+    /// it arrives. `None` when nobody listens, so streaming costs nothing then; except for a
+    /// node with an idle timeout, for which each piece is also a sign of life
+    /// ([`heartbeat`](Self::heartbeat)): a long model stream keeps the node alive by itself,
+    /// and a stalled one is cut off.
     ///
     /// Its type is the one model clients take for streaming
     /// (`ChatRequest::stream`), so `request.stream = ctx.text_sink(TOKEN_EVENT)` is all a node
@@ -262,7 +293,7 @@ impl Context {
     /// assert!(ctx.text_sink(TOKEN_EVENT).is_none(), "nobody listens to a detached context");
     /// ```
     pub fn text_sink(&self, kind: &str) -> Option<TextSink> {
-        if !self.is_streaming() {
+        if !self.is_streaming() && self.inner.heartbeat.is_none() {
             return None;
         }
         // Weak: whoever keeps the sink (a client that records its requests, say) must not keep
@@ -374,7 +405,7 @@ impl Context {
         store
             .put_journal(&i.thread_id, &journal_key, &value)
             .await
-            .map_err(|e| NodeError::transient(e.to_string()))?;
+            .map_err(|e| NodeError::wrap(e, true))?;
         Ok(result)
     }
 }
@@ -434,7 +465,7 @@ impl Context {
         store
             .put_journal(&i.thread_id, &self.journal_key(key), &value)
             .await
-            .map_err(|e| NodeError::transient(e.to_string()))
+            .map_err(|e| NodeError::wrap(e, true))
     }
 
     /// The journal kept in memory (no checkpointer).

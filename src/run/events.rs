@@ -4,7 +4,7 @@ use crate::checkpoint::InterruptRecord;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-/// The [`Event::Custom`] kind of streamed model text ([`Context::text_sink`](crate::runtime::Context::text_sink)).
+/// The [`Event::Custom`] kind of streamed model text ([`Context::text_sink`](crate::run::context::Context::text_sink)).
 pub const TOKEN_EVENT: &str = "token";
 
 /// The [`Event::Custom`] kind of a one-line progress report whose payload is the line, e.g.
@@ -59,6 +59,9 @@ pub enum Event {
         duration_ms: f64,
         /// The update it made, as JSON.
         update: serde_json::Value,
+        /// True when the update came from the node cache and the node did not run.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cached: bool,
     },
     /// A task's attempt failed.
     NodeFailed {
@@ -148,9 +151,12 @@ pub enum Event {
         task: usize,
         /// The update, as JSON.
         update: serde_json::Value,
+        /// True when the update came from the node cache and the node did not run.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cached: bool,
     },
     /// A piece of a model's reply as it arrives (stream mode `messages`): what a node sent to
-    /// its [`Context::text_sink`](crate::runtime::Context::text_sink) of kind [`TOKEN_EVENT`].
+    /// its [`Context::text_sink`](crate::run::context::Context::text_sink) of kind [`TOKEN_EVENT`].
     Message {
         /// The subgraph (below the root thread); empty for the root graph.
         #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -188,7 +194,7 @@ pub enum StreamMode {
     Updates,
     /// [`Event::Message`]: model tokens as they arrive.
     Messages,
-    /// [`Event::Custom`]: what nodes send with [`Context::emit`](crate::runtime::Context::emit).
+    /// [`Event::Custom`]: what nodes send with [`Context::emit`](crate::run::context::Context::emit).
     Custom,
     /// Task start (before the step, in task order), task result (after it, in task order:
     /// [`Event::NodeFinished`] or [`Event::NodeFailed`]), checkpoints, pauses, run start and end.

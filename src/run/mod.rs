@@ -11,8 +11,12 @@
 //! - `context.rs`: [`Context`], a node's view of its run (ids, settings, its Send argument,
 //!   events, interrupts, the journal of recorded calls); running a subgraph from it is the
 //!   runtime's (`runtime/subgraph.rs`).
+//! - `control.rs`: [`RunControl`] (drain a run at its next step boundary) and a task's
+//!   heartbeat, which a node's idle timeout watches.
 //! - `events.rs`: the [`Event`]s a run streams and the sink tasks send them through.
 //! - `namespace.rs`: [`ThreadPath`], where a subgraph's checkpoints live inside its root thread.
+//! - `store.rs`: [`NodeStore`], a node's handle on the long-term store, whose writes are
+//!   staged with its task and saved with the step.
 //! - `snapshot.rs`: [`StateSnapshot`] (a thread's state at a checkpoint) and [`SubgraphView`] (a
 //!   child graph with its state type erased), which the runtime implements for every compiled
 //!   graph.
@@ -20,15 +24,19 @@
 //! Invariant: names no graph type and runs nothing; the errors it returns are the crate's
 //! (`error.rs`).
 //!
-//! [`RunConfig`]: crate::runtime::RunConfig
-//! [`Context`]: crate::runtime::Context
-//! [`Event`]: crate::runtime::Event
-//! [`ThreadPath`]: crate::runtime::ThreadPath
-//! [`StateSnapshot`]: crate::runtime::StateSnapshot
-//! [`SubgraphView`]: crate::runtime::SubgraphView
+//! [`RunConfig`]: crate::run::config::RunConfig
+//! [`Context`]: crate::run::context::Context
+//! [`Event`]: crate::run::events::Event
+//! [`RunControl`]: crate::run::control::RunControl
+//! [`ThreadPath`]: crate::run::namespace::ThreadPath
+//! [`StateSnapshot`]: crate::run::snapshot::StateSnapshot
+//! [`SubgraphView`]: crate::run::snapshot::SubgraphView
+//! [`NodeStore`]: crate::run::store::NodeStore
 
 pub(crate) mod config;
 pub(crate) mod context;
+pub(crate) mod control;
 pub(crate) mod events;
 pub mod namespace;
 pub(crate) mod snapshot;
+pub(crate) mod store;

@@ -13,6 +13,7 @@
 //! Invariant: the runtime talks to storage only through [`Checkpointer`](crate::checkpoint::Checkpointer);
 //! it knows no backend.
 
+mod cache;
 mod edit;
 mod executor;
 mod persist;
@@ -24,12 +25,16 @@ mod subgraph_view;
 mod threads;
 mod triggers;
 
-pub use crate::error::{NodeError, NodeErrorKind, ResumeError, RunError};
+pub use crate::error::{
+    NodeError, NodeErrorKind, NonDeterminism, ResumeError, RunError, StopReason,
+};
 pub use crate::run::config::{Durability, RunConfig, SnapshotPolicy};
 pub use crate::run::context::{task_journal_key, Context, TextSink};
+pub use crate::run::control::RunControl;
 pub use crate::run::events::{Event, StreamMode, INTERRUPT, PROGRESS_EVENT, TOKEN_EVENT};
 pub use crate::run::namespace::{self, ThreadPath};
 pub use crate::run::snapshot::{StateSnapshot, SubgraphState, SubgraphView};
+pub use crate::run::store::{NodeStore, SharedStore};
 pub use edit::StateEdit;
 pub use stream::RunStream;
 pub use subgraph::Subgraph;
@@ -273,6 +278,7 @@ async fn run_in_span<S: State>(
         Ok(RunStatus::Done) => "done",
         Ok(RunStatus::Interrupted { .. }) => "interrupted",
         Err(RunError::Cancelled { .. }) => "cancelled",
+        Err(RunError::Stopped { .. }) => "stopped",
         Err(_) => "failed",
     };
     events.emit(|| Event::RunFinished {
@@ -280,6 +286,11 @@ async fn run_in_span<S: State>(
         step: run.step(),
         status: status.to_string(),
     });
+    // A run stopped at a step boundary says its step is saved: only once it is.
+    let finished = match (&result, finished) {
+        (Err(RunError::Stopped { .. }), Err(unsaved)) => return Err(unsaved),
+        (_, finished) => finished,
+    };
     let status = result?;
     finished?;
     Ok((run, status))
@@ -366,6 +377,23 @@ impl<S: State> CompiledGraph<S> {
     /// [`RunStream::outcome`] for the result.
     pub fn stream(&self, input: S::Update, config: RunConfig) -> RunStream<S> {
         RunStream::spawn(self.clone(), Start::Input(input), config)
+    }
+
+    /// Like [`resume_command`](Self::resume_command), as a stream of events (what a server
+    /// streams when a client resumes with `Command(update=..., goto=...)`).
+    pub fn stream_resume_command(
+        &self,
+        thread_id: &str,
+        command: ResumeCommand<S>,
+        config: RunConfig,
+    ) -> RunStream<S> {
+        let start = Start::Command {
+            thread_id: thread_id.to_string(),
+            resume: command.resume,
+            update: command.update,
+            goto: command.goto,
+        };
+        RunStream::spawn(self.clone(), start, config)
     }
 
     /// Like [`resume`](Self::resume), as a stream of events.

@@ -7,7 +7,8 @@
 //! run again. When the child pauses, the parent's task pauses with every one of the child's
 //! interrupts (each naming its namespace), so the whole run pauses; answers come back down to
 //! the child by interrupt id when the task runs again. A child that fails fails the parent's
-//! task with the path of nodes (`parent > child`).
+//! task with the path of nodes (`parent > child`); a child whose store fails fails the parent
+//! run with that store error, as the parent's own store failure would.
 
 use super::executor::{Identity, Run, Start};
 use super::subgraph_view::view_of;
@@ -367,7 +368,29 @@ fn failed(error: RunError, thread: &str) -> NodeError {
              without finishing; it may loop forever (raise RunConfig::recursion_limit if it is \
              legitimately long)"
         )),
-        RunError::Checkpoint(e) => NodeError::transient(format!("subgraph `{thread}`: {e}")),
+        // Not retried by the default policy: the parent's own store failure is not either.
+        RunError::Checkpoint(error) => NodeError::wrap(
+            ChildStoreFailed {
+                thread: thread.to_string(),
+                error,
+            },
+            false,
+        ),
         other => NodeError::new(format!("subgraph `{thread}`: {other}")),
     }
+}
+
+/// A child run's store failure, carried as the source of its parent task's error: the parent
+/// run then fails with the same [`RunError::Checkpoint`] it returns when its own store fails
+/// (`executor/step.rs`), not with a node failure, so a caller tells "the database failed" from
+/// "the graph failed" at any depth of subgraphs (a queue worker gives the run back for the
+/// first, and records the second).
+#[derive(Debug, thiserror::Error)]
+#[error("subgraph `{thread}`: {error}")]
+pub(crate) struct ChildStoreFailed {
+    /// The child's thread (its namespace under the parent's).
+    pub(crate) thread: String,
+    /// What the store said.
+    #[source]
+    pub(crate) error: crate::checkpoint::CheckpointError,
 }

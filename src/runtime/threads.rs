@@ -77,6 +77,9 @@ pub struct HistoryEntry {
     pub metadata: CheckpointMetadata,
     /// True when it stores the whole state (false: the step's writes).
     pub snapshot: bool,
+    /// The writers whose update came from the node cache (the node did not run), in task order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cached: Vec<String>,
 }
 
 /// Which checkpoints `history` returns: newest first, filtered, paged.
@@ -195,6 +198,13 @@ impl<S: State> CompiledGraph<S> {
     ) -> Result<Vec<HistoryEntry>, RunError> {
         check_thread(thread_id)?;
         let store = self.store("history")?;
+        // Only a graph with a cached node can have cache hits to mark (`cache.rs`).
+        let caches = self
+            .topology
+            .builder
+            .nodes
+            .iter()
+            .any(|n| n.options.cache.is_some());
         let mut out = Vec::new();
         let mut before = query.before;
         let page = query.limit.clamp(1, 500);
@@ -232,7 +242,12 @@ impl<S: State> CompiledGraph<S> {
                         .as_ref()
                         .is_none_or(|w| r.metadata.writers.contains(w));
                 if keep {
+                    let cached = match caches {
+                        true => super::cache::hits_of(store.as_ref(), thread_id, &r).await,
+                        false => Vec::new(),
+                    };
                     out.push(HistoryEntry {
+                        cached,
                         checkpoint_id: r.id,
                         parent_id: r.parent_id,
                         step: r.step,

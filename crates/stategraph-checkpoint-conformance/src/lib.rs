@@ -17,6 +17,8 @@
 //!   each, so a failure names its check and the checks run in parallel.
 //! - `checks/`: the checks, one file per promise; `common.rs`: the small graphs they run;
 //!   [`faulty_store`]: a store that logs and fails writes on demand.
+//! - [`store_checks`]: the long-term store's checks ([`store_suite!`]), for every
+//!   [`Store`](stategraph::checkpoint::store::Store) backend.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -37,6 +39,7 @@ mod backends;
 pub mod checks;
 mod common;
 pub mod faulty_store;
+pub mod store_checks;
 
 pub use backends::{Backend, Memory};
 

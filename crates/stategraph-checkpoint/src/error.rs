@@ -100,6 +100,30 @@ pub enum CheckpointError {
         /// The thread.
         thread: String,
     },
+    /// A record sealed at rest (stategraph-crypt) that cannot be opened: never read as
+    /// anything else, and never reported as damage when the key is what is wrong.
+    #[error("thread `{thread}`: {detail}")]
+    Sealed {
+        /// The thread the record belongs to.
+        thread: String,
+        /// What kind of trouble: a key, or the record itself.
+        fault: SealFault,
+        /// What is wrong and what mends it.
+        detail: String,
+    },
+}
+
+/// Why a sealed record did not open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SealFault {
+    /// The key that sealed it is not configured (or no key is).
+    KeyMissing,
+    /// A key with its id is configured, but it is another key.
+    WrongKey,
+    /// It was altered after it was sealed (or moved to another thread or place).
+    Tampered,
+    /// It is stored unencrypted while encryption is required.
+    NotSealed,
 }
 
 /// The error for a stored record that fails its frame check or does not decode.

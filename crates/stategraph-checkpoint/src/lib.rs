@@ -16,6 +16,11 @@
 //! - `status.rs`: where a thread stands, from its records alone.
 //! - `thread_key.rs`: how a subgraph's records are keyed inside its root thread's.
 //! - [`MemoryCheckpointer`] (`memory.rs`): records in memory (tests, short-lived runs).
+//! - [`store`]: the long-term store's contract (items across threads, `put`/`get`/`search`),
+//!   its records and [`MemoryStore`](store::MemoryStore); beside checkpoints because its
+//!   on-disk backends live in the same crates as theirs.
+//! - `cache.rs`: the node cache contract ([`NodeCache`]): a node's result kept per input, shared
+//!   by threads and runs; its framing, default key and [`MemoryCache`].
 //! - [`backend`]: what a backend in another crate needs beyond the records (error helpers).
 //!
 //! The on-disk backends live in `stategraph-sled`; the checks every backend must pass live in
@@ -24,6 +29,7 @@
 // Library code never prints: it returns what it has to say (see the engine's lib.rs).
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod cache;
 mod chunk_root;
 pub mod chunks;
 pub mod codec;
@@ -33,9 +39,14 @@ pub mod group_commit;
 mod memory;
 mod record;
 mod status;
+pub mod store;
 mod thread_key;
 
-pub use error::{validate_thread_id, CheckpointError};
+pub use cache::{
+    decode_entry, default_cache_key, encode_entry, CacheEntry, CacheError, CacheKey, MemoryCache,
+    NodeCache,
+};
+pub use error::{validate_thread_id, CheckpointError, SealFault};
 pub use memory::MemoryCheckpointer;
 pub use record::*;
 pub use status::{

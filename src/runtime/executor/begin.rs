@@ -38,6 +38,7 @@ impl<S: State> Run<S> {
                 }
                 parent = Some(latest.id);
                 self.persisted = parent;
+                self.replay_store_writes(latest.id).await?;
             }
         }
         // Only a delta keeps the input as a write: the first checkpoint of a thread is always a
@@ -131,6 +132,7 @@ impl<S: State> Run<S> {
                 .await;
         }
         self.pending = store.get_writes(&self.thread_id, record.id).await?;
+        self.replay_store_writes(record.id).await?;
         let commands: Vec<PendingWrite> = self
             .pending
             .iter()

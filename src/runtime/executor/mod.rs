@@ -2,10 +2,14 @@
 //! advance the frontier, save a checkpoint, repeat.
 
 mod begin;
+mod cached;
 mod interrupts;
+mod on_error;
 mod save;
 mod step;
+mod store_writes;
 mod tasks;
+mod timeouts;
 
 use super::persist::{self, CheckpointWriter, LeaseGuard, SnapshotTracker};
 use super::{Resume, RunOutcome, RunStatus};
@@ -22,6 +26,7 @@ use crate::state::{State, WriteMarks};
 use serde_json::value::RawValue;
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// The node name input updates are attributed to.
 pub(crate) const INPUT_WRITER: &str = "__input__";
@@ -52,6 +57,8 @@ enum Outcome<S: State> {
         raw: Option<Box<RawValue>>,
         /// How long it took, all attempts included (measured only when someone listens).
         elapsed_ms: f64,
+        /// Served from the node cache: the node did not run (`runtime/cache.rs`).
+        cached: bool,
     },
     Reused {
         update: S::Update,
@@ -64,6 +71,14 @@ enum Outcome<S: State> {
     },
     /// The task paused: its own interrupt, or every pause of a subgraph it ran.
     Interrupted(Vec<InterruptRecord>),
+    /// The task failed and its node's error handler takes over: `update` writes the failure
+    /// into the declared field, and `handler` runs next (`on_error.rs`).
+    Handled {
+        update: S::Update,
+        handler: String,
+        error: NodeError,
+        attempts: u32,
+    },
 }
 
 /// One slot per frontier task, in task order.
@@ -75,6 +90,8 @@ struct PreparedTask<S: State> {
     name: Arc<str>,
     options: NodeOptions,
     ctx: Context,
+    /// The task's entry in the run's node cache, when its node caches.
+    cache: Option<crate::runtime::cache::TaskCache>,
 }
 
 pub(crate) struct Run<S: State> {
@@ -286,12 +303,17 @@ impl<S: State> Run<S> {
         self.step
     }
 
-    /// Runs supersteps until the graph ends, pauses, fails or is cancelled.
+    /// Runs supersteps until the graph ends, pauses, fails, is cancelled, or stops at a step
+    /// boundary (drained, or past its run timeout: `timeouts.rs`).
     pub(crate) async fn drive(&mut self) -> Result<RunStatus, RunError> {
         let mut steps_run = 0u64;
+        let boundary = timeouts::Boundary::of(&self.config);
         loop {
             if self.frontier.tasks.is_empty() {
                 return Ok(RunStatus::Done);
+            }
+            if let Some(stopped) = self.stop_here(boundary.as_ref()) {
+                return Err(stopped);
             }
             if steps_run >= self.config.recursion_limit {
                 return Err(RunError::RecursionLimit {
@@ -306,7 +328,8 @@ impl<S: State> Run<S> {
                 }
             }
             steps_run += 1;
-            if let Some(status) = self.superstep().await? {
+            let span = tracing::info_span!("step", step = self.step + 1);
+            if let Some(status) = self.superstep().instrument(span).await? {
                 return Ok(status);
             }
         }

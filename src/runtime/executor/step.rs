@@ -1,7 +1,7 @@
 //! One superstep: run the frontier, stop on a failure or pause (saving finished siblings),
 //! or merge the updates in task order, advance the frontier and save a checkpoint.
 
-use super::{Outcome, Run};
+use super::{on_error, Outcome, Run};
 use crate::checkpoint::{
     CheckpointId, InterruptRecord, NodeWrite, PendingKind, PendingWrite, Source, TaskSpec,
 };
@@ -45,6 +45,7 @@ impl<S: State> Run<S> {
                 node: INTERRUPT.to_string(),
                 task,
                 update: serde_json::to_value(interrupts).unwrap_or_default(),
+                cached: false,
             });
         }
     }
@@ -57,6 +58,7 @@ impl<S: State> Run<S> {
                 Outcome::Done {
                     command,
                     elapsed_ms,
+                    cached,
                     ..
                 } => self.events.ordered(|| Event::NodeFinished {
                     namespace: String::new(),
@@ -65,8 +67,12 @@ impl<S: State> Run<S> {
                     task: index,
                     duration_ms: *elapsed_ms,
                     update: serde_json::to_value(&command.update).unwrap_or_default(),
+                    cached: *cached,
                 }),
-                Outcome::Failed { error, attempts } => self.events.ordered(|| Event::NodeFailed {
+                Outcome::Failed { error, attempts }
+                | Outcome::Handled {
+                    error, attempts, ..
+                } => self.events.ordered(|| Event::NodeFailed {
                     namespace: String::new(),
                     step,
                     node: spec.node.clone(),
@@ -97,6 +103,7 @@ impl<S: State> Run<S> {
         }
         self.run_tasks(step, prepared, &mut outcomes).await?;
         let outcomes: Vec<Outcome<S>> = outcomes.into_iter().flatten().collect();
+        let outcomes = self.divert_failures(step, outcomes);
         if self.events.wants_ordered() {
             self.report_results(step, &outcomes);
         }
@@ -128,6 +135,8 @@ impl<S: State> Run<S> {
             .iter()
             .map(|t| topology.node_index(&t.node))
             .collect();
+        let store_ops = self.staged_store_writes(&outcomes).await?;
+        let handlers = on_error::handlers_of(&outcomes);
         let collected = self.collect_updates(step, &nodes, outcomes)?;
         let Collected {
             mut batch,
@@ -148,12 +157,16 @@ impl<S: State> Run<S> {
             })?;
         // What was merged is in the state now; a large update is not kept beside it.
         drop(batch);
+        // A handled failure's node did not finish: its edges are not followed.
         let finished: Vec<Finished<'_>> = nodes
             .iter()
             .zip(&gotos)
-            .map(|(node, goto)| Finished { node: *node, goto })
+            .zip(&handlers)
+            .filter(|(_, handler)| handler.is_none())
+            .map(|((node, goto), _)| Finished { node: *node, goto })
             .collect();
-        let next = triggers::advance(&topology, &self.state, &finished, &self.frontier, step)?;
+        let mut next = triggers::advance(&topology, &self.state, &finished, &self.frontier, step)?;
+        on_error::add_handlers(&topology, &mut next, &handlers);
         if wrote {
             self.emit_values(step);
         }
@@ -169,7 +182,10 @@ impl<S: State> Run<S> {
         self.pending.clear();
         if self.writer.is_some() {
             let writers = ran.iter().map(|t| t.node.clone()).collect();
+            self.keep_store_writes(&store_ops).await?;
             self.save_checkpoint(parent, writes, Source::Loop, writers, true)
+                .await?;
+            self.apply_store_writes(self.checkpoint_id, &store_ops)
                 .await?;
         }
         Ok(ran)
@@ -196,9 +212,16 @@ impl<S: State> Run<S> {
                 Some(i) => topology.node_name(*i).clone(),
                 None => spec.node.as_str().into(),
             };
-            let (update, raw, goto) = match outcome {
-                Outcome::Done { command, raw, .. } => (command.update, raw, command.goto),
-                Outcome::Reused { update, raw, goto } => (update, Some(raw), goto),
+            let (update, raw, goto, cached) = match outcome {
+                Outcome::Done {
+                    command,
+                    raw,
+                    cached,
+                    ..
+                } => (command.update, raw, command.goto, cached),
+                Outcome::Reused { update, raw, goto } => (update, Some(raw), goto, false),
+                // Its handler is added to the frontier instead of its edges (`on_error.rs`).
+                Outcome::Handled { update, .. } => (update, None, Vec::new(), false),
                 Outcome::Failed { .. } | Outcome::Interrupted(_) => continue,
             };
             if keep_raw {
@@ -218,6 +241,7 @@ impl<S: State> Run<S> {
                     node: spec.node.clone(),
                     task: batch.len(),
                     update: serde_json::to_value(&update).unwrap_or_default(),
+                    cached,
                 });
             }
             batch.push(TaggedUpdate::new(name, update));
@@ -265,7 +289,8 @@ impl<S: State> Run<S> {
                         goto: goto_records(&command.goto),
                     }));
                 }
-                Outcome::Done { .. } | Outcome::Reused { .. } => {}
+                // A handled failure is not saved: the task runs again on resume (`on_error.rs`).
+                Outcome::Done { .. } | Outcome::Reused { .. } | Outcome::Handled { .. } => {}
                 Outcome::Failed { error, attempts } => {
                     writes.push(write(PendingKind::Error {
                         message: error.message().to_string(),
@@ -309,6 +334,17 @@ impl<S: State> Run<S> {
 
     /// The run's error for a task that failed, naming the path into a subgraph if it failed there.
     fn node_failed(&self, node: &str, step: u64, error: &NodeError, attempts: u32) -> RunError {
+        // The store failed under the node (a subgraph's run, its journal): the run fails as
+        // for its own store's failure, once the node's retry policy gave up.
+        let source = error.source();
+        let child =
+            source.and_then(|e| e.downcast_ref::<crate::runtime::subgraph::ChildStoreFailed>());
+        let store = child.map(|c| &c.error).or_else(|| {
+            source.and_then(|e| e.downcast_ref::<crate::checkpoint::CheckpointError>())
+        });
+        if let Some(store) = store {
+            return RunError::Checkpoint(store.clone());
+        }
         let node = match &error.inner_path {
             Some(inner) => format!("{node} > {inner}"),
             None => node.to_string(),

@@ -1,13 +1,14 @@
 //! Tasks: preparing each frontier task (its context, reused results, answers), running them
 //! concurrently with timeouts, retries and panics caught, and saving each result as it finishes.
 
-use super::{Outcome, OutcomeSlots, PreparedTask, Run};
+use super::{cached, timeouts, Outcome, OutcomeSlots, PreparedTask, Run};
 use crate::checkpoint::{InterruptRecord, PendingKind, PendingWrite, TaskSpec};
 use crate::error::{NodeError, NodeErrorKind, RunError};
 use crate::graph::{goto_records, gotos_of};
 use crate::graph::{Command, GraphError};
 use crate::run::config::Durability;
 use crate::run::context::{as_task, Context, TaskContext};
+use crate::run::control::Heartbeat;
 use crate::run::events::{Event, EventSink};
 use crate::runtime::persist::{self};
 use crate::state::State;
@@ -66,6 +67,10 @@ impl<S: State> Run<S> {
                 subgraph_calls: AtomicU32::new(0),
                 child_pauses: Default::default(),
                 kept: Default::default(),
+                heartbeat: Heartbeat::for_task(
+                    entry.options.idle_timeout,
+                    timeouts::parent_heartbeat(&self.path),
+                ),
             });
             prepared.push(PreparedTask {
                 index,
@@ -73,6 +78,7 @@ impl<S: State> Run<S> {
                 name: entry.name.clone(),
                 options: entry.options.clone(),
                 ctx,
+                cache: self.task_cache(index, spec, &entry.options),
             });
         }
         Ok((prepared, outcomes))
@@ -248,7 +254,15 @@ async fn run_task<S: State>(
     events: EventSink,
     step: u64,
 ) -> Outcome<S> {
-    let span = tracing::info_span!("node", node = %task.name, step, task = task.index);
+    // `attempt` is recorded as each attempt begins (the exported span keeps the last one).
+    let span = tracing::info_span!(
+        "node",
+        node = %task.name,
+        step,
+        task = task.index,
+        attempt = tracing::field::Empty,
+        cached = tracing::field::Empty
+    );
     async move {
         // The clock is read only when events are streamed: durations only feed them.
         let started = events.is_active().then(Instant::now);
@@ -258,9 +272,14 @@ async fn run_task<S: State>(
             .as_ref()
             .map(|r| r.max_attempts.max(1))
             .unwrap_or(1);
+        if let Some(hit) = cached::served(&task, &events, step, started).await {
+            tracing::Span::current().record("cached", true);
+            return hit;
+        }
         let mut attempt = 1u32;
         loop {
             task.ctx.begin_attempt(attempt);
+            tracing::Span::current().record("attempt", attempt);
             events.live(|| Event::NodeStarted {
                 namespace: String::new(),
                 step,
@@ -270,7 +289,10 @@ async fn run_task<S: State>(
             });
             let result = attempt_once(&task, state.clone()).await;
             let error = match settle_attempt(&task, &events, step, started, result) {
-                Ok(outcome) => return outcome,
+                Ok(outcome) => {
+                    cached::keep(&task, &outcome).await;
+                    return outcome;
+                }
                 Err(error) => error,
             };
             match retry_or_fail(&task, &events, step, attempt, max_attempts, error) {
@@ -318,11 +340,13 @@ fn settle_attempt<S: State>(
                 task: task.index,
                 duration_ms: elapsed_ms(started),
                 update: serde_json::to_value(&command.update).unwrap_or(serde_json::Value::Null),
+                cached: false,
             });
             return Ok(Outcome::Done {
                 command,
                 raw: None,
                 elapsed_ms: elapsed_ms(started),
+                cached: false,
             });
         }
         Err(e) => e,
@@ -386,6 +410,7 @@ async fn attempt_once<S: State>(
 ) -> Result<Command<S>, NodeError> {
     let run = as_task(task.ctx.clone(), task.node.run(state, task.ctx.clone()));
     let fut = AssertUnwindSafe(run).catch_unwind();
+    let fut = timeouts::idle_guard(&task.ctx, &task.name, task.options.idle_timeout, fut);
     let result = match task.options.timeout {
         Some(limit) => match tokio::time::timeout(limit, fut).await {
             Ok(r) => r,

@@ -1,0 +1,50 @@
+//! What can go wrong with a long-term store.
+
+use crate::codec::FrameError;
+
+/// A store's errors: each says what failed and what to do.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A namespace every backend cannot keep.
+    #[error("invalid namespace `{namespace}`: {reason}")]
+    InvalidNamespace {
+        /// The namespace, its labels joined by `/`.
+        namespace: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// A key every backend cannot keep.
+    #[error("invalid key `{key}`: {reason}")]
+    InvalidKey {
+        /// The key.
+        key: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// A text query reached a backend without an index.
+    #[error(
+        "a text query needs a search index, and this store has none: wrap it in \
+         stategraph_store::IndexedStore, or search with a filter only"
+    )]
+    NeedsIndex,
+    /// A stored item failed its integrity check or does not decode.
+    #[error(
+        "the long-term store is damaged: item `{key}` in `{namespace}` cannot be read ({source}); \
+         delete it and put it again"
+    )]
+    Corrupt {
+        /// Its namespace, labels joined by `/`.
+        namespace: String,
+        /// Its key.
+        key: String,
+        /// What is wrong with it.
+        #[source]
+        source: FrameError,
+    },
+    /// The backend failed (disk, database, network): its own words.
+    #[error("the long-term store failed: {0}")]
+    Backend(String),
+    /// The search index or the embeddings endpoint failed.
+    #[error("searching the long-term store failed: {0}")]
+    Search(String),
+}

@@ -1,0 +1,99 @@
+//! What a search or a namespace listing selects: one definition every backend applies to the
+//! items it scanned, so filters, order and paging agree across backends.
+
+use super::{Item, Namespace, NamespaceQuery, SearchHit};
+use std::collections::BTreeSet;
+
+/// True when `namespace` starts with `prefix` (`"*"` in the prefix matches any one label).
+///
+/// ```
+/// # use stategraph_checkpoint::store::namespace_matches;
+/// let ns = vec!["users".to_string(), "ada".to_string()];
+/// assert!(namespace_matches(&ns, &["users".into()]));
+/// assert!(namespace_matches(&ns, &["*".into(), "ada".into()]));
+/// assert!(!namespace_matches(&ns, &["teams".into()]));
+/// ```
+pub fn namespace_matches(namespace: &[String], prefix: &[String]) -> bool {
+    namespace.len() >= prefix.len()
+        && namespace
+            .iter()
+            .zip(prefix)
+            .all(|(label, want)| want == "*" || label == want)
+}
+
+/// True when `value` has every field of `filter` with an equal value. A dotted name reaches
+/// into nested objects; a filter on a field whose value is an array also matches an array
+/// holding the wanted value.
+///
+/// ```
+/// # use stategraph_checkpoint::store::filter_matches;
+/// let value = serde_json::json!({"kind": "pref", "user": {"name": "ada"}, "tags": ["a", "b"]});
+/// let filter = serde_json::json!({"user.name": "ada", "tags": "b"});
+/// assert!(filter_matches(&value, filter.as_object().unwrap()));
+/// ```
+pub fn filter_matches(
+    value: &serde_json::Value,
+    filter: &serde_json::Map<String, serde_json::Value>,
+) -> bool {
+    filter.iter().all(|(field, want)| {
+        let mut at = Some(value);
+        for part in field.split('.') {
+            at = at.and_then(|v| v.get(part));
+        }
+        match at {
+            Some(found) if found == want => true,
+            Some(serde_json::Value::Array(items)) => items.contains(want),
+            _ => false,
+        }
+    })
+}
+
+/// Items in a listing's order (most recently updated first, then by namespace and key), one
+/// page of them.
+pub fn page(mut items: Vec<Item>, offset: usize, limit: usize) -> Vec<SearchHit> {
+    items.sort_by(|a, b| {
+        b.updated_at_ms
+            .cmp(&a.updated_at_ms)
+            .then_with(|| a.namespace.cmp(&b.namespace))
+            .then_with(|| a.key.cmp(&b.key))
+    });
+    let limit = if limit == 0 { usize::MAX } else { limit };
+    items
+        .into_iter()
+        .skip(offset)
+        .take(limit)
+        .map(|item| SearchHit { item, score: None })
+        .collect()
+}
+
+/// The namespaces `query` selects from those holding live items: matched by prefix and suffix,
+/// cut to its depth, sorted, without repeats, one page.
+pub fn select_namespaces<'a>(
+    namespaces: impl IntoIterator<Item = &'a Namespace>,
+    query: &NamespaceQuery,
+) -> Vec<Namespace> {
+    let mut out = BTreeSet::new();
+    for ns in namespaces {
+        if !namespace_matches(ns, &query.prefix) {
+            continue;
+        }
+        if !query.suffix.is_empty() {
+            let reversed: Vec<String> = ns.iter().rev().cloned().collect();
+            let suffix: Vec<String> = query.suffix.iter().rev().cloned().collect();
+            if !namespace_matches(&reversed, &suffix) {
+                continue;
+            }
+        }
+        let cut = match query.max_depth {
+            Some(depth) => ns.iter().take(depth).cloned().collect(),
+            None => ns.clone(),
+        };
+        out.insert(cut);
+    }
+    let limit = if query.limit == 0 {
+        usize::MAX
+    } else {
+        query.limit
+    };
+    out.into_iter().skip(query.offset).take(limit).collect()
+}
