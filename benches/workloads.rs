@@ -401,11 +401,49 @@ fn joined(done: Result<Result<(), String>, tokio::task::JoinError>) -> Result<()
 
 async fn run_async(options: &Options) -> Result<Report, Error> {
     let store = Store::open(options)?;
+    let (steps, seconds) = run_workload(options, &store.saver).await?;
+    Ok(Report {
+        workload: options.workload.name(),
+        saver: if options.sled { "sled" } else { "memory" },
+        durability: durability_name(options.durability),
+        steps,
+        seconds,
+        db_bytes: store.close()?,
+    })
+}
+
+/// Runs chain, loop or fanout on a checkpointer the caller opened: the entry of the benches of
+/// stores that are not the engine's dev-dependencies (`benches/workloads_postgres.rs`, declared
+/// by `stategraph-postgres`). The report names `saver`; its `db_bytes` is left for the caller,
+/// which knows how to measure its store.
+#[allow(dead_code)] // used by workloads_postgres.rs only
+pub async fn run_on(
+    options: &Options,
+    saver: Arc<dyn Checkpointer>,
+    saver_name: &'static str,
+) -> Result<Report, Error> {
+    if matches!(options.workload, Workload::Resume | Workload::Open) {
+        return Err(format!("{} is timed on sled only", options.workload.name()).into());
+    }
+    let (steps, seconds) = run_workload(options, &saver).await?;
+    Ok(Report {
+        workload: options.workload.name(),
+        saver: saver_name,
+        durability: durability_name(options.durability),
+        steps,
+        seconds,
+        db_bytes: None,
+    })
+}
+
+/// Runs chain, loop or fanout on `saver`; returns the node steps and the seconds they took.
+async fn run_workload(
+    options: &Options,
+    saver: &Arc<dyn Checkpointer>,
+) -> Result<(usize, f64), Error> {
     let (steps, seconds) = match options.workload {
         Workload::Chain => {
-            let graph = chain_graph()
-                .compile()?
-                .with_checkpointer(store.saver.clone());
+            let graph = chain_graph().compile()?.with_checkpointer(saver.clone());
             let threads = options.scaled(50);
             let seconds = run_threads(
                 &graph,
@@ -422,7 +460,7 @@ async fn run_async(options: &Options) -> Result<Report, Error> {
             let clock = StepClock::default();
             let graph = loop_graph(len, clock.clone())
                 .compile()?
-                .with_checkpointer(store.saver.clone());
+                .with_checkpointer(saver.clone());
             let started = Instant::now();
             let out = graph
                 .invoke(
@@ -443,9 +481,7 @@ async fn run_async(options: &Options) -> Result<Report, Error> {
             (len, seconds)
         }
         Workload::Fanout => {
-            let graph = fanout_graph()
-                .compile()?
-                .with_checkpointer(store.saver.clone());
+            let graph = fanout_graph().compile()?.with_checkpointer(saver.clone());
             let threads = options.scaled(200);
             let check = |s: &Fan| s.results.len() == 11 && s.results.last() == Some(&10);
             let seconds = run_threads(
@@ -458,16 +494,11 @@ async fn run_async(options: &Options) -> Result<Report, Error> {
             .await?;
             (threads * 12, seconds)
         }
-        Workload::Resume | Workload::Open => unreachable!("timed from the open"),
+        Workload::Resume | Workload::Open => {
+            return Err(format!("{} is timed from the open", options.workload.name()).into())
+        }
     };
-    Ok(Report {
-        workload: options.workload.name(),
-        saver: if options.sled { "sled" } else { "memory" },
-        durability: durability_name(options.durability),
-        steps,
-        seconds,
-        db_bytes: store.close()?,
-    })
+    Ok((steps, seconds))
 }
 
 /// Prints (to stderr) how long the loop's first and last 100 steps took, each with its

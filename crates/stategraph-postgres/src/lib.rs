@@ -27,6 +27,10 @@
 //! - `pieces.rs`: pieces of large records, fetched an index level at a time, and swept.
 //! - `keys.rs`: how thread ids and journal keys become fixed-size keys.
 //! - `inspect.rs`: what tests read and damage beyond the contract.
+//! - [`PostgresCache`] (`cache.rs`, schema version 3): the node cache, on the checkpointer's
+//!   pool, shared by every process of the database.
+//! - `item_store.rs`: [`PostgresStore`], the long-term store (schema version 4): items across
+//!   threads by namespace and key, one transaction per batch.
 //! - [`queue`]: the run queue (schema version 2): submitting runs with a strategy for a busy
 //!   thread, claiming them under fenced leases renewed by heartbeats, outcomes, cancellation as
 //!   stored state, listing (`submit.rs`, `claim.rs`, `list.rs`). It stores runs; running them
@@ -50,9 +54,11 @@
 // Library code never prints: it returns what it has to say (see the engine's lib.rs).
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod cache;
 mod checkpointer;
 mod connect;
 mod inspect;
+mod item_store;
 mod keys;
 mod leases;
 mod pieces;
@@ -62,7 +68,9 @@ mod schema;
 mod threads;
 mod transaction;
 
+pub use cache::PostgresCache;
 pub use connect::{ConnectError, PostgresOptions};
+pub use item_store::PostgresStore;
 pub use schema::SCHEMA_VERSION;
 
 use connect::Target;

@@ -59,3 +59,29 @@ mod subgraphs {
     stategraph_checkpoint_conformance::subgraph_suite!(sled: super::super::on_sled());
     stategraph_checkpoint_conformance::subgraph_suite!(folders: super::super::in_folders());
 }
+
+/// `SledStore`, the long-term store, in a temporary directory.
+struct SledItems {
+    store: Arc<stategraph_sled::SledStore>,
+    _dir: tempfile::TempDir,
+}
+
+impl stategraph_checkpoint_conformance::store_checks::StoreUnderTest for SledItems {
+    fn store(&self) -> Arc<dyn stategraph_checkpoint::store::Store> {
+        self.store.clone()
+    }
+}
+
+fn sled_items(
+    clock: Arc<stategraph_checkpoint::store::FakeClock>,
+) -> Box<dyn stategraph_checkpoint_conformance::store_checks::StoreUnderTest> {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        stategraph_sled::SledStore::open_with_clock(dir.path().join("items"), clock).unwrap();
+    Box::new(SledItems {
+        store: Arc::new(store),
+        _dir: dir,
+    })
+}
+
+stategraph_checkpoint_conformance::store_suite!(sled_item_store: sled_items);

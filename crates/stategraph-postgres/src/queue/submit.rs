@@ -34,6 +34,10 @@ const CANCEL: &str = "UPDATE stategraph_runs SET
     since = CASE WHEN status IN ('queued', 'paused') THEN now() ELSE since END
     WHERE id = $1 RETURNING status";
 
+/// A thread's runs that may still run, oldest first (the hash finds them, the text makes sure).
+const ACTIVE_OF_THREAD: &str = "SELECT id FROM stategraph_runs
+    WHERE thread_key = $1 AND thread = $2 AND status IN ('queued', 'running') ORDER BY seq";
+
 /// The advisory lock key of a thread's submits: 8 bytes of its key.
 fn lock_key(thread_key: &[u8]) -> i64 {
     let mut bytes = [0u8; 8];
@@ -137,5 +141,32 @@ impl RunQueue {
             .ok_or(QueueError::NotFound(run))?;
         let status: String = row.try_get(0).map_err(|e| self.db(e))?;
         Ok(Status::parse(&status).unwrap_or(Status::Cancelled))
+    }
+
+    /// Cancels every run of `thread` that is queued or running (each as [`cancel`](Self::cancel)
+    /// does); returns them with their status after, oldest first (none: the thread had no run
+    /// to cancel). A run submitted after this is not cancelled.
+    ///
+    /// ```no_run
+    /// # async fn demo(queue: stategraph_postgres::queue::RunQueue) -> Result<(), stategraph_postgres::queue::QueueError> {
+    /// for (run, status) in queue.cancel_thread("acme-1").await? {
+    ///     println!("{run}: {status}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn cancel_thread(&self, thread: &str) -> Result<Vec<(RunId, Status)>, QueueError> {
+        let key = hash16(thread);
+        let client = self.client().await?;
+        let rows = client
+            .query(ACTIVE_OF_THREAD, &[&key, &thread])
+            .await
+            .map_err(|e| self.db(e))?;
+        drop(client);
+        let mut cancelled = Vec::with_capacity(rows.len());
+        for row in rows {
+            let run = RunId(row.try_get(0).map_err(|e| self.db(e))?);
+            cancelled.push((run, self.cancel(run).await?));
+        }
+        Ok(cancelled)
     }
 }

@@ -11,7 +11,7 @@ use deadpool_postgres::{GenericClient, Object};
 use tokio_postgres::error::SqlState;
 
 /// The newest schema version this build creates and reads.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// One version of the schema.
 struct Migration {
@@ -31,6 +31,16 @@ const MIGRATIONS: &[Migration] = &[
         version: 2,
         what: "the run queue: runs, their leases, stops and outcomes",
         sql: include_str!("sql/v2.sql"),
+    },
+    Migration {
+        version: 3,
+        what: "the node cache: node results by graph, node and key",
+        sql: include_str!("sql/v3.sql"),
+    },
+    Migration {
+        version: 4,
+        what: "the long-term store: items by namespace and key",
+        sql: include_str!("sql/v4.sql"),
     },
 ];
 

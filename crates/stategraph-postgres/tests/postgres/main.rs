@@ -1,11 +1,12 @@
 //! What Postgres adds to the conformance kit: fencing between workers (`fencing.rs`), the records
-//! that broke other Postgres savers (`records.rs`), the schema's versions (`schema.rs`), and what
+//! that broke other Postgres savers (`records.rs`), the schema's versions (`schema.rs`), the node cache (`cache.rs`), and what
 //! a failed connection says (`connect.rs`). Each test runs on a database of its own in a real,
 //! throwaway cluster.
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod cache;
 mod connect;
 mod fencing;
 mod queue;

@@ -284,3 +284,31 @@ async fn a_threads_runs_go_one_at_a_time_and_a_submit_follows_its_strategy() {
         "newest first"
     );
 }
+
+#[tokio::test]
+async fn cancelling_a_thread_cancels_its_queued_runs_and_stops_its_running_one() {
+    let db = cluster().database();
+    let queue = RunQueue::connect(db.url()).await.unwrap();
+    let first = queue.submit(run_of("busy")).await.unwrap();
+    let second = queue.submit(run_of("busy")).await.unwrap();
+    let other = queue.submit(run_of("other")).await.unwrap();
+    let claimed = queue.claim("w1", LEASE).await.unwrap().unwrap();
+    assert_eq!(claimed.id, first);
+
+    let cancelled = queue.cancel_thread("busy").await.unwrap();
+    assert_eq!(
+        cancelled,
+        vec![(first, Status::Running), (second, Status::Cancelled)]
+    );
+    assert_eq!(
+        queue.heartbeat(first, claimed.epoch, LEASE).await.unwrap(),
+        Some(Stop::Cancel),
+        "the running one hears it with its next heartbeat"
+    );
+    let untouched = queue.get(other).await.unwrap().unwrap();
+    assert_eq!(untouched.status, Status::Queued);
+    assert!(
+        queue.cancel_thread("idle").await.unwrap().is_empty(),
+        "a thread with no run has nothing to cancel"
+    );
+}

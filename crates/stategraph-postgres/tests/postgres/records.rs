@@ -7,7 +7,7 @@ use super::{checkpoint, psql, snapshot_of, worker, Log, LogUpdate};
 use serde_json::json;
 use stategraph::runtime::{Context, NodeError, RunConfig};
 use stategraph::{StateGraph, END, START};
-use stategraph_checkpoint::{Checkpointer, PendingKind, PendingWrite};
+use stategraph_checkpoint::{CheckpointError, Checkpointer, PendingKind, PendingWrite};
 use std::sync::Arc;
 
 #[tokio::test]
@@ -146,4 +146,56 @@ async fn a_state_of_megabytes_is_stored_once_as_pieces_pruned_and_read_back() {
 
     store.delete_thread("big").await.unwrap();
     assert_eq!(store.stored_bytes("big").await.unwrap(), 0);
+}
+
+/// An application's own record in a thread's journal (the `graph` command's record of how a
+/// thread was started, `graph/origin`): kept by a prune, which takes only the calls recorded
+/// from the checkpoints it removes, and gone with the thread. A record whose bytes were damaged
+/// in the database reads as damage, never as no record.
+#[tokio::test]
+async fn an_applications_record_outlives_a_prune_and_goes_with_its_thread() {
+    let db = cluster().database();
+    let store = worker(&db).await;
+    let origin = json!({"graph": "pipeline", "overrides": ["step_ms=1"]});
+    store
+        .put_journal("app", "graph/origin", &origin)
+        .await
+        .unwrap();
+    let first = checkpoint("app", None, json!({"steps": ["a"]}));
+    store.put_checkpoint(&first, true).await.unwrap();
+    let call = format!("{}/search:0", first.id);
+    store
+        .put_journal("app", &call, &json!("paid"))
+        .await
+        .unwrap();
+    let second = checkpoint("app", Some(first.id), json!({"steps": ["a", "b"]}));
+    store.put_checkpoint(&second, true).await.unwrap();
+
+    store.delete_checkpoints("app", &[first.id]).await.unwrap();
+    assert_eq!(store.get_journal("app", &call).await.unwrap(), None);
+    assert_eq!(
+        store.get_journal("app", "graph/origin").await.unwrap(),
+        Some(origin.clone())
+    );
+
+    let client = psql(&db).await;
+    client
+        .execute(
+            "UPDATE stategraph_journal SET value = '\\x00ff'::bytea WHERE key = $1",
+            &[&b"graph/origin".as_slice()],
+        )
+        .await
+        .unwrap();
+    let damaged = store.get_journal("app", "graph/origin").await;
+    assert!(
+        matches!(damaged, Err(CheckpointError::Corrupt { .. })),
+        "{damaged:?}"
+    );
+
+    store.delete_thread("app").await.unwrap();
+    assert_eq!(
+        store.get_journal("app", "graph/origin").await.unwrap(),
+        None
+    );
+    assert_eq!(store.list_threads().await.unwrap(), Vec::<String>::new());
 }

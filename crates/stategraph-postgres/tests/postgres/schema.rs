@@ -82,7 +82,8 @@ async fn a_database_at_version_1_is_migrated_to_the_run_queue_with_its_threads_k
     let client = psql(&db).await;
     client
         .batch_execute(
-            "DROP TABLE stategraph_runs; DELETE FROM stategraph_migrations WHERE version = 2",
+            "DROP TABLE stategraph_store_items; DROP TABLE stategraph_node_cache; \
+             DROP TABLE stategraph_runs; DELETE FROM stategraph_migrations WHERE version >= 2",
         )
         .await
         .unwrap();

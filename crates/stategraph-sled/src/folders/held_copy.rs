@@ -45,7 +45,11 @@ impl FolderCheckpointer {
             Err(e) => return Err(e),
         };
         // Short of what its index or its flush witness saw: caught mid-write, not damaged.
-        if self.lost_since_indexed(root, &copy, &store_dir).await?.is_some() {
+        if self
+            .lost_since_indexed(root, &copy, &store_dir)
+            .await?
+            .is_some()
+        {
             return Ok(None);
         }
         Ok(Some(copy))
