@@ -55,9 +55,21 @@ impl Assistants {
         if let Some(a) = self.lock().get(id) {
             return Ok(a.clone());
         }
-        if self.registry.get(id).is_none() {
+        // A registered name, or a graph file of `./graphs/` the listing names by its path
+        // (listing builds every graph: only a path is looked for there). A file that cannot be
+        // used is resolved below, which says why.
+        let listed = || {
+            if !Registry::is_path(id) {
+                return false;
+            }
+            let listing = self.registry.listing();
+            listing.graphs.iter().any(|g| g.name == id)
+                || listing.bad_files.iter().any(|b| b.source == id)
+        };
+        if self.registry.get(id).is_none() && !listed() {
             return Err(ApiError::not_found(format!(
-                "no assistant `{id}`: this server's assistants are its registered graphs: {}",
+                "no assistant `{id}`: this server's assistants are its registered graphs ({}) \
+                 and the graph files of ./graphs/ (POST /assistants/search lists them)",
                 self.ids().join(", ")
             )));
         }

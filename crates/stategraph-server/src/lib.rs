@@ -22,18 +22,25 @@
 //!   store); below `threads.rs` and `runs/`, which read a thread's graph from it.
 //! - `routes/`: one file per resource: `assistants.rs`, `threads.rs` (create, get, search,
 //!   patch, copy, delete), `state.rs` (state, edits, history), `runs.rs` (create, stream, wait,
-//!   join, cancel, list). Each handler carries its `#[utoipa::path]` and is registered from it,
-//!   so the OpenAPI document served at `/openapi.json` is made from the routes themselves.
+//!   join, cancel, list), `plan.rs` (a plan kept by the thread's graph, read and edited).
+//!   Each handler carries its `#[utoipa::path]` and is registered from it, so the OpenAPI
+//!   document served at `/openapi.json` is made from the routes themselves.
 //! - `shapes.rs`: the JSON shapes of LangGraph that several routes share (checkpoints, a thread's
 //!   state, interrupts, times).
 //! - `runs/`: the runs of this process: `mod.rs` is the registry (one active run per thread, the
 //!   others queued or refused), `plan.rs` reads a run request into what to run, `exec.rs` runs
 //!   it, `log.rs` is a run's events kept in memory with their ids, so a stream rejoined with
-//!   `Last-Event-ID`, and a late joiner, get every event exactly once.
+//!   `Last-Event-ID`, and a late joiner, get every event exactly once; `ledger.rs` is the
+//!   thread's recent runs kept in the store, from which a server that did not run a run (one
+//!   restarted after a crash, another over the same database) answers for it: followed through
+//!   its checkpoints while its process lives, else how it ended.
 //! - `sse.rs`: engine events as Server-Sent Events (`values`, `updates`, `custom`, `debug`,
 //!   `messages`, then `end`), and the streaming response over a run's log.
 //! - `threads.rs`: the server's own record of a thread (metadata, graph, times), kept in the
 //!   thread's journal under [`THREAD_RECORD_KEY`], read and written through its catalog.
+//! - `page.rs`: the web page at `/` (threads, a thread's steps and state, its live run,
+//!   answering a pause, editing the plan, starting a run): `ui/index.html`, `ui/app.js` and
+//!   `ui/style.css` compiled in, calling the same API.
 //! - `auth.rs`: the bearer token, compared in constant time; `extract.rs`: request bodies and
 //!   queries, whose errors name the field; `error.rs`: errors as JSON with a status.
 //!
@@ -50,6 +57,7 @@ mod auth;
 mod config;
 mod error;
 mod extract;
+mod page;
 mod routes;
 mod runs;
 mod shapes;

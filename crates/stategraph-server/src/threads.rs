@@ -81,8 +81,12 @@ impl Catalog {
     /// `None` when the thread does not exist.
     pub async fn read(&self, thread: &str) -> Result<Option<ThreadRecord>, ApiError> {
         check_id(thread)?;
+        // A kept record that names no graph is read again: another server over the same
+        // database may have run the thread since (its first run names the graph).
         if let Some(r) = self.lock().get(thread).cloned() {
-            return Ok(Some(r));
+            if r.graph_id().is_some() {
+                return Ok(Some(r));
+            }
         }
         let record = match self.store.get_journal(thread, THREAD_RECORD_KEY).await? {
             Some(value) => serde_json::from_value::<ThreadRecord>(value).map_err(|e| {

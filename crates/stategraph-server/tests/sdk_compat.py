@@ -66,6 +66,32 @@ async def main(url: str) -> None:
     assert final["verdict"] == "approved" and final["done"] is True, final
     assert (await client.threads.get(review_id))["status"] == "idle"
 
+    # Command(update=..., goto=...): paused before `three`, an update merged before the step
+    # and `four` run beside `three` in it (then again after it, by its edge).
+    thread = await client.threads.create()
+    paused = await client.runs.wait(
+        thread["thread_id"], "steps", input={"topic": "goto"}, interrupt_before=["three"]
+    )
+    assert paused["log"] == ["one", "two"], paused
+    final = [
+        part.data
+        async for part in client.runs.stream(
+            thread["thread_id"],
+            "steps",
+            command=Command(update={"log": ["by hand"]}, goto="four"),
+            stream_mode="values",
+        )
+        if part.event == "values"
+    ][-1]
+    assert final["log"] == ["one", "two", "by hand", "three", "four", "four"], final
+    # A goto to a node the graph lacks is refused, naming the field.
+    try:
+        await client.runs.wait(thread["thread_id"], "steps", command=Command(goto="nope"))
+        raise AssertionError("a goto to an unknown node was taken")
+    except Exception as e:  # langgraph-sdk raises httpx's HTTPStatusError
+        text = e.response.text if hasattr(e, "response") else str(e)
+        assert "command.goto" in text, text
+
     # History, newest first, paged with `before`.
     history = await client.threads.get_history(review_id, limit=2)
     assert len(history) == 2, history

@@ -10,7 +10,7 @@ use axum::extract::{Path, State};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use stategraph_registry::{AnyFactory, DrawFormat};
+use stategraph_registry::{input_schema, DrawFormat, Resolved};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
@@ -23,14 +23,20 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(subgraphs))
 }
 
-/// LangGraph's `Assistant` for a registered graph.
-fn assistant_json(app: &App, factory: &dyn AnyFactory) -> Value {
+/// LangGraph's `Assistant` for a graph as the registry lists it: `id` is its registered name,
+/// or the path of a graph file of `./graphs/` that no name resolves to; `graph_id` the graph it
+/// builds; `description` its graph file's, else its factory's.
+fn assistant_json(app: &App, id: &str, resolved: &Resolved) -> Value {
     let at = iso(app.started_at_ms);
+    let description = match resolved.file.description.as_str() {
+        "" => resolved.factory.description(),
+        own => own,
+    };
     json!({
-        "assistant_id": factory.name(),
-        "graph_id": factory.name(),
-        "name": factory.name(),
-        "description": factory.description(),
+        "assistant_id": id,
+        "graph_id": resolved.file.graph,
+        "name": id,
+        "description": description,
         "config": {},
         "context": {},
         "metadata": {"created_by": "system"},
@@ -54,13 +60,26 @@ struct SearchRequest {
     offset: Option<usize>,
 }
 
+/// What the registry lists (as `graph graphs` does: the registered graphs as their names
+/// resolve here, then the other graph files of `./graphs/`), filtered. A graph file that
+/// cannot be used is left out and logged; `GET /assistants/{id}` says what is wrong with it.
 fn matching(app: &App, req: &SearchRequest) -> Vec<Value> {
-    app.assistants
-        .registry
+    let listing = app.assistants.registry.listing();
+    for bad in &listing.bad_files {
+        tracing::warn!(file = %bad.source, error = %bad.error, "a graph file cannot be used");
+    }
+    listing
+        .graphs
         .iter()
-        .filter(|f| req.graph_id.as_deref().is_none_or(|g| g == f.name()))
-        .filter(|f| req.name.as_deref().is_none_or(|n| f.name().contains(n)))
-        .map(|f| assistant_json(app, f.as_ref()))
+        .map(|g| assistant_json(app, &g.name, &g.resolved))
+        .filter(|a| {
+            let graph_id = a["graph_id"].as_str().unwrap_or_default();
+            let name = a["name"].as_str().unwrap_or_default();
+            req.graph_id
+                .as_deref()
+                .is_none_or(|g| g == graph_id || g == name)
+                && req.name.as_deref().is_none_or(|n| name.contains(n))
+        })
         .filter(|a| {
             let empty = Map::new();
             let metadata = a["metadata"].as_object().unwrap_or(&empty);
@@ -114,7 +133,7 @@ async fn get_one(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let a = app.assistants.get(&id)?;
-    Ok(Json(assistant_json(&app, a.resolved.factory.as_ref())))
+    Ok(Json(assistant_json(&app, &a.id, &a.resolved)))
 }
 
 /// The graph as LangGraph's drawing JSON: nodes (`__start__`, `__end__` and the graph's own)
@@ -170,7 +189,7 @@ async fn schemas(
     };
     Ok(Json(json!({
         "graph_id": a.id,
-        "input_schema": field_schema(factory.input_field(), &format!("{}Input", a.id)),
+        "input_schema": input_schema(factory),
         "output_schema": field_schema(factory.output_field(), &format!("{}Output", a.id)),
         "state_schema": {"title": format!("{}State", a.id), "type": "object"},
         "config_schema": null,

@@ -5,6 +5,7 @@
 //! routes themselves and cannot name a path or method that is not served, or leave one out.
 
 mod assistants;
+mod plan;
 mod runs;
 mod state;
 mod threads;
@@ -41,7 +42,9 @@ pub(crate) fn router(app: Arc<App>, config: &ServerConfig) -> Result<Router, Ser
     if !config.cors.is_empty() {
         router = router.layer(cors(&config.cors)?);
     }
-    Ok(router)
+    // The page and its assets are outside the token's layer: they hold no data, and a browser
+    // cannot send a header with a page it opens; the page sends the token with each API call.
+    Ok(crate::page::routes().merge(router))
 }
 
 /// CORS for the given origins only: a browser page from elsewhere cannot call the API.
@@ -55,7 +58,13 @@ fn cors(origins: &[String]) -> Result<CorsLayer, ServerError> {
         .collect::<Result<Vec<_>, _>>()?;
     Ok(CorsLayer::new()
         .allow_origin(AllowOrigin::list(allowed))
-        .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
+        .allow_methods([
+            Method::GET,
+            Method::POST,
+            Method::PUT,
+            Method::PATCH,
+            Method::DELETE,
+        ])
         .allow_headers([
             header::CONTENT_TYPE,
             header::AUTHORIZATION,
@@ -84,6 +93,7 @@ fn documented() -> OpenApiRouter<AppState> {
         .merge(threads::routes())
         .merge(state::routes())
         .merge(runs::routes())
+        .merge(plan::routes())
 }
 
 #[utoipa::path(get, path = "/ok", tag = "system", summary = "Health",

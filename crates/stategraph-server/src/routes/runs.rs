@@ -6,8 +6,8 @@ use super::{run_location, AppState};
 use crate::app::App;
 use crate::error::ApiError;
 use crate::extract::{Body, Query};
-use crate::runs::exec;
 use crate::runs::plan::{self, IfNotExists, OnCompletion, RunRequest, Start};
+use crate::runs::{exec, ledger};
 use crate::runs::{Admission, RunHandle};
 use crate::sse::{mode_name, parse_modes, respond};
 use crate::threads::{self, ThreadRecord};
@@ -94,22 +94,38 @@ async fn start(
     Ok(run)
 }
 
-/// Refuses an answer (`command.resume`) to a thread that asks nothing, before the run starts.
+/// Refuses an answer (`command.resume`) to a thread that asks nothing, and a `command.goto`
+/// on a thread with no step to add tasks to, before the run starts.
 async fn check_answerable(plan: &plan::Plan) -> Result<(), ApiError> {
-    let Start::Continue { answer: Some(_) } = &plan.start else {
+    let Start::Continue { answer, goto, .. } = &plan.start else {
         return Ok(());
     };
-    if plan.config.checkpoint_id.is_some() {
+    if plan.config.checkpoint_id.is_some() || (answer.is_none() && goto.is_empty()) {
         return Ok(());
     }
-    let asks = match plan.assistant.graph.get_state(&plan.thread, None).await {
-        Ok(s) => s
-            .interrupts
-            .iter()
-            .any(|i| i.when == InterruptWhen::Dynamic),
-        Err(RunError::ThreadNotFound { .. }) => false,
+    let newest = match plan.assistant.graph.get_state(&plan.thread, None).await {
+        Ok(s) => Some(s),
+        Err(RunError::ThreadNotFound { .. }) => None,
         Err(e) => return Err(e.into()),
     };
+    if !goto.is_empty() && newest.is_none() {
+        return Err(ApiError::invalid(
+            "command.goto",
+            format!(
+                "thread `{}` has not run yet, so there is no step to add tasks to: start it \
+                 with an input",
+                plan.thread
+            ),
+        ));
+    }
+    if answer.is_none() {
+        return Ok(());
+    }
+    let asks = newest.is_some_and(|s| {
+        s.interrupts
+            .iter()
+            .any(|i| i.when == InterruptWhen::Dynamic)
+    });
     if asks {
         return Ok(());
     }
@@ -348,7 +364,13 @@ async fn get_one(
     State(app): State<AppState>,
     Path((id, run_id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(find(&app, &id, &run_id)?.to_json()))
+    match find(&app, &id, &run_id) {
+        Ok(run) => Ok(Json(run.to_json())),
+        Err(e) => ledger::describe(&app, &id, &run_id)
+            .await
+            .map(Json)
+            .ok_or(e),
+    }
 }
 
 #[utoipa::path(
@@ -381,7 +403,17 @@ async fn join(
     State(app): State<AppState>,
     Path((id, run_id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let run = find(&app, &id, &run_id)?;
+    let run = match find(&app, &id, &run_id) {
+        Ok(run) => run,
+        // A run of another process, or of this server before it restarted: followed to its end.
+        Err(e) => {
+            let Some(log) = ledger::stream_of(&app, &id, &run_id, None).await else {
+                return Err(e);
+            };
+            log.closed().await;
+            return Ok(Json(ledger::joined(&log)));
+        }
+    };
     run.done().await;
     Ok(Json(run.output()))
 }
@@ -402,7 +434,7 @@ async fn join_stream(
     headers: HeaderMap,
     query: Query,
 ) -> Result<Response, ApiError> {
-    let run = find(&app, &id, &run_id)?;
+    let found = find(&app, &id, &run_id);
     let last_seen = match headers
         .get("last-event-id")
         .map(|v| v.to_str().unwrap_or("?").trim())
@@ -430,7 +462,14 @@ async fn join_stream(
         ),
     };
     let cancel = query.flag("cancel_on_disconnect", false)?;
-    Ok(stream_of(run, last_seen, modes, cancel))
+    match found {
+        Ok(run) => Ok(stream_of(run, last_seen, modes, cancel)),
+        // A run of another process, or of this server before it restarted: from the ledger.
+        Err(e) => match ledger::stream_of(&app, &id, &run_id, last_seen).await {
+            Some(log) => Ok(respond(log, last_seen, modes, None).into_response()),
+            None => Err(e),
+        },
+    }
 }
 
 /// Cancels the run (`action=interrupt`: it keeps its last checkpoint; `rollback`: the

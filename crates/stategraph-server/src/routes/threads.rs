@@ -65,6 +65,8 @@ pub(crate) async fn thread_json(
         "metadata": record.metadata,
         "status": status,
         "values": newest.as_ref().map(|s| s.values.clone()),
+        // Not LangGraph's: the steps the thread has taken, for a listing (the web page's).
+        "step": newest.as_ref().map(|s| s.step),
         "interrupts": newest.as_ref().map_or(json!({}), interrupts_by_task),
         "config": {},
     }))

@@ -48,6 +48,11 @@ async fn execute(app: &App, run: &RunHandle) {
         return;
     }
     run.set_running();
+    // The ledger is what outlives this process: another server (or this one, restarted)
+    // answers for the run from it.
+    if !run.temporary {
+        super::ledger::record(app, run).await;
+    }
     let before = newest_checkpoint(app, &run.thread_id).await;
     let result = drive(run, plan).await;
     if run.rolls_back() {
@@ -78,6 +83,9 @@ async fn execute(app: &App, run: &RunHandle) {
             run.finish(Status::Error, json!({ "__error__": error }), None);
         }
     }
+    if !run.temporary {
+        super::ledger::record(app, run).await;
+    }
     end_stream(run);
 }
 
@@ -104,14 +112,30 @@ async fn drive(run: &RunHandle, plan: Plan) -> Result<RunOutcome<Value>, RunErro
     let running = async {
         match plan.start {
             Start::Input(input) => graph.run(input, config, Some(tx)).await,
-            // A thread never run starts from an empty input, as LangGraph's does.
-            Start::Continue { .. } if newest.is_none() && config.checkpoint_id.is_none() => {
-                graph.run(json!({}), config, Some(tx)).await
+            // A thread never run starts from an empty input (or the command's update), as
+            // LangGraph's does.
+            Start::Continue { update, .. }
+                if newest.is_none() && config.checkpoint_id.is_none() =>
+            {
+                let input = update.unwrap_or_else(|| json!({}));
+                graph.run(input, config, Some(tx)).await
             }
-            Start::Continue { answer } => {
+            Start::Continue {
+                answer,
+                update,
+                goto,
+            } => {
                 let waiting = newest.as_ref().map_or(&[][..], |s| &s.interrupts[..]);
                 let resume = Resume::answering(waiting, answer);
-                graph.resume(thread, resume, config, Some(tx)).await
+                match update.is_none() && goto.is_empty() {
+                    true => graph.resume(thread, resume, config, Some(tx)).await,
+                    false => {
+                        let events = Some(tx);
+                        graph
+                            .resume_command(thread, resume, update, goto, config, events)
+                            .await
+                    }
+                }
             }
         }
     };

@@ -25,6 +25,9 @@ pub(crate) struct Frame {
 
 #[derive(Default)]
 struct Frames {
+    /// The id of the first frame (0 but for a stream rebuilt from the store, whose ids follow
+    /// those its reader saw: see `ledger.rs`).
+    base: u64,
     list: Vec<Arc<Frame>>,
     closed: bool,
 }
@@ -46,6 +49,13 @@ impl Default for EventLog {
 }
 
 impl EventLog {
+    /// An empty log whose first event gets the id `base`.
+    pub fn starting_at(base: u64) -> Self {
+        let log = EventLog::default();
+        log.lock().base = base;
+        log
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Frames> {
         self.frames.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -57,7 +67,7 @@ impl EventLog {
             if frames.closed {
                 return;
             }
-            let id = frames.list.len() as u64;
+            let id = frames.base + frames.list.len() as u64;
             frames.list.push(Arc::new(Frame {
                 id,
                 event: event.into(),
@@ -81,7 +91,7 @@ impl EventLog {
     /// The events from position `from` on, and whether the log is closed.
     pub fn from(&self, from: u64) -> (Vec<Arc<Frame>>, bool) {
         let frames = self.lock();
-        let start = (from as usize).min(frames.list.len());
+        let start = (from.saturating_sub(frames.base) as usize).min(frames.list.len());
         (frames.list[start..].to_vec(), frames.closed)
     }
 
@@ -123,5 +133,18 @@ mod tests {
         let (rest, closed) = log.from(5);
         assert!(rest.is_empty() && closed);
         log.closed().await;
+    }
+
+    #[tokio::test]
+    async fn a_log_rebuilt_for_a_reader_continues_its_ids() {
+        let log = EventLog::starting_at(7);
+        log.push("metadata", None, &serde_json::json!({}));
+        log.push("end", None, &serde_json::json!({}));
+        log.close();
+        let (all, closed) = log.from(7);
+        assert_eq!(all.iter().map(|f| f.id).collect::<Vec<_>>(), vec![7, 8]);
+        assert!(closed);
+        assert_eq!(log.from(8).0.len(), 1);
+        assert!(log.from(9).0.is_empty());
     }
 }

@@ -2,9 +2,11 @@
 //! as the request's `multitask_strategy` says; each with its stream kept in memory (`log.rs`).
 //!
 //! Runs live as long as the process, the newest [`KEEP_FINISHED`] finished ones with their
-//! streams; a thread's checkpoints, not its runs, are what outlives the server.
+//! streams; what outlives the server is a thread's checkpoints and its ledger of recent runs
+//! (`ledger.rs`: ids, statuses, the process running each), not their streams.
 
 pub(crate) mod exec;
+pub(crate) mod ledger;
 pub(crate) mod log;
 pub(crate) mod plan;
 

@@ -6,9 +6,11 @@ use super::Strategy;
 use crate::assistants::{Assistant, Assistants};
 use crate::error::ApiError;
 use crate::sse::parse_modes;
+use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use stategraph::checkpoint::CheckpointId;
+use stategraph::graph::Goto;
 use stategraph::runtime::{Durability, RunConfig, StreamMode};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -122,8 +124,13 @@ pub(crate) enum OnCompletion {
 pub(crate) enum Start {
     /// A new input (applied on top of the thread's state when it has one).
     Input(Value),
-    /// Continues the thread, answering its pause with `answer` when one is given.
-    Continue { answer: Option<Value> },
+    /// Continues the thread, answering its pause with `answer` when one is given; a command's
+    /// `update` is merged and its `goto` tasks added before the step.
+    Continue {
+        answer: Option<Value>,
+        update: Option<Value>,
+        goto: Vec<Goto>,
+    },
 }
 
 /// A checked run request.
@@ -185,19 +192,6 @@ fn refuse_unsupported(req: &RunRequest) -> Result<(), ApiError> {
     if req.after_seconds.is_some_and(|s| s > 0.0) {
         return Err(ApiError::unsupported("after_seconds", "delaying a run"));
     }
-    let command = req.command.as_ref();
-    if command.is_some_and(|c| c.update.is_some()) {
-        return Err(ApiError::unsupported(
-            "command.update",
-            "an update with a resume (edit the state first: POST /threads/{id}/state)",
-        ));
-    }
-    if command.is_some_and(|c| c.goto.is_some()) {
-        return Err(ApiError::unsupported(
-            "command.goto",
-            "goto in a run's command",
-        ));
-    }
     Ok(())
 }
 
@@ -208,35 +202,109 @@ fn start_of(
     at_checkpoint: bool,
 ) -> Result<Start, ApiError> {
     let input = req.input.clone().filter(|v| !v.is_null());
-    let answer = req.command.as_ref().and_then(|c| c.resume.clone());
-    match (input, answer) {
-        (Some(_), Some(_)) => Err(ApiError::invalid(
+    let command = req.command.as_ref();
+    let answer = command.and_then(|c| c.resume.clone());
+    let update = command
+        .and_then(|c| c.update.clone())
+        .filter(|v| !v.is_null());
+    let goto = match command.and_then(|c| c.goto.as_ref()) {
+        Some(goto) => gotos(goto, &assistant.graph.node_names())?,
+        None => Vec::new(),
+    };
+    let commanded = answer.is_some() || update.is_some() || !goto.is_empty();
+    match (input, commanded) {
+        (Some(_), true) => Err(ApiError::invalid(
             "command",
             "give either an input or a command, not both",
         )),
-        (Some(_), None) if at_checkpoint => Err(ApiError::unsupported(
+        (Some(_), false) if at_checkpoint => Err(ApiError::unsupported(
             "checkpoint_id",
             "an input with a checkpoint to start from (update the state at it, then run)",
         )),
-        (Some(input), None) => {
+        (Some(input), false) => {
             assistant
                 .graph
                 .check_update(&input, "the input")
                 .map_err(|e| ApiError::from(e).in_field("input"))?;
+            // The graph's own checks (a company with no data room, say), before any thread is
+            // made, as `graph run` makes them.
+            assistant.resolved.check_input(&input).map_err(|e| {
+                ApiError::new(StatusCode::BAD_REQUEST, "bad_input", format!("input: {e}"))
+            })?;
             Ok(Start::Input(input))
         }
-        (None, answer) => Ok(Start::Continue { answer }),
+        (None, _) => {
+            if let Some(update) = &update {
+                assistant
+                    .graph
+                    .check_update(update, "the command's update")
+                    .map_err(|e| ApiError::from(e).in_field("command.update"))?;
+            }
+            Ok(Start::Continue {
+                answer,
+                update,
+                goto,
+            })
+        }
     }
 }
 
-/// The engine's settings for the run: breakpoints, recursion limit, durability, the
-/// checkpoint to start from, and what nodes read as settings (`configurable` and `context`).
+/// A command's `goto` as LangGraph's clients send it: a node's name, a `Send`
+/// (`{"node", "arg"}`; `input` as well, as langgraph-sdk names it), or a list of them.
+fn gotos(given: &Value, nodes: &[String]) -> Result<Vec<Goto>, ApiError> {
+    let one = |v: &Value| -> Result<Goto, ApiError> {
+        let (node, arg) = match v {
+            Value::String(name) => (name.as_str(), None),
+            Value::Object(send) => match send.get("node").and_then(Value::as_str) {
+                Some(node) => (node, send.get("arg").or_else(|| send.get("input"))),
+                None => {
+                    return Err(ApiError::invalid(
+                        "command.goto",
+                        "a Send names its node: {\"node\": \"NAME\", \"arg\": ...}",
+                    ))
+                }
+            },
+            other => {
+                return Err(ApiError::invalid(
+                    "command.goto",
+                    format!("expected a node's name, a Send or a list of them, not {other}"),
+                ))
+            }
+        };
+        if node != stategraph::END && !nodes.iter().any(|n| n == node) {
+            return Err(ApiError::invalid(
+                "command.goto",
+                format!(
+                    "no node named `{node}`; the graph's nodes are: {}",
+                    nodes.join(", ")
+                ),
+            ));
+        }
+        Ok(match arg {
+            Some(arg) => Goto::Send(stategraph::Send {
+                node: node.to_string(),
+                arg: arg.clone(),
+            }),
+            None => Goto::from(node),
+        })
+    };
+    match given {
+        Value::Array(list) => list.iter().map(one).collect(),
+        Value::Null => Ok(Vec::new()),
+        single => Ok(vec![one(single)?]),
+    }
+}
+
+/// The engine's settings for the run: the graph file's (recursion limit, durability,
+/// `[settings]`), then the request's: breakpoints, recursion limit, durability, the checkpoint
+/// to start from, and what nodes read as settings (`configurable` and `context`, merged into
+/// the file's tables key by key).
 fn run_config(
     assistant: &Assistant,
     thread: &str,
     req: &RunRequest,
 ) -> Result<RunConfig, ApiError> {
-    let mut config = RunConfig::new().thread(thread);
+    let mut config = assistant.resolved.file.run_config().thread(thread);
     let nodes = assistant.graph.node_names();
     config.interrupt_before =
         breakpoints(&nodes, req.interrupt_before.as_ref(), "interrupt_before")?;
@@ -260,7 +328,12 @@ fn run_config(
             "thread_id" | "checkpoint_id" | "checkpoint_ns"
         ) && !key.starts_with("__")
         {
-            config.settings.insert(key.clone(), value.clone());
+            match config.settings.get_mut(key) {
+                Some(setting) => merge(setting, value),
+                None => {
+                    config.settings.insert(key.clone(), value.clone());
+                }
+            }
         }
     }
     let at = req.checkpoint_id.as_deref().or(req
@@ -277,6 +350,24 @@ fn run_config(
         config.checkpoint_id = Some(id);
     }
     Ok(config)
+}
+
+/// Writes `given` over `setting`: tables key by key (a request naming `search.corpus` keeps
+/// the file's other `search` keys), anything else replaced.
+fn merge(setting: &mut Value, given: &Value) {
+    match (setting, given) {
+        (Value::Object(table), Value::Object(over)) => {
+            for (key, value) in over {
+                match table.get_mut(key) {
+                    Some(old) => merge(old, value),
+                    None => {
+                        table.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+        }
+        (setting, given) => *setting = given.clone(),
+    }
 }
 
 fn breakpoints(
@@ -317,7 +408,7 @@ pub(crate) fn kwargs(req: &RunRequest, plan: &Plan) -> Value {
         .collect();
     json!({
         "input": req.input,
-        "command": req.command.as_ref().map(|c| json!({"resume": c.resume})),
+        "command": req.command.as_ref().map(|c| json!({"resume": c.resume, "update": c.update, "goto": c.goto})),
         "stream_mode": modes,
         "stream_subgraphs": plan.subgraphs,
         "interrupt_before": plan.config.interrupt_before,
@@ -325,4 +416,25 @@ pub(crate) fn kwargs(req: &RunRequest, plan: &Plan) -> Value {
         "config": {"recursion_limit": plan.config.recursion_limit, "configurable": plan.config.settings},
         "checkpoint_id": plan.config.checkpoint_id.map(|c| c.to_string()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_requests_setting_is_merged_into_the_files_table_key_by_key() {
+        let mut search = json!({"provider": "auto", "max_results": 5, "deep": {"a": 1}});
+        merge(
+            &mut search,
+            &json!({"corpus": "docs/", "max_results": 2, "deep": {"b": 2}}),
+        );
+        assert_eq!(
+            search,
+            json!({"provider": "auto", "max_results": 2, "corpus": "docs/", "deep": {"a": 1, "b": 2}})
+        );
+        let mut plain = json!(0.2);
+        merge(&mut plain, &json!({"x": 1}));
+        assert_eq!(plain, json!({"x": 1}));
+    }
 }

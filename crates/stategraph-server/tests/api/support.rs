@@ -9,7 +9,9 @@ use serde_json::{json, Value};
 use stategraph::graph::CompiledGraph;
 use stategraph::runtime::{Context, NodeError};
 use stategraph::{State, StateGraph, END, START};
-use stategraph_registry::{BuildError, GraphFactory, GraphFile, Registry};
+use stategraph_registry::{
+    BuildError, GraphFactory, GraphFile, PlanEditor, PlanError, PlanOp, Registry,
+};
 use stategraph_server::{Server, ServerConfig};
 use stategraph_sled::FolderCheckpointer;
 use std::net::SocketAddr;
@@ -39,6 +41,17 @@ impl GraphFactory for Approval {
     }
     fn input_field(&self) -> Option<&str> {
         Some("item")
+    }
+    fn check_input(&self, _file: &GraphFile, input: &ReviewUpdate) -> Result<(), String> {
+        match serde_json::to_value(input)
+            .ok()
+            .and_then(|v| v.get("item").cloned())
+        {
+            Some(serde_json::Value::String(item)) if item.trim().is_empty() => {
+                Err("item is empty: give the thing to review".into())
+            }
+            _ => Ok(()),
+        }
     }
     fn build(&self, _file: &GraphFile) -> Result<CompiledGraph<Review>, BuildError> {
         let mut g = StateGraph::<Review>::named("approval");
@@ -111,6 +124,80 @@ impl GraphFactory for Chain {
     }
 }
 
+/// A checklist that pauses for a person to review it, and keeps its items as a plan a person
+/// may edit meanwhile (the registry's `PlanEditor`): Markdown `- item` lines.
+#[derive(State, Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Checklist {
+    pub goal: String,
+    #[state(append)]
+    pub items: Vec<String>,
+    pub approved: bool,
+}
+
+pub struct Checklists;
+
+struct ItemsEditor;
+
+impl PlanEditor for ItemsEditor {
+    fn plan(&self, state: &Value) -> Result<Value, PlanError> {
+        Ok(state["items"].clone())
+    }
+    fn render(&self, state: &Value) -> Result<String, PlanError> {
+        let items = state["items"].as_array().cloned().unwrap_or_default();
+        Ok(items
+            .iter()
+            .map(|i| format!("- {}\n", i.as_str().unwrap_or_default()))
+            .collect())
+    }
+    fn apply_markdown(&self, _state: &Value, markdown: &str) -> Result<Value, PlanError> {
+        let mut items = Vec::new();
+        for (n, line) in markdown.lines().enumerate() {
+            match line.strip_prefix("- ") {
+                Some(item) => items.push(item.to_string()),
+                None if line.trim().is_empty() => {}
+                None => return Err(PlanError::on_line(n + 1, line, "an item is `- what`")),
+            }
+        }
+        Ok(json!({"items": {"$overwrite": items}}))
+    }
+    fn apply(&self, _state: &Value, _op: PlanOp) -> Result<Value, PlanError> {
+        Err(PlanError::general("edit the Markdown"))
+    }
+}
+
+impl GraphFactory for Checklists {
+    type State = Checklist;
+    fn name(&self) -> &str {
+        "checklist"
+    }
+    fn description(&self) -> &str {
+        "Lists three items, asks a person to review them, approves"
+    }
+    fn input_field(&self) -> Option<&str> {
+        Some("goal")
+    }
+    fn plan_editor(&self) -> Option<Arc<dyn PlanEditor>> {
+        Some(Arc::new(ItemsEditor))
+    }
+    fn build(&self, _file: &GraphFile) -> Result<CompiledGraph<Checklist>, BuildError> {
+        let mut g = StateGraph::<Checklist>::named("checklist");
+        g.add_node("list", |s: Arc<Checklist>, _c: Context| async move {
+            let items = ["a", "b", "c"].map(|i| format!("{} {i}", s.goal)).to_vec();
+            Ok::<_, NodeError>(ChecklistUpdate::default().items(items))
+        });
+        g.add_node("review", |_s: Arc<Checklist>, ctx: Context| async move {
+            let answer: String = ctx
+                .interrupt(json!({"question": "approve the items?"}))
+                .await?;
+            Ok::<_, NodeError>(ChecklistUpdate::default().approved(answer == "approve"))
+        });
+        g.add_edge(START, "list")
+            .add_edge("list", "review")
+            .add_edge("review", END);
+        Ok(g.compile()?)
+    }
+}
+
 /// A server running in this test, stopped when dropped.
 pub struct TestServer {
     pub url: String,
@@ -136,6 +223,7 @@ impl TestServer {
         let gate = Arc::new(Semaphore::new(0));
         let mut registry = Registry::new();
         registry.register(Approval);
+        registry.register(Checklists);
         registry.register(Chain {
             name: "steps",
             gate: None,
