@@ -8,6 +8,8 @@
 //! - [`research`]: the plan-execute-reflect research agent over a reviewable plan of todos.
 //! - [`agent`]: the tool-using agent: tool todos worked through in a workspace with a
 //!   model↔tool loop, round limits and escalation, verified and reported.
+//! - [`brief`]: a small keyless function graph (the functional API): durable tasks in a plain
+//!   async function, a pause for approval.
 //! - [`tree`]: the task-tree workflow: decompose a task file into a tree of task files, let a
 //!   person edit them, solve the tree leaves first.
 //!
@@ -20,6 +22,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod agent;
+pub mod brief;
 pub mod memo;
 pub mod pipeline;
 pub mod research;
@@ -36,7 +39,7 @@ use std::sync::Arc;
 ///
 /// ```
 /// let names: Vec<String> = stategraph_agents::builtin_factories().iter().map(|f| f.name().to_string()).collect();
-/// assert_eq!(names, ["memo", "pipeline", "research", "tree", "agent"]);
+/// assert_eq!(names, ["memo", "pipeline", "research", "tree", "agent", "brief"]);
 /// ```
 pub fn builtin_factories() -> Vec<Arc<dyn AnyFactory>> {
     vec![
@@ -45,6 +48,7 @@ pub fn builtin_factories() -> Vec<Arc<dyn AnyFactory>> {
         Arc::new(research::Research::from_env()),
         Arc::new(tree::TreeGraph::from_env()),
         Arc::new(agent::Agent::from_env()),
+        Arc::new(brief::Brief),
     ]
 }
 

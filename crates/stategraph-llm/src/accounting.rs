@@ -217,6 +217,17 @@ impl UsageLedger {
             .entry(node.to_string())
             .or_default()
             .record(usage, pricing);
+        // What the call cost, where a price is known: an event in the node's span, so a trace
+        // shows it beside the node's model calls.
+        if let Some(price) = pricing {
+            tracing::info!(
+                node,
+                input_tokens = usage.input_tokens,
+                output_tokens = usage.output_tokens,
+                cost_usd = price.cost(usage),
+                "model usage priced"
+            );
+        }
     }
 
     /// Records a call answered from the journal by a resumed run: the run that paid for it died
@@ -270,6 +281,50 @@ impl UsageLedger {
 }
 
 /// A small table: one line per node, then the total.
+/// The `model_call` span of one request to a model (exported as a trace by
+/// `stategraph-otel`); [`traced`] runs the call in it and records the tokens it used.
+///
+/// ```
+/// let span = stategraph_llm::accounting::model_call_span("Anthropic", "claude-sonnet-4-5");
+/// # let _ = span;
+/// ```
+pub fn model_call_span(provider: &str, model: &str) -> tracing::Span {
+    tracing::info_span!(
+        "model_call",
+        provider,
+        model,
+        input_tokens = tracing::field::Empty,
+        output_tokens = tracing::field::Empty
+    )
+}
+
+/// Runs a model call inside `span`, recording the tokens it used there when it answered.
+///
+/// ```
+/// # use stategraph_llm::{accounting::{model_call_span, traced}, Usage};
+/// # async fn run() {
+/// let usage = traced(model_call_span("OpenAI-compatible API", "gpt-4o-mini"), async {
+///     Ok::<_, ()>(Usage::new(10, 2))
+/// }, |u: &Usage| *u).await;
+/// # let _ = usage; }
+/// ```
+pub async fn traced<T, E>(
+    span: tracing::Span,
+    call: impl std::future::Future<Output = Result<T, E>>,
+    usage_of: impl FnOnce(&T) -> Usage,
+) -> Result<T, E> {
+    use tracing::Instrument as _;
+    let result = call.instrument(span.clone()).await;
+    if let Ok(reply) = &result {
+        if !span.is_disabled() {
+            let usage = usage_of(reply);
+            span.record("input_tokens", usage.input_tokens);
+            span.record("output_tokens", usage.output_tokens);
+        }
+    }
+    result
+}
+
 /// A cost as it is shown everywhere: its currency named, to a hundredth of a cent.
 ///
 /// ```

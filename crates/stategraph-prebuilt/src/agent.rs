@@ -81,6 +81,11 @@ pub struct AgentOptions {
     pub approvals: Vec<Approval>,
     /// Retries of a model call that failed transiently.
     pub retry: RetryPolicy,
+    /// The idle timeout of the model and tool nodes
+    /// ([`NodeSpec::idle_timeout`](stategraph::graph::NodeSpec::idle_timeout)): a model reply
+    /// streams (each piece a sign of life) and a tool call beats while it runs, so only a
+    /// stalled stream is cut off, and retried as the model node's `retry` says.
+    pub idle_timeout: Option<std::time::Duration>,
 }
 
 impl Default for AgentOptions {
@@ -91,6 +96,7 @@ impl Default for AgentOptions {
             temperature: None,
             approvals: Vec::new(),
             retry: RetryPolicy::new(3),
+            idle_timeout: None,
         }
     }
 }
@@ -105,6 +111,20 @@ impl AgentOptions {
     /// Sets the round limit.
     pub fn with_max_rounds(mut self, rounds: u32) -> Self {
         self.max_rounds = rounds;
+        self
+    }
+
+    /// Cancels a model or tool node silent for longer than `d` (see
+    /// [`AgentOptions::idle_timeout`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stategraph_prebuilt::AgentOptions;
+    /// let options = AgentOptions::default().with_idle_timeout(Duration::from_secs(60));
+    /// assert_eq!(options.idle_timeout, Some(Duration::from_secs(60)));
+    /// ```
+    pub fn with_idle_timeout(mut self, d: std::time::Duration) -> Self {
+        self.idle_timeout = Some(d);
         self
     }
 
@@ -202,17 +222,24 @@ pub fn agent(
         tool_node = tool_node.approve(approval.clone());
     }
     let retry = options.retry.clone();
+    let idle = options.idle_timeout;
     let mut g = StateGraph::<AgentState>::named("agent");
-    g.add_node_impl(
+    let mut model_node = g.add_node_impl(
         AGENT,
         ModelNode {
             model,
             tools,
             options,
         },
-    )
-    .retry(retry);
-    g.add_node_impl(TOOLS, tool_node);
+    );
+    model_node.retry(retry);
+    if let Some(idle) = idle {
+        model_node.idle_timeout(idle);
+    }
+    let mut tools_node = g.add_node_impl(TOOLS, tool_node);
+    if let Some(idle) = idle {
+        tools_node.idle_timeout(idle);
+    }
     g.add_edge(START, AGENT).add_edge(TOOLS, AGENT);
     g.add_conditional_edges(AGENT, tools_condition::<AgentState>, [TOOLS, END])
         .label("tool calls?");

@@ -13,6 +13,7 @@ use stategraph::runtime::{Context, NodeError};
 use stategraph::END;
 use stategraph_llm::{Message, ToolCall};
 use stategraph_tools::{ToolResult, Toolbox};
+use tracing::Instrument as _;
 
 /// The node name [`tools_condition`] routes to.
 pub const TOOLS: &str = "tools";
@@ -32,11 +33,33 @@ pub fn tools_condition<S: MessagesState>(state: &S) -> &'static str {
 pub struct Approval {
     /// The tool (e.g. `run_command`).
     pub tool: String,
-    /// The argument an edited answer replaces (e.g. `command`).
+    /// The argument an edited answer replaces (e.g. `command`). Empty: the question shows the
+    /// whole arguments object and an edited answer is a JSON object replacing it (see
+    /// [`Approval::whole`]).
     pub argument: String,
     /// When set, approval is asked only while this run setting is `true`
     /// (e.g. `approve_commands`).
     pub setting: Option<String>,
+}
+
+impl Approval {
+    /// Approval of every call of `tool` (a tool of any shape, e.g. an MCP server's
+    /// `fs__write_file`): the question shows its arguments; the answer is `yes`, `no`, or the
+    /// edited arguments as a JSON object. Any other answer refuses the call and is passed to
+    /// the model as the person's words.
+    ///
+    /// ```
+    /// use stategraph_prebuilt::Approval;
+    /// let rule = Approval::whole("fs__write_file");
+    /// assert!(rule.argument.is_empty() && rule.setting.is_none());
+    /// ```
+    pub fn whole(tool: impl Into<String>) -> Self {
+        Approval {
+            tool: tool.into(),
+            argument: String::new(),
+            setting: None,
+        }
+    }
 }
 
 /// What a person answers to an approval pause: `yes`, `no`, or an edited value of the
@@ -103,14 +126,27 @@ impl ToolNode {
                     let tools = self.tools.clone();
                     let key = format!("tool:{}", call.id);
                     let (id, name) = (call.id.clone(), call.name.clone());
+                    // The call's span in a trace; `replayed` says it was answered from the
+                    // journal without running.
+                    let span = tracing::info_span!(
+                        "tool_call",
+                        tool = %name,
+                        call = %id,
+                        replayed = tracing::field::Empty
+                    );
+                    // A long tool call is work under way, not a silent node: it beats for
+                    // the node's idle timeout while it runs (a tool bounds its own time).
                     let result = ctx
                         .record(&key, || async move {
-                            Ok::<_, NodeError>(tools.run(&call).await)
+                            Ok::<_, NodeError>(ctx.heartbeat_during(tools.run(&call)).await)
                         })
+                        .instrument(span.clone())
                         .await?;
+                    let replayed = ctx.was_replayed(&key);
+                    span.record("replayed", replayed);
                     // Said once the result is on record (flushed), never before: from then
                     // on a kill cannot make this call run again (`graph -v` shows it).
-                    if !ctx.was_replayed(&key) {
+                    if !replayed {
                         tracing::info!(call = %id, tool = %name, "tool call finished and recorded");
                     }
                     Ok(result)
@@ -129,6 +165,9 @@ impl ToolNode {
         }) else {
             return Ok(Decision::Run(call.clone()));
         };
+        if rule.argument.is_empty() {
+            return decide_whole(call, self.tools.shown(&call.name), ctx).await;
+        }
         let shown = call
             .arguments
             .get(&rule.argument)
@@ -181,6 +220,53 @@ impl ToolNode {
                 Ok(Decision::Run(edited))
             }
         }
+    }
+}
+
+/// The approval of an [`Approval::whole`] rule: the whole arguments shown, an edit replacing
+/// them.
+async fn decide_whole(call: &ToolCall, shown: &str, ctx: &Context) -> Result<Decision, NodeError> {
+    let answer: ApprovalAnswer = ctx
+        .interrupt(json!({
+            "approve": shown,
+            "tool_call_id": call.id,
+            "arguments": call.arguments,
+            "question": format!(
+                "call {shown} with {}? answer yes, no, or the edited arguments as a JSON object",
+                call.arguments
+            ),
+        }))
+        .await?;
+    let text = match answer {
+        ApprovalAnswer::Flag(true) => return Ok(Decision::Run(call.clone())),
+        ApprovalAnswer::Flag(false) => String::from("no"),
+        ApprovalAnswer::Text(text) => text,
+    };
+    let refused = |why: String| {
+        Decision::Refused(ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            content: why,
+            is_error: true,
+        })
+    };
+    match text.trim().to_ascii_lowercase().as_str() {
+        "yes" | "y" | "approve" | "ok" => Ok(Decision::Run(call.clone())),
+        "no" | "n" | "refuse" | "deny" => Ok(refused(format!(
+            "the user refused to run this {shown}; do not run it again, try another way or \
+             explain what you need"
+        ))),
+        _ => match serde_json::from_str::<Value>(text.trim()) {
+            Ok(edited @ Value::Object(_)) => {
+                let mut call = call.clone();
+                call.arguments = edited;
+                Ok(Decision::Run(call))
+            }
+            _ => Ok(refused(format!(
+                "the user did not approve this {shown} and said: {}",
+                text.trim()
+            ))),
+        },
     }
 }
 

@@ -6,11 +6,11 @@ use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use stategraph::checkpoint::{CheckpointId, Checkpointer};
-use stategraph::graph::{CompiledGraph, GraphError};
+use stategraph::graph::{CompiledGraph, Goto, GraphError, Route};
 use stategraph::runtime::ThreadPath;
 use stategraph::runtime::{
-    Event, HistoryEntry, HistoryQuery, Resume, RunConfig, RunError, RunOutcome, RunStream,
-    StateSnapshot,
+    Event, HistoryEntry, HistoryQuery, Resume, ResumeCommand, RunConfig, RunError, RunOutcome,
+    RunStream, StateSnapshot,
 };
 use stategraph::state::State;
 use std::sync::Arc;
@@ -73,6 +73,29 @@ pub trait ErasedGraph: Send + Sync {
         &self,
         thread: &str,
         resume: Resume,
+        config: RunConfig,
+        events: EventSender,
+    ) -> Result<RunOutcome<Value>, RunError>;
+
+    /// Continues a thread as LangGraph's `Command(resume=..., update=..., goto=...)` does (see
+    /// [`CompiledGraph::resume_command`]): `resume` answers what waits, `update` (JSON, an
+    /// update of the state, checked as an input is) is merged before the step, and `goto` adds
+    /// tasks to it (nodes, or `Send`s), which run beside the paused ones.
+    ///
+    /// ```no_run
+    /// # async fn demo(graph: Box<dyn stategraph_registry::ErasedGraph>) -> Result<(), stategraph::RunError> {
+    /// use stategraph::runtime::{Resume, RunConfig};
+    /// let note = serde_json::json!({"note": "checked by hand"});
+    /// let goto = vec![stategraph::Goto::from("review")];
+    /// graph.resume_command("t1", Resume::Continue, Some(note), goto, RunConfig::new(), None).await?;
+    /// # Ok(()) }
+    /// ```
+    async fn resume_command(
+        &self,
+        thread: &str,
+        resume: Resume,
+        update: Option<Value>,
+        goto: Vec<Goto>,
         config: RunConfig,
         events: EventSender,
     ) -> Result<RunOutcome<Value>, RunError>;
@@ -228,6 +251,36 @@ impl<S: State> ErasedGraph for CompiledGraph<S> {
         events: EventSender,
     ) -> Result<RunOutcome<Value>, RunError> {
         drive(self.stream_resume(thread, resume, config), events).await
+    }
+
+    async fn resume_command(
+        &self,
+        thread: &str,
+        resume: Resume,
+        update: Option<Value>,
+        goto: Vec<Goto>,
+        config: RunConfig,
+        events: EventSender,
+    ) -> Result<RunOutcome<Value>, RunError> {
+        let known = CompiledGraph::node_names(self);
+        for target in &goto {
+            let node = match target {
+                Goto::Node(node) => node,
+                Goto::Send(send) => &send.node,
+                Goto::End => continue,
+            };
+            if !known.contains(&node.as_str()) {
+                return Err(unknown_node(self, node, "the command's goto"));
+            }
+        }
+        let mut command = ResumeCommand::<S>::new(resume);
+        if let Some(update) = update {
+            command = command.update(decode::<S::Update>(update, "the command's update")?);
+        }
+        if !goto.is_empty() {
+            command = command.goto(Route(goto));
+        }
+        drive(self.stream_resume_command(thread, command, config), events).await
     }
 
     async fn rerun_from(

@@ -14,6 +14,7 @@ const TOP_LEVEL: &[&str] = &[
     "interrupt_before",
     "interrupt_after",
     "settings",
+    "retention",
 ];
 
 /// What the top-level keys of a graph file take, in the words an error uses.
@@ -30,6 +31,7 @@ fn top_level_schema() -> SettingsSchema {
             "interrupt_before": names,
             "interrupt_after": names,
             "settings": {"type": "object"},
+            "retention": {"type": "object"},
         }}),
         true,
     )
@@ -75,6 +77,9 @@ pub struct GraphFile {
     /// Settings handed to nodes as run settings.
     #[serde(default)]
     pub settings: serde_json::Map<String, serde_json::Value>,
+    /// When this graph's threads are deleted or pruned (`[retention]`, see [`sweep`](crate::sweep)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<crate::RetentionPolicy>,
 }
 
 /// A graph file that cannot be read or used.

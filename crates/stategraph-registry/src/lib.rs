@@ -8,13 +8,16 @@
 //!   factory behind the same erasure.
 //! - [`Registry`] maps names to factories and resolves a name or a file path to a ready graph;
 //!   [`Registry::listing`] is everything a folder can run, and the graph files there that
-//!   cannot be used.
+//!   cannot be used; [`input_schema`] is what a new run of a graph takes, as a JSON schema.
 //! - [`GraphFactory::artifacts`] is another: the parts of its state a graph writes as files
 //!   (see [`artifacts`](stategraph_artifacts)).
 //! - [`PlanEditor`] is an optional capability of a graph whose state holds a plan a person may
 //!   edit while a run is paused (`graph plan`); the factory hands it out.
 //! - [`TaskFiles`] is another, of a graph whose work is a folder of Markdown task files it
 //!   decomposes and solves (`graph decompose`, `tree`, `solve`).
+//! - [`RetentionPolicy`] is a graph file's `[retention]` table and [`sweep`] applies it to a
+//!   store's threads of that graph (`retention.rs`), for `graph prune --policy` and the
+//!   long-running processes' background sweeps.
 //!
 //! Invariant: the registry knows graphs and the runtime, never a command line or a storage
 //! backend. The CLI sits above it; agents implement its traits without knowing the CLI.
@@ -24,15 +27,19 @@
 
 mod erased;
 mod file;
+mod input;
 mod listing;
 mod plan;
+mod retention;
 mod settings;
 mod task_files;
 
 pub use erased::{DrawFormat, ErasedGraph, EventSender};
 pub use file::{GraphFile, GraphFileError, Override};
+pub use input::input_schema;
 pub use listing::{BadFile, Listed, Listing};
 pub use plan::{DependencyChange, PlanEditor, PlanError, PlanOp, PlanPosition};
+pub use retention::{sweep, Pruned, Pruner, Removed, RetentionPolicy, Skipped, Sweep, SweepReport};
 pub use settings::{decode_settings, path_setting, settings_decode_error, SettingsSchema};
 pub use task_files::{Decomposed, RunStart, Start, TaskFiles, TaskFilesError, TreeStatus};
 

@@ -81,6 +81,12 @@ pub trait Tool: Send + Sync {
     /// Runs it. The arguments are the model's, unchecked: decode them and say what is wrong.
     async fn call(&self, arguments: Value) -> Result<String, ToolFailure>;
 
+    /// The name shown to people (logs, plans, approval questions); the model's name unless
+    /// the tool has a nicer one (an MCP server's `fs__read_file` is shown as `fs.read_file`).
+    fn display_name(&self) -> &str {
+        self.name()
+    }
+
     /// What the model sees of it.
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(self.name(), self.description(), self.parameters())
@@ -235,6 +241,20 @@ impl Toolbox {
     /// The tool with this name.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.tools.get(name)
+    }
+
+    /// The name people are shown for the tool the model calls `name`
+    /// ([`Tool::display_name`]); `name` itself for a tool it does not hold.
+    ///
+    /// ```
+    /// use stategraph_tools::tool::{tool_fn, Toolbox};
+    /// let echo = tool_fn("echo", "Echo", |s: String| async move { Ok::<_, String>(s) });
+    /// let tools = Toolbox::new(vec![echo]);
+    /// assert_eq!(tools.shown("echo"), "echo");
+    /// assert_eq!(tools.shown("fs__read_file"), "fs__read_file");
+    /// ```
+    pub fn shown<'a>(&'a self, name: &'a str) -> &'a str {
+        self.tools.get(name).map_or(name, |t| t.display_name())
     }
 
     /// The tools' names, in order.

@@ -6,13 +6,13 @@
 //! thread moved on since its first start continues from the thread's last checkpoint instead,
 //! so a saved step never runs again and an input is never applied twice.
 
-use crate::boundary::{Boundary, StopSignal, Why};
 use crate::shared::Shared;
+use crate::stop::{StopSignal, Why};
 use serde_json::Value;
 use stategraph::checkpoint::{CheckpointError, CheckpointId, Checkpointer};
-use stategraph::runtime::{Resume, RunConfig, RunError, RunOutcome, RunStatus};
+use stategraph::runtime::{Event, Resume, RunConfig, RunError, RunOutcome, RunStatus, StopReason};
 use stategraph_postgres::queue::{Claimed, Outcome, QueueError, Start, Stop};
-use stategraph_registry::{ErasedGraph, Override, Resolved};
+use stategraph_registry::{ErasedGraph, EventSender, Override, Resolved};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -117,8 +117,7 @@ async fn execute_run(
         Err(why) => return finish(shared, run, started, Outcome::Failed(why)).await,
     };
     let store: Arc<dyn Checkpointer> = shared.store.clone();
-    let boundary = Arc::new(Boundary::new(store.clone(), &run.thread, signal.clone()));
-    let graph = match resolved.build(Some(boundary)) {
+    let graph = match resolved.build(Some(store.clone())) {
         Ok(graph) => graph,
         Err(e) => return finish(shared, run, started, Outcome::Failed(chain(&e))).await,
     };
@@ -139,7 +138,12 @@ async fn execute_run(
         .file
         .run_config()
         .thread(run.thread.clone())
-        .cancel_on(signal.token());
+        // A stop asked drains the run at its next step boundary; the token only abandons a
+        // run this worker lost.
+        .control(signal.control())
+        .cancel_on(signal.token())
+        // Workers share the database's node cache, as the CLI's runs share their store's.
+        .cache(Arc::new(shared.store.node_cache()));
     config.lease_ttl = shared.options.lease;
     let result = drive(shared, graph.as_ref(), run, action, config, signal).await;
     if signal.lost() {
@@ -150,20 +154,33 @@ async fn execute_run(
             RunStatus::Done => Outcome::Done,
             RunStatus::Interrupted { .. } => Outcome::Paused,
         },
-        Err(RunError::Cancelled { .. }) => match signal.asked() {
+        Err(RunError::Stopped {
+            reason: StopReason::Drained,
+            ..
+        }) => match signal.asked() {
             Some(why) => return stopped(shared, run, started, why).await,
-            None => Outcome::Failed("the run was cancelled".into()),
+            None => Outcome::Failed("the run was drained, but no stop was asked".into()),
         },
-        // The database failed mid-run (a restart, a full disk): the run goes back to the
-        // queue and continues from its last checkpoint, a few claims at most.
-        Err(RunError::Checkpoint(
-            CheckpointError::Storage(_) | CheckpointError::DiskFull { .. },
-        )) if run.claims <= shared.options.retries => {
+        // The database failed mid-run (a restart, a full disk), also under a subgraph: the run
+        // goes back to the queue and continues from its last checkpoint, a few claims at most.
+        Err(e) if may_pass(&e) && run.claims <= shared.options.retries => {
             return give_back(shared, run).await;
         }
         Err(e) => Outcome::Failed(chain(&e)),
     };
     finish(shared, run, started, outcome).await
+}
+
+/// Whether another claim of the run may not meet what failed: the database failed under it (a
+/// restart, a full disk), in the run's own steps or in a subgraph's (the engine fails the
+/// parent run with the child's store error). A node's failure is not one, transient or not:
+/// its retry policy already had its attempts, and the queue claiming the run again would
+/// multiply them behind the graph's back.
+fn may_pass(e: &RunError) -> bool {
+    matches!(
+        e,
+        RunError::Checkpoint(CheckpointError::Storage(_) | CheckpointError::DiskFull { .. })
+    )
 }
 
 /// Runs the action, waiting while another process holds the thread (up to `busy_wait`).
@@ -177,21 +194,29 @@ async fn drive(
 ) -> Result<RunOutcome<Value>, RunError> {
     let give_up = Instant::now() + shared.options.busy_wait;
     loop {
-        if signal.asked().is_some() && !signal.token().is_cancelled() {
-            // Asked before it started: the boundary is here.
-            signal.token().cancel();
+        if signal.asked().is_some() {
+            // Asked before it started (or while it waited for its thread): the boundary is
+            // here, and nothing of the run is saved, not even its input.
+            return Err(RunError::Stopped {
+                thread_id: run.thread.clone(),
+                step: 0,
+                reason: StopReason::Drained,
+                next: Vec::new(),
+                saved: false,
+            });
         }
         if signal.token().is_cancelled() {
             return Err(RunError::Cancelled {
                 thread_id: run.thread.clone(),
             });
         }
+        let events = node_log(run);
         let result = match &action {
-            Action::Run(input) => graph.run(input.clone(), config.clone(), None).await,
+            Action::Run(input) => graph.run(input.clone(), config.clone(), events).await,
             Action::Resume(resume) => {
                 let resume = resume.clone();
                 graph
-                    .resume(&run.thread, resume, config.clone(), None)
+                    .resume(&run.thread, resume, config.clone(), events)
                     .await
             }
         };
@@ -215,6 +240,35 @@ async fn drive(
             other => return other,
         }
     }
+}
+
+/// The run's events, of which each node's start is logged (`info`, `node started` with run,
+/// thread, step, node, task and attempt): an operator sees what a worker runs (`graph worker
+/// -v`), and a test counts from the log how often each step of a thread was executed.
+fn node_log(run: &Claimed) -> EventSender {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (id, thread) = (run.id, run.thread.clone());
+    tokio::spawn(async move {
+        while let Some(event) = rx.recv().await {
+            if let Event::NodeStarted {
+                namespace,
+                step,
+                node,
+                task,
+                attempt,
+                ..
+            } = event
+            {
+                let thread = if namespace.is_empty() {
+                    thread.clone()
+                } else {
+                    format!("{thread}/{namespace}")
+                };
+                tracing::info!(run = %id, thread = %thread, step, node = %node, task, attempt, "node started");
+            }
+        }
+    });
+    Some(tx)
 }
 
 /// The graph of the run, resolved with its overrides and checked as a run's start is.

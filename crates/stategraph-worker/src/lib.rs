@@ -8,8 +8,8 @@
 //! - a worker that dies (SIGKILL) loses its leases when they lapse, and another worker takes its
 //!   runs over from their threads' last checkpoints: no saved step runs again;
 //! - a cancellation is stored state: a run cancelled before it is claimed never runs, a running
-//!   one stops at its next step boundary (the step in flight saved), and a worker that takes
-//!   over a run asked to stop ends it without running it;
+//!   one stops at its next step boundary (the step in flight saved, no node of the next one
+//!   started), and a worker that takes over a run asked to stop ends it without running it;
 //! - a run that pauses for an answer frees its worker; the answer is a new run (a resume);
 //! - [`Worker::drain`] (what SIGTERM does) finishes each run's current step, saves it, gives
 //!   the run back to the queue and lets its leases go, so another worker continues at once.
@@ -19,8 +19,9 @@
 //! - `exec.rs`: one claimed run: its graph resolved and built, where it starts (input, answer,
 //!   or a takeover's continuation), heartbeats beside it, its outcome recorded, a rollback's
 //!   checkpoints dropped.
-//! - `boundary.rs`: the run's checkpointer, which turns a stop asked into a cancellation at the
-//!   next step boundary.
+//! - `stop.rs`: a run's stop signal: a stop asked drains the run through the engine's
+//!   `RunControl` (the step in flight finished and saved, no other started); a run lost is
+//!   cancelled at once.
 //! - [`WorkerOptions`] (`options.rs`): the database, concurrency, lease and heartbeat periods.
 //! - `shared.rs`: what the claim loop and every run share (registry, store, queue, draining).
 //!
@@ -44,10 +45,10 @@
 // Library code never prints: it returns what it has to say (see the engine's lib.rs).
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-mod boundary;
 mod exec;
 mod options;
 mod shared;
+mod stop;
 mod worker;
 
 pub use options::WorkerOptions;

@@ -87,8 +87,9 @@ impl WorkerOptions {
     }
 
     /// How many claims a run may have (takeovers included) and still be given back to the
-    /// queue when the database fails under it mid-run (3 by default); past them it is recorded
-    /// failed with the database's error. A restart of Postgres costs a run one claim.
+    /// queue when the database fails under it mid-run, in its own steps or a subgraph's (3 by
+    /// default); past them it is recorded failed with the error. A restart of Postgres costs a
+    /// run one claim. A node's failure is never given back: its retry policy decides.
     pub fn retries(mut self, claims: u32) -> Self {
         self.retries = claims;
         self

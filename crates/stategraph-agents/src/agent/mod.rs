@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use crate::research::{settings_of, PlanState, Research};
+use crate::research::{check_mcp, settings_of, PlanState, Research};
 use stategraph::graph::CompiledGraph;
 use stategraph_llm::ChatModel;
 use stategraph_registry::{BuildError, GraphFactory, GraphFile, PlanEditor, SettingsSchema};
@@ -89,12 +89,14 @@ impl GraphFactory for Agent {
     }
 
     fn preflight(&self, file: &GraphFile) -> Result<(), BuildError> {
-        if settings_of(file)?.workspace.is_none() {
+        let settings = settings_of(file)?;
+        if settings.workspace.is_none() {
             return Err(BuildError::Setting {
                 key: "workspace".into(),
                 message: "the agent works in a folder, and none is set".into(),
             });
         }
+        check_mcp(&settings)?;
         self.research.check_model(file)
     }
 

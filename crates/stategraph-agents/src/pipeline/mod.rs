@@ -543,9 +543,14 @@ mod tests {
         for (namespace, nodes) in &children {
             assert!(namespace.starts_with("draft:"), "{namespace}");
             assert_eq!(nodes, &["write", "polish"], "{namespace}");
-            let child = g.subgraph_state(&format!("t/{namespace}"), None).await.unwrap();
+            let child = g
+                .subgraph_state(&format!("t/{namespace}"), None)
+                .await
+                .unwrap();
             assert_eq!(child.values["log"], serde_json::json!(["write", "polish"]));
-            assert!(child.values["body"].as_str().is_some_and(|b| b.contains("sled")));
+            assert!(child.values["body"]
+                .as_str()
+                .is_some_and(|b| b.contains("sled")));
         }
     }
 

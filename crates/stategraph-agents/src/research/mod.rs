@@ -69,6 +69,7 @@
 //! that file is picked up by `graph resume` as the reviewed plan.
 
 mod artifacts;
+mod memory;
 mod nodes;
 mod plan;
 mod plan_edit;
@@ -80,6 +81,7 @@ mod state;
 mod toolbox;
 
 pub use artifacts::{artifacts, PLAN_FILE};
+pub use memory::MemorySettings;
 pub use nodes::escalate::{Split, SubTask};
 pub use nodes::generate_plan::{Plan, PlannedTodo};
 pub use nodes::reflect::{plan_update_schema, NewTask, PlanUpdate, TaskOutcome};
@@ -114,9 +116,9 @@ pub struct ResearchAgent {
     // std Mutexes: held only to read or store an Arc, never across an await.
     opened: Mutex<Option<(String, Arc<dyn SearchTool>)>>,
     fetcher: Mutex<Option<PageFetcher>>,
-    // A tokio Mutex: opening the search tool for the loop awaits while holding it.
-    tool_nodes:
-        tokio::sync::Mutex<Option<(std::path::PathBuf, Arc<stategraph_prebuilt::ToolNode>)>>,
+    // A tokio Mutex: opening the search tool and starting MCP servers for the loop await
+    // while holding it. Keyed by the settings it was made for.
+    tool_nodes: tokio::sync::Mutex<Option<(String, Arc<stategraph_prebuilt::ToolNode>)>>,
 }
 
 impl ResearchAgent {
@@ -409,7 +411,7 @@ impl GraphFactory for Research {
         if self.search.is_none() {
             check_search(&settings.search)?;
         }
-        Ok(())
+        check_mcp(&settings)
     }
 
     fn plan_editor(&self) -> Option<Arc<dyn PlanEditor>> {
@@ -462,6 +464,24 @@ pub fn settings_of(file: &GraphFile) -> Result<ResearchSettings, BuildError> {
 
 pub(crate) fn provider_settings(settings: &ResearchSettings) -> ProviderSettings {
     settings.llm.provider_settings()
+}
+
+/// Fails fast on MCP servers that cannot start here (a command not found, a token variable not
+/// set), rather than after the plan was paid for.
+pub(crate) fn check_mcp(settings: &ResearchSettings) -> Result<(), BuildError> {
+    settings.mcp.preflight().map_err(|e| {
+        let key = match &e {
+            stategraph_mcp::McpError::CommandNotFound { server, .. } => {
+                format!("mcp.servers.{server}.command")
+            }
+            stategraph_mcp::McpError::Setting { server, .. } => format!("mcp.servers.{server}"),
+            _ => "mcp.servers".to_string(),
+        };
+        BuildError::Setting {
+            key,
+            message: e.to_string(),
+        }
+    })
 }
 
 /// Fails fast on search settings that cannot work, rather than after the plan was paid for.

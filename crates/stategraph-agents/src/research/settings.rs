@@ -15,6 +15,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use stategraph_llm::ModelSettings;
+use stategraph_mcp::McpSettings;
 use stategraph_registry::decode_settings;
 use std::path::PathBuf;
 
@@ -146,16 +147,47 @@ pub struct ResearchSettings {
     /// Prompt overrides.
     pub prompts: Prompts,
     /// The folder tool todos work in (created if missing). When set, `tool` todos run the
-    /// model↔tool loop with the workspace tools (and search and fetch); when not, a tool todo
-    /// fetches the URL named in its task.
+    /// model↔tool loop with the workspace tools (and search, fetch and the `mcp` servers'
+    /// tools); when neither it nor `mcp` servers are, a tool todo fetches the URL named in its
+    /// task.
     #[schemars(schema_with = "stategraph_registry::path_setting")]
     pub workspace: Option<PathBuf>,
     /// Pause before each `run_command`, showing it; resume with `yes`, `no` or an edited
     /// command line.
     pub approve_commands: bool,
+    /// MCP servers whose tools the model↔tool loop offers beside the built-in ones
+    /// (`[settings.mcp.servers.NAME]`: `command` + `args` + `env`, or `url` + `headers`/`token`).
+    pub mcp: McpSettings,
+    /// MCP tools whose calls pause for approval, as `SERVER.TOOL` (e.g. `fs.write_file`);
+    /// resume with `yes`, `no` or the edited arguments as a JSON object.
+    pub approve_tools: Vec<String>,
+    /// Remembering the user's questions across threads in the long-term store (`memory.rs`).
+    pub memory: super::MemorySettings,
 }
 
 impl ResearchSettings {
+    /// True when `tool` todos run the model↔tool loop: a workspace is set (its tools), or MCP
+    /// servers are (theirs); otherwise a tool todo fetches the URL named in its task.
+    ///
+    /// ```
+    /// use stategraph_agents::research::ResearchSettings;
+    /// // [settings] approve_tools = [...], [settings.mcp.servers.fs] command = ..., args = [...]
+    /// let map = serde_json::json!({
+    ///     "approve_tools": ["fs.write_file"],
+    ///     "mcp": {"servers": {"fs": {"command": "mcp-server-filesystem", "args": ["/srv/notes"]}}}
+    /// }).as_object().unwrap().clone();
+    /// let s = ResearchSettings::from_map(&map).unwrap();
+    /// assert!(s.uses_tool_loop() && s.workspace.is_none());
+    /// assert_eq!(s.mcp.servers["fs"].args, ["/srv/notes"]);
+    /// // An approval must name a configured server.
+    /// let mut typo = map.clone();
+    /// typo.insert("approve_tools".into(), serde_json::json!(["git.commit"]));
+    /// assert!(ResearchSettings::from_map(&typo).unwrap_err().0.contains("git.commit"));
+    /// ```
+    pub fn uses_tool_loop(&self) -> bool {
+        self.workspace.is_some() || !self.mcp.is_empty()
+    }
+
     /// Reads the settings; keys the agent does not know are ignored at the top level (other
     /// tools share the table) but refused inside `limits`, `search` and `prompts`, where they
     /// are most likely typos.
@@ -197,6 +229,9 @@ impl ResearchSettings {
                 "`search.provider` is `corpus` but `search.corpus` names no folder".into(),
             ));
         }
-        Ok(())
+        self.mcp
+            .check()
+            .and_then(|()| self.mcp.check_approvals(&self.approve_tools))
+            .map_err(|e| SettingsError(e.to_string()))
     }
 }

@@ -1,5 +1,6 @@
 //! The tools a `tool` todo's model↔tool loop may call: the workspace tools, plus `search` and
-//! `fetch` so research stays possible from inside the loop.
+//! `fetch` so research stays possible from inside the loop, plus the tools of the MCP servers
+//! the settings name (`mcp.servers`), started and listed when the loop first needs its tools.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use serde::Deserialize;
 use super::settings::ResearchSettings;
 use super::ResearchAgent;
 use stategraph::runtime::NodeError;
+use stategraph_mcp::McpTools;
 use stategraph_prebuilt::{Approval, ToolNode};
 use stategraph_tools::workspace::Workspace;
 use stategraph_tools::{tool_fn, Tool, ToolFailure, Toolbox};
@@ -38,25 +40,36 @@ pub fn command_approval() -> Approval {
 }
 
 impl ResearchAgent {
-    /// The tool node of the loop for these settings (made once per workspace folder).
+    /// The tool node of the loop for these settings (made once per workspace folder and MCP
+    /// settings).
     pub(crate) async fn tool_node(
         &self,
         settings: &ResearchSettings,
     ) -> Result<Arc<ToolNode>, NodeError> {
-        let Some(dir) = settings.workspace.clone() else {
+        if !settings.uses_tool_loop() {
             return Err(NodeError::new(
-                "a tool todo needs a workspace: point the setting `workspace` at a folder",
+                "a tool todo needs a workspace or MCP servers: point the setting `workspace` at \
+                 a folder, or name servers under mcp.servers",
             ));
-        };
+        }
+        let dir = settings.workspace.clone();
+        // Keyed by everything the node is made of that a run's settings choose.
+        let key = serde_json::json!([dir, settings.mcp, settings.approve_tools]).to_string();
         let mut cache = self.tool_nodes.lock().await;
-        if let Some((path, node)) = cache.as_ref() {
-            if *path == dir {
+        if let Some((made_for, node)) = cache.as_ref() {
+            if *made_for == key {
                 return Ok(node.clone());
             }
         }
-        let workspace = Workspace::open(&dir)
-            .map_err(|e| NodeError::new(format!("workspace {}: {e}", Path::new(&dir).display())))?;
-        let mut tools: Vec<Arc<dyn Tool>> = workspace.tools();
+        // The old node's MCP servers stop when it is dropped, before new ones start.
+        *cache = None;
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        if let Some(dir) = &dir {
+            let workspace = Workspace::open(dir).map_err(|e| {
+                NodeError::new(format!("workspace {}: {e}", Path::new(dir).display()))
+            })?;
+            tools = workspace.tools();
+        }
         if settings.search.uses_corpus()
             || stategraph_llm::http::non_empty_env("TAVILY_API_KEY").is_some()
             || self.search.is_some()
@@ -102,9 +115,19 @@ impl ResearchAgent {
                 }
             },
         ));
-        let node =
-            Arc::new(ToolNode::new(Arc::new(Toolbox::new(tools))).approve(command_approval()));
-        *cache = Some((dir, node.clone()));
+        let mcp = McpTools::connect(&settings.mcp)
+            .await
+            .map_err(|e| NodeError::new(e.to_string()))?;
+        tools.extend(mcp.tools());
+        let mut node = ToolNode::new(Arc::new(Toolbox::new(tools))).approve(command_approval());
+        for entry in &settings.approve_tools {
+            let wire = mcp
+                .resolve(entry)
+                .map_err(|e| NodeError::new(e.to_string()))?;
+            node = node.approve(Approval::whole(wire));
+        }
+        let node = Arc::new(node);
+        *cache = Some((key, node.clone()));
         Ok(node)
     }
 }

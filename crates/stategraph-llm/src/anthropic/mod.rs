@@ -85,6 +85,15 @@ impl AnthropicChat {
 #[async_trait]
 impl ChatModel for AnthropicChat {
     async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
+        let model = request.model.as_deref().unwrap_or(&self.model);
+        let span = crate::accounting::model_call_span(PROVIDER, model);
+        crate::accounting::traced(span, self.call(request), |r: &ChatResponse| r.usage).await
+    }
+}
+
+impl AnthropicChat {
+    /// One request (streamed or not), inside its `model_call` span.
+    async fn call(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
         let model = request.model.clone().unwrap_or_else(|| self.model.clone());
         let endpoint = self.endpoint.clone().with_model(model.clone());
         let sink = request.stream.clone();

@@ -130,10 +130,42 @@ impl GraphFactory for AskGraph {
     }
 }
 
+/// How many more times `flaky`'s node fails, as a rate limit would (transiently).
+pub static FLAKY_FAILURES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// `flaky`: one node that fails transiently while [`FLAKY_FAILURES`] lasts (no retry policy of
+/// its own, so the run fails with it, and the worker records that), then writes `ok`.
+pub struct FlakyGraph;
+
+impl GraphFactory for FlakyGraph {
+    type State = Asked;
+    fn name(&self) -> &str {
+        "flaky"
+    }
+    fn description(&self) -> &str {
+        "fails transiently a few times, then succeeds"
+    }
+    fn build(&self, _file: &GraphFile) -> Result<CompiledGraph<Asked>, BuildError> {
+        use std::sync::atomic::Ordering;
+        let mut g = StateGraph::<Asked>::named("flaky");
+        g.add_node("try", |_s: Arc<Asked>, _ctx: Context| async move {
+            let left = FLAKY_FAILURES.load(Ordering::SeqCst);
+            if left > 0 {
+                FLAKY_FAILURES.store(left - 1, Ordering::SeqCst);
+                return Err(stategraph::NodeError::transient("rate limited"));
+            }
+            Ok(AskedUpdate::default().done(vec!["ok".to_string()]))
+        });
+        g.add_edge(START, "try").add_edge("try", END);
+        Ok(g.compile()?)
+    }
+}
+
 pub fn registry() -> Registry {
     let mut registry = Registry::new();
     registry.register(StepsGraph);
     registry.register(AskGraph);
+    registry.register(FlakyGraph);
     registry
 }
 

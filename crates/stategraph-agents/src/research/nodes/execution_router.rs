@@ -106,7 +106,7 @@ pub(crate) async fn run(
     ctx: Context,
 ) -> Result<PlanStateUpdate, NodeError> {
     let settings = super::settings(&ctx)?;
-    let settled = if settings.workspace.is_some() {
+    let settled = if settings.uses_tool_loop() {
         super::settle::settle(agent, &s, &settings, &ctx).await?
     } else {
         Settled {
@@ -130,7 +130,7 @@ pub(crate) async fn run(
             t.failure_reason.as_deref().unwrap_or("")
         )
     }));
-    let tool_loop = settings.workspace.is_some();
+    let tool_loop = settings.uses_tool_loop();
     let mut update = PlanStateUpdate::default();
     let mut verifications = settled.verifications.clone();
     if let (None, true, Some(command)) = (&next, tool_loop, &settings.limits.verify_command) {

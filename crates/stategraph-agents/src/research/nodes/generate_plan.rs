@@ -83,10 +83,11 @@ pub(crate) async fn run(
             .log(vec![format!("plan given as input: {} todos", s.plan.len())]));
     }
     let max = settings.limits.max_todos;
+    let recalled = crate::research::memory::recall(&ctx, &settings.memory, &question).await?;
     let messages = vec![
         system(&settings.prompts.plan, prompts::PLAN),
         Message::user(format!(
-            "Question: {question}\n\nWrite a plan of at most {max} todos."
+            "{recalled}Question: {question}\n\nWrite a plan of at most {max} todos."
         )),
     ];
     let opts = options("Plan", &settings);
@@ -96,6 +97,7 @@ pub(crate) async fn run(
     let unusable = "the model did not write a usable plan";
     let (plan, usage): (Plan, Usage) = ask(&ctx, ("plan", unusable), &settings, call).await?;
     let usage = ledger(&ctx, "plan", "generate_plan", usage, &settings).await?;
+    crate::research::memory::remember(&ctx, &settings.memory, &question).await?;
     let todos = plan.into_todos();
     ctx.emit("plan", serde_json::json!({ "markdown": render(&todos) }));
     Ok(PlanStateUpdate::default()

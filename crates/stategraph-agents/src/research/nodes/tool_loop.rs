@@ -15,11 +15,13 @@ use stategraph::graph::Command;
 use stategraph::runtime::{Context, NodeError};
 use stategraph_llm::{ChatRequest, Message, Role};
 use stategraph_prebuilt::{call_model, MessagesState};
+use stategraph_tools::Toolbox;
 use std::sync::Arc;
 
-/// True when `todo` runs the model↔tool loop under `settings` (a tool todo with a workspace).
+/// True when `todo` runs the model↔tool loop under `settings` (a tool todo, with a workspace
+/// or MCP servers).
 pub(crate) fn uses_loop(todo: &Todo, settings: &ResearchSettings) -> bool {
-    todo.kind == Kind::Tool && settings.workspace.is_some()
+    todo.kind == Kind::Tool && settings.uses_tool_loop()
 }
 
 /// The round limit of one attempt at `todo`.
@@ -88,14 +90,16 @@ fn first_message(s: &PlanState, todo: &Todo, settings: &ResearchSettings) -> Mes
     if !done.is_empty() {
         text.push_str(&format!("Done so far:\n{}\n", done.join("\n")));
     }
-    text.push_str(&format!(
-        "Files in the workspace: {}\n",
-        if files.is_empty() {
-            "(none)".to_string()
-        } else {
-            files.join(", ")
-        }
-    ));
+    if settings.workspace.is_some() {
+        text.push_str(&format!(
+            "Files in the workspace: {}\n",
+            if files.is_empty() {
+                "(none)".to_string()
+            } else {
+                files.join(", ")
+            }
+        ));
+    }
     if let Some(before) = &todo.failure_reason {
         text.push_str(&format!("Earlier attempts: {before}\n"));
     }
@@ -139,7 +143,7 @@ pub(crate) async fn act(
     let update = update
         .rounds(1)
         .usage(ledger(&ctx, "model", "act", reply.usage, &settings).await?);
-    let (goto, log) = follow_reply(&mut todo, &reply.message);
+    let (goto, log) = follow_reply(&mut todo, &reply.message, tool_node.tools());
     fresh.push(reply.message);
     // A new attempt's messages replace the conversation of the attempt before it.
     let update = if new_attempt {
@@ -214,7 +218,7 @@ fn escalate_at_limit(round: Round, limit: u32) -> Command<PlanState> {
 
 /// Where the model's `reply` leads, and the round's log line: tool calls go to `tools`; a reply
 /// without them is the todo's result, for `reflect` to review.
-fn follow_reply(todo: &mut Todo, reply: &Message) -> (&'static str, String) {
+fn follow_reply(todo: &mut Todo, reply: &Message, tools: &Toolbox) -> (&'static str, String) {
     let calls = reply.tool_calls.len();
     let goto = if calls > 0 {
         "tools"
@@ -231,7 +235,11 @@ fn follow_reply(todo: &mut Todo, reply: &Message) -> (&'static str, String) {
         todo.id,
         todo.rounds,
         if calls > 0 {
-            let names: Vec<&str> = reply.tool_calls.iter().map(|c| c.name.as_str()).collect();
+            let names: Vec<&str> = reply
+                .tool_calls
+                .iter()
+                .map(|c| tools.shown(&c.name))
+                .collect();
             format!("calls {}", names.join(", "))
         } else {
             "finished".to_string()
@@ -256,8 +264,10 @@ pub(crate) async fn tools(
     let results = tool_node.run_calls(&calls, &ctx).await?;
     let mut log = Vec::new();
     for r in &results {
-        if !todo.tools_used.contains(&r.name) {
-            todo.tools_used.push(r.name.clone());
+        // People read an MCP tool as `fs.read_file`; the model calls it `fs__read_file`.
+        let shown = tool_node.tools().shown(&r.name).to_string();
+        if !todo.tools_used.contains(&shown) {
+            todo.tools_used.push(shown.clone());
         }
         let head: String = r
             .content
@@ -268,14 +278,13 @@ pub(crate) async fn tools(
             .take(120)
             .collect();
         log.push(format!(
-            "{} {} {}: {head}",
+            "{} {shown} {}: {head}",
             todo.id,
-            r.name,
             if r.is_error { "failed" } else { "ok" }
         ));
         ctx.emit(
             "tool",
-            serde_json::json!({"todo": todo.id, "id": r.call_id, "name": r.name, "is_error": r.is_error}),
+            serde_json::json!({"todo": todo.id, "id": r.call_id, "name": shown, "is_error": r.is_error}),
         );
     }
     let messages: Vec<Message> = results.into_iter().map(|r| r.into_message()).collect();
