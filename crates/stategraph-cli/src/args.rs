@@ -6,20 +6,23 @@ use std::path::PathBuf;
 /// Run, inspect and edit durable state graphs.
 ///
 /// Exit codes: 0 done; 1 failure (including a thread busy with another run); 2 usage or bad
-/// input; 3 paused, waiting for a person; 130, 143, 129 stopped by Ctrl+C, SIGTERM, SIGHUP
-/// (also when it came before the run started, or after it ended); 141 stdout closed (a
-/// `--stream` run stops).
+/// input; 3 paused, waiting for a person; 130, 143, 129 stopped by Ctrl+C, SIGTERM (a drain:
+/// the step in flight finishes and is saved), SIGHUP (also when it came before the run started,
+/// or after it ended); 141 stdout closed (a `--stream` run stops); 124 the run passed its
+/// `--timeout` (its last step saved).
 #[derive(Parser, Debug)]
 #[command(version, propagate_version = true, max_term_width = 100)]
 pub(crate) struct Cli {
     // The global options are listed under their own heading, after each command's own (clap
     // would otherwise interleave them with the command's first options).
-    /// Where threads are stored [default: the user's data directory]/stategraph.
+    /// Where threads are stored: a directory [default: the user's data directory]/stategraph,
+    /// or a Postgres database (postgres://USER@HOST[:PORT]/DATABASE; keep a password in
+    /// GRAPH_DB, not on the command line).
     #[arg(
         long,
         env = "GRAPH_DB",
         global = true,
-        value_name = "PATH",
+        value_name = "PATH|URL",
         help_heading = GLOBAL
     )]
     pub db: Option<PathBuf>,
@@ -93,6 +96,33 @@ pub(crate) enum Command {
     /// Serve the graphs and their threads over HTTP, in the shape of LangGraph's Agent Server
     /// API (its Python and JS clients work against it), until Ctrl+C.
     Serve(ServeArgs),
+    /// Serve the graphs and their threads as Model Context Protocol tools: over stdio for the
+    /// MCP client that starts it (stdout is the protocol), or over streamable HTTP with
+    /// `--addr`, until the client closes stdin, Ctrl+C or SIGTERM.
+    Mcp(McpArgs),
+    /// Queue a run (or a paused thread's resume) for `graph worker` processes, on the Postgres
+    /// run queue (`--db postgres://…`); prints its run id and thread.
+    Submit(SubmitArgs),
+    /// Claim and run queued runs until Ctrl+C or SIGTERM, which drain: each run's current step
+    /// is finished and saved, and the runs go back to the queue for another worker (exit 130,
+    /// 143).
+    Worker(WorkerArgs),
+    /// List the run queue's runs, newest first: queued, running (on which worker, since when),
+    /// paused, done, failed, cancelled.
+    Runs(RunsArgs),
+    /// Cancel a queued or running run (or a thread's): a queued one never runs, a running one
+    /// stops at its next step boundary with that step saved. A run that had already ended is
+    /// left as it was (exit 1).
+    Cancel(CancelArgs),
+    /// The long-term store: items agents keep across threads (ls, get, put, rm, search).
+    Store(crate::cmd::store::StoreArgs),
+    /// The node cache: results of nodes with a cache policy, shared by every thread of the
+    /// store (`graph cache clear [GRAPH] [--node NODE]`).
+    Cache(CacheArgs),
+    /// Rewrite a thread's records (or every thread's) under the newest encryption key (the
+    /// first of GRAPH_ENCRYPTION_KEY), after which older keys can be removed; also encrypts a
+    /// store written before encryption was turned on.
+    Rekey(crate::cmd::rekey::RekeyArgs),
 }
 
 #[derive(Args, Debug)]
@@ -131,10 +161,78 @@ pub(crate) struct RunSettings {
     /// stdout closes (`| head -1`) the run stops, keeping its last checkpoint: exit 141.
     #[arg(long, value_delimiter = ',', value_name = "MODE,..", value_parser = parse_stream_mode)]
     pub stream: Vec<stategraph::runtime::StreamMode>,
+    /// Stop the run at the first step boundary past this long (`90s`, `10m`, `1h30m`): the
+    /// step in flight finishes and is saved, no new one starts, and `graph resume` continues
+    /// the thread (exit 124).
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub timeout: Option<std::time::Duration>,
+    /// Run every node, serving no result from the node cache and storing none.
+    #[arg(long)]
+    pub no_cache: bool,
+}
+
+/// `graph cache`.
+#[derive(Args, Debug)]
+pub(crate) struct CacheArgs {
+    #[command(subcommand)]
+    pub action: CacheAction,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum CacheAction {
+    /// Remove cached node results: every graph's, one graph's, or one node's; the next run of
+    /// those nodes runs them again.
+    Clear {
+        /// The graph (its name, as `graphs` lists it) [default: every graph].
+        graph: Option<String>,
+        /// Only this node's results.
+        #[arg(long, value_name = "NODE")]
+        node: Option<String>,
+        /// Print one JSON document on stdout instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn parse_stream_mode(s: &str) -> Result<stategraph::runtime::StreamMode, String> {
     s.parse()
+}
+
+/// `--timeout`: a number with a unit (`ms`, `s`, `m`, `h`), or several (`1h30m`); a bare
+/// number is seconds.
+fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    let bad =
+        || format!("`{s}` is not a duration: write a number and a unit, like 90s, 10m or 1h30m");
+    let text = s.trim();
+    let (mut total, mut rest) = match text.parse::<f64>() {
+        Ok(secs) => (secs, ""),
+        Err(_) => (0f64, text),
+    };
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let number: f64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit] {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += number * seconds;
+        rest = &rest[unit..];
+    }
+    match total > 0.0 {
+        true => std::time::Duration::try_from_secs_f64(total).map_err(|_| bad()),
+        false => Err(format!(
+            "`{s}` is no time at all: give the run a timeout above zero"
+        )),
+    }
 }
 
 /// `--out` (or `GRAPH_OUT`): a folder, made when missing. A file there is refused before
@@ -449,9 +547,22 @@ pub(crate) struct PruneArgs {
     /// Prune only this thread.
     #[arg(long, value_name = "ID")]
     pub thread: Option<String>,
+    /// Apply each graph file's `[retention]` table instead of --keep: delete threads past
+    /// their days, keep a finished thread's newest checkpoints (paused ones only when told).
+    #[arg(long, conflicts_with_all = ["keep", "thread"])]
+    pub policy: bool,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `graph mcp`.
+#[derive(Args, Debug)]
+pub(crate) struct McpArgs {
+    /// Serve over streamable HTTP at http://HOST:PORT/mcp instead of stdio (loopback only:
+    /// the endpoint has no authentication).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub addr: Option<std::net::SocketAddr>,
 }
 
 /// `graph serve`.
@@ -543,6 +654,148 @@ pub(crate) struct SolveArgs {
     pub json: bool,
 }
 
+/// `graph submit`.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+      graph submit pipeline --input \"durable agents\" --yes --db postgres://app@db/agents\n  \
+      graph submit --thread ID --resume yes      answer a paused thread's question\n\
+    A thread runs one run at a time, in the order submitted; --multitask says what a submit does\n\
+    when the thread already has one queued or running.")]
+pub(crate) struct SubmitArgs {
+    /// A registered graph's name (see `graphs`) or the path of a graph file (.toml); with
+    /// --resume, the thread's own graph when left out.
+    #[arg(required_unless_present_any = ["resume", "resume_json"])]
+    pub graph: Option<String>,
+    /// The input as text, into the graph's text field (e.g. the pipeline's topic).
+    #[arg(long, group = "input_source", value_name = "TEXT")]
+    pub input: Option<String>,
+    /// The input as JSON: an update of the graph's state.
+    #[arg(long, group = "input_source", value_name = "JSON")]
+    pub input_json: Option<String>,
+    /// The input as a JSON file.
+    #[arg(long, group = "input_source", value_name = "PATH")]
+    pub input_file: Option<PathBuf>,
+    /// The run's thread [default: a new one]. An existing thread continues from its newest
+    /// checkpoint with the input.
+    #[arg(long, value_name = "ID", required_unless_present = "graph")]
+    pub thread: Option<String>,
+    /// Queue the resume of the paused --thread, answering its question with this text.
+    #[arg(
+        long,
+        group = "answer",
+        value_name = "TEXT",
+        requires = "thread",
+        conflicts_with = "input_source"
+    )]
+    pub resume: Option<String>,
+    /// Queue the resume of the paused --thread, answering with this JSON.
+    #[arg(
+        long,
+        group = "answer",
+        value_name = "JSON",
+        requires = "thread",
+        conflicts_with = "input_source"
+    )]
+    pub resume_json: Option<String>,
+    /// What to do when the thread already has a run queued or running: reject this one,
+    /// enqueue it after them, interrupt the running one at its next step (its progress kept),
+    /// or roll it back (its checkpoints dropped) and run this one instead.
+    #[arg(long, value_enum, default_value = "enqueue", value_name = "STRATEGY")]
+    pub multitask: MultitaskArg,
+    /// Override a setting of the graph file (as `run --set`); kept with a new thread.
+    /// Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Skip the review pauses the graph makes by default (the setting `yes = true`).
+    #[arg(long)]
+    pub yes: bool,
+    /// Print one JSON document on stdout (run id, thread) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What a submit does on a busy thread.
+#[derive(Copy, Clone, Debug, ValueEnum)]
+pub(crate) enum MultitaskArg {
+    Reject,
+    Enqueue,
+    Interrupt,
+    Rollback,
+}
+
+/// `graph worker`.
+#[derive(Args, Debug)]
+pub(crate) struct WorkerArgs {
+    /// Runs at once.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrency: u16,
+    /// Seconds a claimed run stays this worker's without a heartbeat: after a crash, another
+    /// worker takes its runs over this long after the last one.
+    #[arg(long, default_value_t = 30.0, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub lease: f64,
+    /// How many claims a run may have (takeovers included) and still go back to the queue
+    /// when the database fails under it (a restart of Postgres costs a run one); past them
+    /// it is recorded failed with the database's error.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub retries: u32,
+    /// The worker's name in `graph runs` [default: HOST:PID:RANDOM].
+    #[arg(long, value_name = "NAME")]
+    pub id: Option<String>,
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.1 => Ok(v),
+        _ => Err(format!("`{s}` is not a number of seconds of at least 0.1")),
+    }
+}
+
+/// `graph runs`.
+#[derive(Args, Debug)]
+pub(crate) struct RunsArgs {
+    /// Follow the runs: the list is drawn again every second until Ctrl+C, or until every
+    /// listed run has ended.
+    #[arg(long, conflicts_with = "json")]
+    pub watch: bool,
+    /// Only runs in this state.
+    #[arg(long, value_enum, value_name = "STATUS")]
+    pub status: Option<RunStatusArg>,
+    /// Only this thread's runs.
+    #[arg(long, value_name = "ID")]
+    pub thread: Option<String>,
+    /// Show at most this many runs, newest first.
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    pub limit: usize,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A run's state in the queue, as `--status` names it.
+#[derive(Copy, Clone, Debug, ValueEnum)]
+pub(crate) enum RunStatusArg {
+    Queued,
+    Running,
+    Paused,
+    Done,
+    Failed,
+    Cancelled,
+}
+
+/// `graph cancel`.
+#[derive(Args, Debug)]
+pub(crate) struct CancelArgs {
+    /// The run (its id, as `submit` and `runs` print it).
+    #[arg(required_unless_present = "thread", conflicts_with = "thread")]
+    pub run: Option<String>,
+    /// Cancel this thread's queued and running runs instead.
+    #[arg(long, value_name = "ID")]
+    pub thread: Option<String>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Copy, Clone, Debug, ValueEnum)]
 pub(crate) enum FormatArg {
     Mermaid,
@@ -566,7 +819,16 @@ impl Command {
             Command::Prune(a) => a.json,
             Command::Repair(a) => a.json,
             Command::Artifacts(a) => a.json,
-            Command::Draw(_) | Command::Serve(_) => false,
+            Command::Draw(_) | Command::Serve(_) | Command::Worker(_) => false,
+            Command::Mcp(_) => false,
+            Command::Submit(a) => a.json,
+            Command::Runs(a) => a.json,
+            Command::Cancel(a) => a.json,
+            Command::Store(a) => a.json,
+            Command::Rekey(a) => a.json,
+            Command::Cache(a) => match &a.action {
+                CacheAction::Clear { json, .. } => *json,
+            },
             Command::Decompose(a) => a.json,
             Command::Tree(a) => a.json,
             Command::Solve(a) => a.json,
@@ -578,6 +840,20 @@ impl Command {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn timeouts_parse_as_people_write_them() {
+        use std::time::Duration;
+        assert_eq!(parse_timeout("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_timeout("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_timeout("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_timeout("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_timeout("500ms"), Ok(Duration::from_millis(500)));
+        assert!(parse_timeout("10 minutes").is_err());
+        assert!(parse_timeout("0s").is_err());
+        assert!(parse_timeout("0").is_err());
+        assert!(parse_timeout("m").is_err());
+    }
 
     #[test]
     fn the_command_line_is_consistent() {

@@ -1,7 +1,7 @@
 //! Exit codes, and how the library's typed errors map to them.
 
-use stategraph::checkpoint::CheckpointError;
-use stategraph::runtime::RunError;
+use stategraph::checkpoint::{CheckpointError, SealFault};
+use stategraph::runtime::{RunError, StopReason};
 use stategraph_artifacts::ArtifactError;
 use stategraph_registry::{BuildError, GraphFileError, RegistryError};
 
@@ -19,6 +19,9 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 pub const EXIT_TERMINATED: u8 = 143;
 /// The run was stopped by SIGHUP (its terminal closed); its last checkpoint is kept.
 pub const EXIT_HANGUP: u8 = 129;
+/// The run passed its `--timeout`: the step that passed it is saved, `graph resume` continues
+/// (124, as `timeout(1)` ends a command that ran out of time).
+pub const EXIT_TIMED_OUT: u8 = 124;
 /// Stdout closed (its reader went away, as SIGPIPE would have ended the process): a `--stream`
 /// run was stopped with its last checkpoint kept, or a command that would have succeeded could
 /// not write all of its output.
@@ -52,6 +55,10 @@ pub(crate) fn run_error_code(e: &RunError) -> u8 {
         | RunError::Resume(_) => EXIT_USAGE,
         RunError::Checkpoint(c) => checkpoint_error_code(c),
         RunError::Cancelled { .. } => EXIT_INTERRUPTED,
+        RunError::Stopped { reason, .. } => match reason {
+            StopReason::Drained => EXIT_TERMINATED,
+            StopReason::RunTimeout { .. } => EXIT_TIMED_OUT,
+        },
         _ => EXIT_FAILURE,
     }
 }
@@ -61,6 +68,8 @@ fn checkpoint_error_code(e: &CheckpointError) -> u8 {
         CheckpointError::InvalidThreadId { .. }
         | CheckpointError::ThreadNotFound { .. }
         | CheckpointError::ThreadExists { .. } => EXIT_USAGE,
+        // A key missing or wrong is the command's configuration: nothing was read or changed.
+        CheckpointError::Sealed { fault, .. } if *fault != SealFault::Tampered => EXIT_USAGE,
         _ => EXIT_FAILURE,
     }
 }

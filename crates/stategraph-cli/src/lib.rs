@@ -15,15 +15,21 @@
 //!
 //! # Layout
 //! `args.rs` is the command line; `cmd/` holds one file per group of commands;
+//! `long_term.rs` opens the long-term store beside the threads (`<db>/items/`, or Postgres's
+//! table) for `graph store` (`cmd/store.rs`) and, lazily, for runs' nodes;
 //! `origin.rs` is how a thread was started (kept in its store); `progress.rs` draws a run's
-//! events; `output.rs` is every write to stdout and stderr (never a panic on a closed pipe); `error.rs` maps the library's typed errors to exit codes. Threads are stored by
-//! [`FolderCheckpointer`], which owns the on-disk layout.
+//! events; `output.rs` is every write to stdout and stderr (never a panic on a closed pipe);
+//! `error.rs` maps the library's typed errors to exit codes; `store/` is where threads are
+//! kept: a directory (`stategraph_sled::FolderCheckpointer`, which owns the on-disk layout) or a
+//! Postgres database (`--db postgres://...`, `stategraph_postgres`), and what only a directory
+//! can do is asked for there explicitly.
 //!
 //! Exit codes: [`EXIT_DONE`] 0, [`EXIT_FAILURE`] 1 (also: the thread is busy with another run),
 //! [`EXIT_USAGE`] 2 (bad command line or input; nothing changed), [`EXIT_PAUSED`] 3 (waiting for a
-//! person), [`EXIT_INTERRUPTED`] 130 (stopped by Ctrl+C), [`EXIT_TERMINATED`] 143 (stopped by
-//! SIGTERM), [`EXIT_HANGUP`] 129 (stopped by SIGHUP: its terminal closed); a stopped run keeps its
-//! last checkpoint. With `--json`, stdout holds exactly one JSON document, also when the command
+//! person), [`EXIT_INTERRUPTED`] 130 (stopped by Ctrl+C), [`EXIT_TERMINATED`] 143 (drained by
+//! SIGTERM: its step in flight finished and saved), [`EXIT_HANGUP`] 129 (stopped by SIGHUP: its
+//! terminal closed), [`EXIT_TIMED_OUT`] 124 (past its `--timeout`, its last step saved); a
+//! stopped run keeps its last checkpoint. With `--json`, stdout holds exactly one JSON document, also when the command
 //! fails.
 //!
 //! Invariant: the CLI reaches graphs only through the [`registry`](stategraph_registry); agents never
@@ -40,13 +46,16 @@ mod output;
 mod args;
 mod cmd;
 mod error;
+mod long_term;
 mod origin;
 mod pause;
 mod progress;
+mod store;
+mod traces;
 
 pub use error::{
     EXIT_DONE, EXIT_FAILURE, EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_PAUSED, EXIT_TERMINATED,
-    EXIT_USAGE,
+    EXIT_TIMED_OUT, EXIT_USAGE,
 };
 
 use anyhow::Context as _;
@@ -60,11 +69,11 @@ use stategraph::checkpoint::{validate_thread_id, Checkpointer, ThreadStatus};
 use stategraph::runtime::ThreadPath;
 use stategraph::runtime::{RunError, StateSnapshot};
 use stategraph_registry::{AnyFactory, GraphFactory, Override, Registry, Resolved};
-use stategraph_sled::FolderCheckpointer;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use store::{DbArg, Store};
 
 /// The `graph` command line, with the graphs registered into it.
 ///
@@ -170,7 +179,7 @@ impl App {
         };
         let mut hint = None;
         let result = runtime.block_on(async {
-            let ctx = Ctx::new(self.registry, bin, &cli, explicit_db, stops.clone())?;
+            let ctx = Ctx::new(self.registry, bin, &cli, explicit_db, stops.clone()).await?;
             let result = cmd::dispatch(&ctx, cli.command).await;
             // Threads this command held are flushed, closed and indexed before it exits.
             ctx.store.close();
@@ -186,7 +195,10 @@ impl App {
             Err(err) => report_failure(&err, hint, json),
         };
         // A signal during all of the above was heard (cmd/run/stop.rs); it sets the code.
-        stops.finish(output::exit_code(code))
+        let code = stops.finish(output::exit_code(code));
+        // The run's spans are sent before the process ends (nothing to do without traces).
+        traces::finish();
+        code
     }
 }
 
@@ -263,21 +275,58 @@ fn init_tracing(quiet: bool, verbose: u8) {
         _ => "trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    // Fails only if a subscriber is already set (a host binary set its own): keep that one.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        // Log lines go above the live progress lines while a run is shown.
-        .with_writer(progress::LogWriter)
-        .with_target(false)
-        .try_init();
+    // Without OTEL_EXPORTER_OTLP_ENDPOINT, the log lines alone, as a global filter (no cost).
+    if !stategraph_otel::enabled() {
+        // Fails only if a subscriber is already set (a host binary set its own): keep that one.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            // Log lines go above the live progress lines while a run is shown.
+            .with_writer(progress::LogWriter)
+            .with_target(false)
+            .try_init();
+    } else {
+        // Spans exported beside the log lines: each layer with its own filter (traces.rs).
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use tracing_subscriber::util::SubscriberInitExt as _;
+        use tracing_subscriber::Layer as _;
+        let logs = tracing_subscriber::fmt::layer()
+            .with_writer(progress::LogWriter)
+            .with_target(false)
+            .with_filter(filter);
+        let _ = tracing_subscriber::registry()
+            .with(traces::layer("graph"))
+            .with(logs)
+            .try_init();
+    }
+    quiet_sled_panics();
+}
+
+/// sled 0.34 panics inside its recovery on some damaged stores; the store layer catches it and
+/// reports the damage (`stategraph_sled`), so its panic message is a debug log line here, not a
+/// crash report above the error that says what happened. Every other panic is reported as before.
+fn quiet_sled_panics() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let in_sled = info
+            .location()
+            .is_some_and(|l| l.file().contains("/sled-0.34"));
+        match in_sled {
+            true => tracing::debug!(panic = %info, "sled panicked (caught: reported as damage)"),
+            false => report(info),
+        }
+    }));
 }
 
 /// What every command needs: the graphs, the store, how to phrase follow-up commands.
 pub(crate) struct Ctx {
     pub registry: Registry,
-    pub store: Arc<FolderCheckpointer>,
+    /// Where the threads are: a directory or a Postgres database (see `store/`).
+    pub store: Store,
     pub bin: String,
-    /// The database path, when it must be repeated in follow-up commands.
+    /// Where `--db` (or `GRAPH_DB`, or the default) says the threads are.
+    pub db: DbArg,
+    /// `--db` as given on the command line, when follow-up commands must repeat it (as
+    /// [`DbArg::shown`] says it: never with a password).
     pub db_flag: Option<PathBuf>,
     pub quiet: bool,
     pub verbose: u8,
@@ -286,34 +335,37 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    fn new(
+    async fn new(
         registry: Registry,
         bin: String,
         cli: &Cli,
         explicit_db: bool,
         stops: Arc<cmd::Stops>,
     ) -> anyhow::Result<Ctx> {
-        let root = match &cli.db {
-            Some(p) => p.clone(),
-            None => dirs::data_dir()
-                .map(|d| d.join("stategraph"))
-                .ok_or_else(|| {
+        let db = match &cli.db {
+            Some(p) => DbArg::parse(p.clone()),
+            None => DbArg::Folder(dirs::data_dir().map(|d| d.join("stategraph")).ok_or_else(
+                || {
                     bad_input(
                         "this system has no user data directory: pass --db PATH or set GRAPH_DB",
                     )
-                })?,
+                },
+            )?),
         };
-        if root.exists() && !root.is_dir() {
-            return Err(anyhow::anyhow!(
-                "cannot open the store at {}: it is a file, not a directory (pass --db DIR)",
-                root.display()
-            ));
+        let db_flag = if explicit_db { cli.db.clone() } else { None };
+        if db_flag.is_some() && db.has_password() {
+            say!(
+                "note: a password given with --db can be read by other users of this machine \
+                 (ps) and stays in your shell's history; keep the URL in GRAPH_DB instead \
+                 (the commands printed here name it as \"$GRAPH_DB\")"
+            );
         }
         Ok(Ctx {
             registry,
-            store: Arc::new(FolderCheckpointer::open(&root)?.require_record(origin::RECORD)),
+            store: Store::open(&db).await?,
+            db,
             bin,
-            db_flag: if explicit_db { cli.db.clone() } else { None },
+            db_flag,
             quiet: cli.quiet,
             verbose: cli.verbose,
             stops,
@@ -321,7 +373,22 @@ impl Ctx {
     }
 
     pub(crate) fn checkpointer(&self) -> Arc<dyn Checkpointer> {
-        self.store.clone()
+        self.store.checkpointer()
+    }
+
+    /// The Postgres URL the command was given (`--db` or `GRAPH_DB`), when the store is a
+    /// Postgres database (connected already: a wrong one failed before the command ran);
+    /// `None` for a store directory. The commands of the run queue need it.
+    pub(crate) fn postgres_url(&self) -> Option<&str> {
+        match &self.db {
+            DbArg::Postgres(url) => Some(url),
+            DbArg::Folder(_) => None,
+        }
+    }
+
+    /// The connected Postgres database, when the store is one (its `run_queue()` is the queue).
+    pub(crate) fn postgres(&self) -> Option<&Arc<stategraph_postgres::PostgresCheckpointer>> {
+        self.store.postgres()
     }
 
     /// A follow-up command, ready to paste: `graph <words> [--db PATH]`.
@@ -337,9 +404,9 @@ impl Ctx {
         if !tail.is_empty() {
             parts.push(tail.to_string());
         }
-        if let Some(db) = &self.db_flag {
+        if self.db_flag.is_some() {
             parts.push("--db".to_string());
-            parts.push(shell_quote(&db.to_string_lossy()));
+            parts.push(self.db.shown());
         }
         parts.join(" ")
     }
@@ -352,7 +419,7 @@ impl Ctx {
         thread: &str,
         extra: &[String],
     ) -> anyhow::Result<(Resolved, Option<Origin>)> {
-        let origin = Origin::read(&self.store, thread).await?;
+        let origin = self.store.read_origin(thread).await?;
         let resolved = self.resolve_thread(thread, origin.as_ref(), extra).await?;
         Ok((resolved, origin))
     }
@@ -361,7 +428,7 @@ impl Ctx {
     /// thread started that cannot be read is said in a warning (what and what to do), and the
     /// thread is read with the graph its checkpoints name, since what is intact stays readable.
     pub(crate) async fn graph_for_reading(&self, thread: &str) -> anyhow::Result<Resolved> {
-        let origin = match Origin::read(&self.store, thread).await {
+        let origin = match self.store.read_origin(thread).await {
             Ok(origin) => origin,
             Err(e) => {
                 let damaged = e.downcast::<origin::OriginDamaged>()?;

@@ -13,12 +13,13 @@
 
 use serde::{Deserialize, Serialize};
 use stategraph::checkpoint::{now_ms, CheckpointError, Checkpointer};
-use stategraph_sled::{FolderCheckpointer, RequiredRecord};
+use stategraph_sled::RequiredRecord;
 
 /// The journal key the origin is kept under (see ARCHITECTURE.md, "Journal keys").
 pub(crate) const ORIGIN_KEY: &str = "graph/origin";
 
-/// The origin as the folder store checks it for its listing.
+/// The origin as the stores check it for their listings (the directory store is told of it; the
+/// Postgres listing checks it the same way, `store/postgres.rs`).
 pub(crate) const RECORD: RequiredRecord = RequiredRecord {
     key: ORIGIN_KEY,
     what: "its record of how it was started",
@@ -48,8 +49,8 @@ pub(crate) struct Origin {
 #[error(
     "the record of how thread `{thread}` was started (its graph file and --set overrides; \
      {record}) cannot be read: {reason}. Nothing was changed; the thread is not resumed or \
-     changed without it: `graph repair {thread}` keeps a backup of the thread and writes the \
-     record again from its checkpoints (the graph they name, without --set overrides: give \
+     changed without it: `graph repair {thread}` writes the record again from its checkpoints \
+     (in a store directory, keeping a backup of the thread first) (the graph they name, without --set overrides: give \
      those again with `graph resume {thread} --set KEY=VALUE`)"
 )]
 pub(crate) struct OriginDamaged {
@@ -72,31 +73,12 @@ impl Origin {
     /// The thread's origin: as stored with it, else as an earlier version of the layout kept it
     /// (its `meta.json`); `None` when neither has one (a thread another program wrote). A record
     /// that does not read is an [`OriginDamaged`] error.
-    pub(crate) async fn read(
-        store: &FolderCheckpointer,
-        thread: &str,
-    ) -> anyhow::Result<Option<Origin>> {
-        let value = store.required_record(thread).await?.map_err(|unreadable| {
-            anyhow::Error::from(OriginDamaged {
-                thread: thread.to_string(),
-                record: unreadable.record,
-                reason: unreadable.reason,
-            })
-        })?;
-        // The store checked it with RECORD's check, which is this decoding.
-        value
-            .map(serde_json::from_value)
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("the origin of thread `{thread}`: {e}"))
-    }
-
-    /// Stores it with the thread (flushed).
-    pub(crate) async fn write(
+    pub(crate) async fn write_to(
         &self,
-        store: &FolderCheckpointer,
+        saver: &dyn Checkpointer,
         thread: &str,
     ) -> Result<(), CheckpointError> {
         let value = serde_json::to_value(self).map_err(CheckpointError::storage)?;
-        store.put_journal(thread, ORIGIN_KEY, &value).await
+        saver.put_journal(thread, ORIGIN_KEY, &value).await
     }
 }

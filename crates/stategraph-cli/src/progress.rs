@@ -467,6 +467,8 @@ impl Notices {
     /// Like [`Notices::after_signal`], then ends the process with `code`; the live lines are
     /// cleared for good.
     pub(crate) fn quit_after_signal(&self, text: &str, typed: bool, code: i32) -> ! {
+        // `exit` runs no destructors: the spans so far are sent first.
+        crate::traces::finish();
         if let Some((multi, live)) = &self.0 {
             // Inside `suspend`, which holds the live lines' lock: no tick draws them again
             // before the process is gone.

@@ -121,7 +121,14 @@ fn a_garbled_graph_file_is_named_with_its_line_and_every_good_graph_is_still_lis
         .collect();
     assert_eq!(
         names,
-        ["agent", "pipeline", "research", "tree", "graphs/quick.toml"],
+        [
+            "agent",
+            "brief",
+            "pipeline",
+            "research",
+            "tree",
+            "graphs/quick.toml"
+        ],
         "{list}"
     );
     assert!(list.stdout.contains("The pipeline, quicker"), "{list}");
@@ -148,5 +155,5 @@ fn a_garbled_graph_file_is_named_with_its_line_and_every_good_graph_is_still_lis
     );
     let memo = rows.iter().find(|g| g["name"] == "memo").unwrap();
     assert!(memo["nodes"].is_null(), "{memo:#}");
-    assert_eq!(rows.len(), 7, "{json:#}");
+    assert_eq!(rows.len(), 8, "{json:#}");
 }

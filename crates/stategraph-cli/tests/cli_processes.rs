@@ -60,7 +60,8 @@ fn ctrl_c_stops_with_130_and_resume_finishes_without_rerunning_finished_nodes() 
 /// they could finish, so a run that did not stop at once would have saved them.
 const VERY_SLOW: &str = "step_ms=5000";
 
-/// Sends `signal` during the drafts (step 2) of a run, which must stop with `code` saying how
+/// Sends `signal` (one that abandons the step in flight: SIGINT, SIGHUP) during the drafts
+/// (step 2) of a run, which must stop with `code` saying how
 /// to continue, keep the outline's checkpoint (the drafts abandoned, not saved), be listed as
 /// stopped, and resume to the end without running the outline again. Returns what it printed.
 fn stopped_by_signal_then_resumed(signal: i32, code: i32, extra: &[&str]) -> Output {
@@ -102,10 +103,45 @@ fn stopped_by_signal_then_resumed(signal: i32, code: i32, extra: &[&str]) -> Out
     stopped
 }
 
+/// SIGTERM drains (the library's `RunControl::request_drain`): sent during the drafts (step 2),
+/// it lets them finish and saves them, starts no new step, ends with 143 saying so, and a
+/// resume goes on with the review, running no node twice.
 #[test]
-fn sigterm_stops_with_143_and_resume_finishes_without_rerunning_saved_steps() {
-    let stopped = stopped_by_signal_then_resumed(libc::SIGTERM, 143, &[]);
-    stopped.stderr_has(&["stopping on SIGTERM", "(SIGTERM)"]);
+fn sigterm_drains_with_143_and_resume_finishes_without_rerunning_saved_steps() {
+    let db = Db::new();
+    let mut run = db
+        .graph(&["run", "pipeline", "--input", "sled", "--yes", "--set", SLOW])
+        .spawn();
+    let thread = run.thread();
+    run.wait_for("step 2: draft #0 started");
+    run.signal(libc::SIGTERM);
+    let stopped = run.finish();
+    assert_eq!(stopped.code, Some(143), "handled, not killed\n{stopped}");
+    stopped.stderr_has(&[
+        "draining on SIGTERM: the step in flight finishes and is saved, no new step starts",
+        &format!("drained on SIGTERM: step 2 of thread {thread} finished and is saved"),
+        &format!("graph resume {thread}"),
+    ]);
+    assert!(
+        !started(&stopped, "review"),
+        "no new step started\n{stopped}"
+    );
+    let state = db.graph(&["state", &thread, "--json"]).expect(0).json();
+    assert_eq!(state["next"], json!(["review"]), "{stopped}");
+    assert_eq!(
+        log_of(&db, &thread),
+        ["outline", "draft 0", "draft 1", "draft 2"]
+    );
+
+    let resumed = db
+        .graph(&["resume", &thread, "--set", "step_ms=1"])
+        .expect(0);
+    assert!(
+        !started(&resumed, "draft"),
+        "the drafts were saved\n{resumed}"
+    );
+    assert!(started(&resumed, "review"), "{resumed}");
+    assert_each_node_once(&db, &thread);
 }
 
 #[test]
@@ -127,7 +163,7 @@ fn sigterm_in_async_durability_keeps_what_was_queued() {
             "sled",
             "--yes",
             "--set",
-            VERY_SLOW,
+            SLOW,
             "--durability",
             "async",
         ])
@@ -137,12 +173,9 @@ fn sigterm_in_async_durability_keeps_what_was_queued() {
     run.signal(libc::SIGTERM);
     let stopped = run.finish();
     assert_eq!(stopped.code, Some(143), "{stopped}");
+    // The drain saved the drafts' step: async durability flushed it before the command ended.
     let state = db.graph(&["state", &thread, "--json"]).expect(0).json();
-    assert_eq!(
-        state["next"],
-        json!(["draft", "draft", "draft"]),
-        "{stopped}"
-    );
+    assert_eq!(state["next"], json!(["review"]), "{stopped}");
 }
 
 #[test]

@@ -464,14 +464,23 @@ fn sigterm_during_parallel_tasks_leaves_no_live_lines() {
     tmux.wait_for("step 2 draft #2 ·");
     signal_command(&db, libc::SIGTERM);
     let (code, screen) = tmux.wait_for_exit();
-    assert_eq!(code, 143, "SIGTERM stops the run\n--- screen\n{screen}");
+    assert_eq!(code, 143, "SIGTERM drains the run\n--- screen\n{screen}");
     no_live_lines_remain(&screen);
-    each_step_shown_once(&screen, &["✓ step 1 outline"]);
+    // The drafts in flight finish (a drain), each shown once.
+    each_step_shown_once(
+        &screen,
+        &[
+            "✓ step 1 outline",
+            "✓ step 2 draft #0",
+            "✓ step 2 draft #1",
+            "✓ step 2 draft #2",
+        ],
+    );
     has(
         &screen,
         &[
-            "stopping on SIGTERM: the step in flight is abandoned",
-            "stopped at step 1 of thread",
+            "draining on SIGTERM: the step in flight finishes and is saved",
+            "drained on SIGTERM: step 2 of thread",
             "graph resume",
         ],
     );

@@ -51,7 +51,10 @@ fn updates_stream_as_ndjson_then_the_outcome_and_resume_streams_too() {
             .push(e["node"].as_str().unwrap());
     }
     assert_eq!(by_child.len(), 3, "{out}");
-    assert!(by_child.values().all(|nodes| nodes == &["write", "polish"]), "{out}");
+    assert!(
+        by_child.values().all(|nodes| nodes == &["write", "polish"]),
+        "{out}"
+    );
     let nodes: Vec<&str> = streamed
         .iter()
         .map(|e| {

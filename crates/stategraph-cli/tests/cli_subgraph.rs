@@ -17,7 +17,11 @@ fn children(db: &Db, thread: &str) -> Vec<(String, String)> {
     let mut found = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         if let Some(rest) = line.strip_prefix("subgraph ") {
-            let path = rest.split_whitespace().next().unwrap_or_default().to_string();
+            let path = rest
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string();
             let next = lines
                 .get(i + 1)
                 .and_then(|l| l.trim().strip_prefix("next"))
@@ -30,8 +34,8 @@ fn children(db: &Db, thread: &str) -> Vec<(String, String)> {
 }
 
 #[test]
-fn a_run_killed_inside_its_section_children_resumes_in_each_child_without_writing_a_section_twice(
-) {
+fn a_run_killed_inside_its_section_children_resumes_in_each_child_without_writing_a_section_twice()
+{
     let db = Db::new();
     // Section k's drafting takes (1 + k/4) steps of 1.2 s, half writing, half polishing.
     let mut run = db.run_pipeline(1200, &["--yes"]).spawn();
@@ -43,7 +47,10 @@ fn a_run_killed_inside_its_section_children_resumes_in_each_child_without_writin
         if now.iter().any(|(_, next)| next == "polish") {
             break now;
         }
-        assert!(Instant::now() < deadline, "no child reached polish: {now:?}");
+        assert!(
+            Instant::now() < deadline,
+            "no child reached polish: {now:?}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
     run.signal(libc::SIGKILL);
@@ -51,7 +58,9 @@ fn a_run_killed_inside_its_section_children_resumes_in_each_child_without_writin
 
     let after = children(&db, &thread);
     assert_eq!(after.len(), 3, "one child per section: {after:?}");
-    assert!(after.iter().all(|(path, _)| path.starts_with(&format!("{thread}/draft:"))));
+    assert!(after
+        .iter()
+        .all(|(path, _)| path.starts_with(&format!("{thread}/draft:"))));
     let (polishing, _) = after
         .iter()
         .find(|(_, next)| next == "polish")
@@ -64,7 +73,10 @@ fn a_run_killed_inside_its_section_children_resumes_in_each_child_without_writin
     assert!(done.stdout.contains("sled"), "{done}");
     // The child that had written went on at polish: write ran once in it.
     let child = db.graph(&["state", polishing, "--json"]).expect(0).json();
-    assert_eq!(child["values"]["log"], serde_json::json!(["write", "polish"]));
+    assert_eq!(
+        child["values"]["log"],
+        serde_json::json!(["write", "polish"])
+    );
     let state = db.graph(&["state", &thread, "--json"]).expect(0).json();
     assert_eq!(
         state["values"]["log"],

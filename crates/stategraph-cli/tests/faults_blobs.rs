@@ -278,7 +278,15 @@ fn copy_dir(from: &Path, to: &Path) {
 fn no_damaged_blob_file_makes_a_reading_command_crash() {
     let db = Db::new();
     let thread = db
-        .graph(&["run", "pipeline", "--input", &large_topic(), "--yes", "--set", "step_ms=1"])
+        .graph(&[
+            "run",
+            "pipeline",
+            "--input",
+            &large_topic(),
+            "--yes",
+            "--set",
+            "step_ms=1",
+        ])
         .expect(0)
         .thread();
     let count = blobs_in_order(&db.store_dir(&thread)).len();
@@ -304,7 +312,10 @@ fn no_damaged_blob_file_makes_a_reading_command_crash() {
                 matches!(out.code, Some(0) | Some(1)),
                 "blob {k} of {count}: {out}"
             );
-            assert!(!out.stderr.contains("panicked"), "blob {k} of {count}: {out}");
+            assert!(
+                !out.stderr.contains("panicked"),
+                "blob {k} of {count}: {out}"
+            );
         }
     }
 }

@@ -4,9 +4,10 @@ use super::inspect::parse_checkpoint;
 use crate::args::{DeleteArgs, ForkArgs, PruneArgs, RepairArgs, UpdateArgs};
 use crate::error::{bad_input, EXIT_DONE};
 use crate::origin::{Origin, OriginDamaged};
+use crate::store::{NeverSaved, Store};
 use crate::{check_thread_id, out, parse_json, root_of_thread_arg, Ctx};
 use serde_json::{json, Value};
-use stategraph::checkpoint::{CheckpointError, CheckpointId, Checkpointer};
+use stategraph::checkpoint::{CheckpointError, CheckpointId};
 use stategraph::runtime::RunError;
 use stategraph::runtime::ThreadPath;
 use stategraph_registry::Resolved;
@@ -60,20 +61,19 @@ pub(crate) async fn fork(ctx: &Ctx, args: ForkArgs) -> anyhow::Result<u8> {
         .new_thread
         .clone()
         .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-    create_fork_thread(ctx, &new).await?;
+    let mut origin =
+        origin.unwrap_or_else(|| Origin::new(&resolved.file.graph, &resolved.origin, Vec::new()));
+    origin.created_at_ms = stategraph::checkpoint::now_ms();
+    create_fork_thread(ctx, &new, &origin).await?;
     let forked = graph
         .fork(&args.thread, checkpoint, Some(new.clone()))
         .await;
     if let Err(e) = forked {
         // Nothing was copied: the new thread does not stay behind empty.
-        let _ = ctx.store.delete_thread(&new).await;
+        let _ = ctx.store.delete(&new).await;
         return Err(e.into());
     }
     carry_spend_into_fork(ctx, &resolved, &args.thread, checkpoint, &new).await;
-    let mut origin =
-        origin.unwrap_or_else(|| Origin::new(&resolved.file.graph, &resolved.origin, Vec::new()));
-    origin.created_at_ms = stategraph::checkpoint::now_ms();
-    origin.write(&ctx.store, &new).await?;
     start_fork_version(ctx, &resolved, &root, &args.thread, &new).await?;
     let interrupts = match graph.get_state(&new, None).await {
         Ok(snapshot) => snapshot.interrupts,
@@ -96,16 +96,22 @@ pub(crate) async fn fork(ctx: &Ctx, args: ForkArgs) -> anyhow::Result<u8> {
     Ok(EXIT_DONE)
 }
 
-/// Creates the fork's thread, which must be new.
-async fn create_fork_thread(ctx: &Ctx, new: &str) -> anyhow::Result<()> {
-    match ctx.store.create(new).await {
-        Ok(()) => Ok(()),
-        Err(CheckpointError::ThreadExists { .. }) => Err(RunError::InvalidInput(format!(
+/// Creates the fork's thread with its record of how it started; it must be new.
+async fn create_fork_thread(ctx: &Ctx, new: &str, origin: &Origin) -> anyhow::Result<()> {
+    let Err(e) = ctx.store.create(new, origin).await else {
+        return Ok(());
+    };
+    let taken = matches!(
+        e.downcast_ref::<CheckpointError>(),
+        Some(CheckpointError::ThreadExists { .. })
+    ) || e.is::<NeverSaved>();
+    if taken {
+        return Err(RunError::InvalidInput(format!(
             "thread `{new}` already exists: fork into a new thread id"
         ))
-        .into()),
-        Err(e) => Err(e.into()),
+        .into());
     }
+    Err(e)
 }
 
 /// Keeps with the fork what `source`'s history up to `checkpoint` paid for that no ledger
@@ -119,13 +125,7 @@ async fn carry_spend_into_fork(
     new: &str,
 ) {
     let pricing = pricing_of(&resolved.file.settings);
-    let carried = carry_into_fork(
-        ctx.store.as_ref(),
-        source,
-        checkpoint,
-        new,
-        pricing.as_ref(),
-    );
+    let carried = carry_into_fork(&*ctx.store, source, checkpoint, new, pricing.as_ref());
     if let Err(e) = carried.await {
         say!(
             "warning: what {source}'s failed attempts paid for could not be kept with the fork, \
@@ -158,7 +158,7 @@ async fn start_fork_version(
 /// is damaged) can go too.
 pub(crate) async fn delete(ctx: &Ctx, args: DeleteArgs) -> anyhow::Result<u8> {
     check_thread_id(&args.thread)?;
-    match ctx.store.delete_thread(&args.thread).await {
+    match ctx.store.delete(&args.thread).await {
         Ok(()) => {}
         Err(CheckpointError::ThreadNotFound { .. }) => {
             return Err(RunError::ThreadNotFound {
@@ -179,7 +179,11 @@ pub(crate) async fn delete(ctx: &Ctx, args: DeleteArgs) -> anyhow::Result<u8> {
 /// `graph repair`: an explicit repair, which keeps a backup of the thread first.
 pub(crate) async fn repair(ctx: &Ctx, args: RepairArgs) -> anyhow::Result<u8> {
     check_thread_id(&args.thread)?;
-    let report = match ctx.store.repair(&args.thread).await {
+    let folder = match &ctx.store {
+        Store::Folder(folder) => folder,
+        Store::Postgres(_) => return repair_in_database(ctx, &args).await,
+    };
+    let report = match folder.repair(&args.thread).await {
         Err(CheckpointError::ThreadNotFound { .. }) => {
             return Err(RunError::ThreadNotFound {
                 thread_id: args.thread.clone(),
@@ -276,6 +280,77 @@ pub(crate) async fn repair(ctx: &Ctx, args: RepairArgs) -> anyhow::Result<u8> {
     Ok(EXIT_DONE)
 }
 
+/// `graph repair` on Postgres. The database keeps its own data whole (its write-ahead log), so
+/// there are no files to mend; what can still be wrong is the thread's record of how it
+/// started, which is written again from the graph its newest checkpoint names, as in a store
+/// directory. A newest checkpoint that does not read is damage in the database itself: said,
+/// nothing changed.
+async fn repair_in_database(ctx: &Ctx, args: &RepairArgs) -> anyhow::Result<u8> {
+    let thread = &args.thread;
+    let newest = match ctx.store.get_checkpoint(thread, None).await {
+        Ok(Some(newest)) => newest,
+        Ok(None) => {
+            return Err(RunError::ThreadNotFound {
+                thread_id: thread.clone(),
+            }
+            .into())
+        }
+        Err(e @ (CheckpointError::Corrupt { .. } | CheckpointError::Damaged { .. })) => {
+            return Err(anyhow::Error::from(e).context(format!(
+                "the newest checkpoint of thread `{thread}` does not read back from {}: that is \
+                 damage in the database itself, which `graph repair` (it mends a store \
+                 directory's files) cannot mend; restore the database from a backup. Nothing \
+                 was changed",
+                ctx.store.place()
+            )))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let reason = match ctx.store.read_origin(thread).await {
+        Ok(_) => None,
+        Err(e) => Some(e.downcast::<OriginDamaged>()?.reason),
+    };
+    let rewritten = match (&reason, &newest.metadata.graph) {
+        (None, _) => None,
+        (Some(reason), None) => {
+            return Err(anyhow::anyhow!(
+                "the record of how thread `{thread}` was started cannot be read ({reason}), and \
+                 its newest checkpoint names no graph, so it cannot be written again; delete the \
+                 thread with: {}",
+                ctx.command_line(&["delete", thread])
+            ))
+        }
+        (Some(_), Some(graph)) => {
+            ctx.store.hold(thread).await?;
+            ctx.store
+                .write_origin(&Origin::new(graph, graph, Vec::new()), thread)
+                .await?;
+            Some(graph.clone())
+        }
+    };
+    if args.json {
+        let doc = json!({"thread_id": thread, "healthy": reason.is_none(),
+                         "origin_rewritten": rewritten.is_some()});
+        out(&format!("{doc:#}"));
+        return Ok(EXIT_DONE);
+    }
+    match (reason, rewritten) {
+        (Some(reason), Some(graph)) => say!(
+            "repaired thread {thread}: the record of how it was started could not be read \
+             ({reason}); it now names graph `{graph}` without --set overrides (give them again \
+             with `resume --set`). Continue with: {}",
+            ctx.command_line(&["resume", thread])
+        ),
+        _ => say!(
+            "thread {thread} is healthy (its newest checkpoint, step {}, and its record of how \
+             it was started read back from {}): nothing was changed",
+            newest.step,
+            ctx.store.place()
+        ),
+    }
+    Ok(EXIT_DONE)
+}
+
 /// Writes the thread's record of how it started again when it cannot be read (see
 /// `origin.rs`), from the graph its newest checkpoint names and without `--set` overrides, after
 /// the repair backed the thread up. Says what was lost, or `None` when the record was sound.
@@ -284,7 +359,7 @@ async fn rewrite_damaged_origin(
     report: &RepairReport,
 ) -> anyhow::Result<Option<String>> {
     let thread = &report.thread_id;
-    let reason = match Origin::read(&ctx.store, thread).await {
+    let reason = match ctx.store.read_origin(thread).await {
         Ok(_) => return Ok(None),
         Err(e) => e.downcast::<OriginDamaged>()?.reason,
     };
@@ -301,8 +376,8 @@ async fn rewrite_damaged_origin(
             ctx.command_line(&["delete", thread])
         ));
     };
-    Origin::new(&graph, &graph, Vec::new())
-        .write(&ctx.store, thread)
+    ctx.store
+        .write_origin(&Origin::new(&graph, &graph, Vec::new()), thread)
         .await?;
     ctx.store.release(thread)?;
     Ok(Some(format!(
@@ -314,6 +389,9 @@ async fn rewrite_damaged_origin(
 
 /// `graph prune`.
 pub(crate) async fn prune(ctx: &Ctx, args: PruneArgs) -> anyhow::Result<u8> {
+    if args.policy {
+        return super::retention::prune_by_policy(ctx, &args).await;
+    }
     if args.keep == 0 {
         return Err(bad_input(
             "--keep 0 would leave a thread no checkpoint to resume or read: keep at least 1 \
@@ -334,10 +412,11 @@ pub(crate) async fn prune(ctx: &Ctx, args: PruneArgs) -> anyhow::Result<u8> {
         }
         None => ctx.store.list_threads().await?,
     };
-    // Only when pruning every thread: `--thread` names the one thread to touch.
-    let never_written = match &args.thread {
-        Some(_) => 0,
-        None => ctx.store.remove_never_written().await?,
+    // Only when pruning every thread: `--thread` names the one thread to touch. Only a store
+    // directory has folders of runs that died before their first checkpoint.
+    let never_written = match (&args.thread, &ctx.store) {
+        (None, Store::Folder(folder)) => folder.remove_never_written().await?,
+        _ => 0,
     };
     let mut report: Vec<Value> = Vec::new();
     let mut total = 0usize;
@@ -364,12 +443,18 @@ pub(crate) async fn prune(ctx: &Ctx, args: PruneArgs) -> anyhow::Result<u8> {
                 let busy = e.chain().any(|c| {
                     matches!(
                         c.downcast_ref::<CheckpointError>(),
-                        Some(CheckpointError::ThreadBusy { .. })
+                        Some(
+                            CheckpointError::ThreadBusy { .. }
+                                | CheckpointError::HolderStopped { .. }
+                        )
                     )
                 }) || e.chain().any(|c| {
                     matches!(
                         c.downcast_ref::<RunError>(),
-                        Some(RunError::Checkpoint(CheckpointError::ThreadBusy { .. }))
+                        Some(RunError::Checkpoint(
+                            CheckpointError::ThreadBusy { .. }
+                                | CheckpointError::HolderStopped { .. }
+                        ))
                     )
                 });
                 let why = if busy {

@@ -155,6 +155,16 @@ fn advise_on_damage(ctx: &Ctx) {
         say!("damaged threads can still be read where their checkpoints are intact. {how}");
         return;
     }
+    if ctx.store.postgres().is_some() {
+        say!(
+            "damaged threads: `{}` writes a record of how a thread started that does not read \
+             again; a checkpoint that does not read is damage in the database itself (restore \
+             it from a backup, or remove the thread with `{}`)",
+            ctx.command_line_with(&["repair"], "<THREAD>"),
+            ctx.command_line_with(&["delete"], "<THREAD>")
+        );
+        return;
+    }
     say!(
         "damaged threads can still be read where their checkpoints are intact; `{}` keeps a backup and makes the thread writable again",
         ctx.command_line_with(&["repair"], "<THREAD>")
@@ -502,7 +512,7 @@ pub(crate) async fn history(ctx: &Ctx, args: HistoryArgs) -> anyhow::Result<u8> 
             e.checkpoint_id,
             e.step,
             e.metadata.source.to_string(),
-            writers(&e.metadata.writers),
+            writers(&crate::cmd::cache::marked(&e.metadata.writers, &e.cached)),
             next,
             format_time(e.metadata.created_at_ms)
         ));

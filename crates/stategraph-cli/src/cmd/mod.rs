@@ -1,12 +1,18 @@
 //! One file per group of commands; `dispatch` picks the command.
 
 mod artifacts;
+pub(crate) mod cache;
 mod edit;
 mod graphs;
 mod inspect;
+mod mcp;
 mod plan;
+mod queue;
+pub(crate) mod rekey;
+pub(crate) mod retention;
 mod run;
 mod serve;
+pub(crate) mod store;
 mod tree;
 
 pub(crate) use run::Stops;
@@ -18,7 +24,11 @@ use super::Ctx;
 pub(crate) async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
     match command {
         Command::Run(a) => run::run(ctx, a).await,
-        Command::Resume(a) => run::resume(ctx, a).await,
+        // A thread the run queue serves is resumed by a worker (cmd/queue/resume.rs).
+        Command::Resume(a) => match queue::queued_resume(ctx, &a).await? {
+            Some(code) => Ok(code),
+            None => run::resume(ctx, a).await,
+        },
         Command::Rerun(a) => run::rerun(ctx, a).await,
         Command::Artifacts(a) => artifacts::artifacts(ctx, a).await,
         Command::Threads(a) => inspect::threads(ctx, a.json).await,
@@ -36,5 +46,13 @@ pub(crate) async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> 
         Command::Tree(a) => tree::tree(ctx, a).await,
         Command::Solve(a) => tree::solve(ctx, a).await,
         Command::Serve(a) => serve::serve(ctx, a).await,
+        Command::Store(a) => store::store(ctx, a).await,
+        Command::Mcp(a) => mcp::mcp(ctx, a).await,
+        Command::Submit(a) => queue::submit(ctx, a).await,
+        Command::Worker(a) => queue::worker(ctx, a).await,
+        Command::Runs(a) => queue::runs(ctx, a).await,
+        Command::Cancel(a) => queue::cancel(ctx, a).await,
+        Command::Cache(a) => cache::cache(ctx, a).await,
+        Command::Rekey(a) => rekey::rekey(ctx, a).await,
     }
 }

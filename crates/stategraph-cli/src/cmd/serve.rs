@@ -38,17 +38,15 @@ pub(crate) async fn serve(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<u8> {
         graphs.join(", "),
         bound.local_addr()
     );
-    say!(
-        "threads in {}; stop with Ctrl+C",
-        ctx.store.root().display()
-    );
+    say!("the web page: http://{}/", bound.local_addr());
+    say!("threads in {}; stop with Ctrl+C", ctx.store.place());
     bound.serve(stopped()).await?;
     say!("stopped");
     Ok(EXIT_DONE)
 }
 
-/// Completes on Ctrl+C or SIGTERM.
-async fn stopped() {
+/// Completes on Ctrl+C or SIGTERM (`graph mcp` stops on them too).
+pub(super) async fn stopped() {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(s) => s,
         Err(_) => {

@@ -11,7 +11,6 @@ use crate::args::{DecomposeArgs, RunSettings, SolveArgs, TreeArgs};
 use crate::error::{bad_input, EXIT_DONE, EXIT_PAUSED};
 use crate::{out, parse_overrides, Ctx};
 use serde_json::{json, Value};
-use stategraph::checkpoint::Checkpointer;
 use stategraph::runtime::{Resume, RunError, RunOutcome, RunStatus, StateSnapshot};
 use stategraph_registry::{ErasedGraph, Resolved, RunStart, Start, TaskFiles, TaskFilesError};
 use std::path::{Path, PathBuf};

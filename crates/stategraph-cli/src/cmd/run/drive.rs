@@ -14,7 +14,7 @@ use crate::progress::Progress;
 use crate::{out, Ctx};
 use serde_json::Value;
 use stategraph::checkpoint::{
-    record_verdict, summarize, CheckpointError, Checkpointer, ThreadStatus, ThreadSummary, Verdict,
+    record_verdict, summarize, CheckpointError, ThreadStatus, ThreadSummary, Verdict,
 };
 use stategraph::runtime::{Event, Resume, RunConfig, RunError, RunOutcome, RunStatus};
 use stategraph_llm::UsageLedger;
@@ -70,14 +70,12 @@ pub(crate) async fn run_on_thread(
     action: Action,
 ) -> anyhow::Result<(Ended, Outcome)> {
     let (ctx, resolved, thread) = (run.ctx, run.resolved, run.thread);
-    match ctx.store.create(thread).await {
-        Ok(()) => {
-            Origin::new(&resolved.file.graph, &resolved.origin, sets)
-                .write(&ctx.store, thread)
-                .await?
+    let origin = Origin::new(&resolved.file.graph, &resolved.origin, sets);
+    if let Err(e) = ctx.store.create(thread, &origin).await {
+        match e.downcast_ref::<CheckpointError>() {
+            Some(CheckpointError::ThreadExists { .. }) => ctx.store.hold(thread).await?,
+            _ => return Err(e),
         }
-        Err(CheckpointError::ThreadExists { .. }) => ctx.store.hold(thread).await?,
-        Err(e) => return Err(e.into()),
     }
     Ok(drive(run, action).await)
 }
@@ -105,7 +103,11 @@ async fn drive(run: &ThreadRun<'_>, action: Action) -> (Ended, Outcome) {
     progress.expect(first_step);
     let hint = ctx.command_line(&["resume", thread]);
     let token = ctx.stops.watch(hint, progress.notices());
-    let config = run_config(resolved, thread, token, settings);
+    let mut config = run_config(resolved, thread, token, settings).control(&ctx.stops.control());
+    config.run_timeout = settings.timeout;
+    let config = crate::cmd::cache::with_cache(config, ctx, settings.no_cache);
+    // Nodes reach the long-term store beside the threads (opened when one first uses it).
+    let config = config.with_store(crate::long_term::for_runs(&ctx.store));
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
     let running = async {
         match action {
@@ -164,7 +166,7 @@ async fn keep_or_drop(
 ) {
     let (ctx, thread) = (run.ctx, run.thread);
     if nothing_saved {
-        let _ = ctx.store.delete_thread(thread).await;
+        let _ = ctx.store.delete(thread).await;
     } else if ended.started {
         count_spend(run, result, ended).await;
     }

@@ -12,10 +12,15 @@ mod drive;
 mod report;
 mod setup;
 mod stop;
+mod stopped;
 
 pub(super) use drive::{run_on_thread, ThreadRun};
 pub(super) use report::{report, Ended};
 pub(crate) use stop::Stops;
+// What `submit` (cmd/queue) resolves and checks as `run` does.
+pub(super) use setup::{
+    graph_file, new_graph, read_answer, read_input, require_input, thread_overrides,
+};
 
 use super::artifacts;
 use crate::args::{RerunArgs, ResumeArgs, RunArgs, RunSettings};
@@ -26,11 +31,7 @@ use crate::{check_thread_id, Ctx};
 use drive::execute;
 use report::{stopped_before_taking, Output};
 use serde_json::Value;
-use setup::{
-    check_breakpoints, check_nodes, create_thread, graph_file, new_graph, read_answer, read_input,
-    remember_overrides, require_input, thread_graph, thread_overrides,
-};
-use stategraph::checkpoint::Checkpointer;
+use setup::{check_breakpoints, check_nodes, create_thread, remember_overrides, thread_graph};
 use stategraph::runtime::Resume;
 use stategraph_registry::{ErasedGraph, Resolved};
 use stop::Stop;
@@ -63,9 +64,19 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
         }
         None => uuid::Uuid::now_v7().to_string(),
     };
-    // Making the thread waits while a process that does not serve it holds its id: a stop
-    // ends that wait (and one that came before, the command) with no thread made.
-    match ctx.stops.unless_stopped(create_thread(ctx, &thread)).await {
+    let origin = Origin::new(
+        &resolved.file.graph,
+        &graph_file(&resolved, &args.graph),
+        sets,
+    );
+    // Making the thread (with its record of how it started) waits while a process that does
+    // not serve it holds its id: a stop ends that wait (and one that came before, the command)
+    // with no thread made.
+    match ctx
+        .stops
+        .unless_stopped(create_thread(ctx, &thread, &origin))
+        .await
+    {
         Ok(made) => made?,
         Err(stop) => return stopped_before_taking(stop, None, None, Output::of(&args.settings)),
     }
@@ -76,16 +87,6 @@ pub(crate) async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<u8> {
         }
     }
     say!("thread {thread}");
-    let origin = Origin::new(
-        &resolved.file.graph,
-        &graph_file(&resolved, &args.graph),
-        sets,
-    );
-    if let Err(e) = origin.write(&ctx.store, &thread).await {
-        // Not even started (a full disk, say): no half-made thread stays behind.
-        let _ = ctx.store.delete_thread(&thread).await;
-        return Err(e.into());
-    }
     if let Some(arts) = artifacts::of(ctx, &resolved)? {
         arts.start_version(&thread, args.out.as_deref(), "run")
             .await?;

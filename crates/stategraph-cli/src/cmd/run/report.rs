@@ -177,6 +177,16 @@ fn report_error(
         let next = (meta.saved_step.is_some()).then_some(resume_hint);
         return not_started(stop, Some(thread), next, doc);
     }
+    if let RunError::Stopped {
+        reason, step, next, ..
+    } = e
+    {
+        let stopped = super::stopped::StoppedRun {
+            thread,
+            stopped_by: meta.stopped_by,
+        };
+        return super::stopped::report_stopped(stopped, reason, *step, next, resume_hint, doc);
+    }
     let mut code = run_error_code(e);
     doc["error"] = json!(e.to_string());
     if code == EXIT_INTERRUPTED {

@@ -5,6 +5,7 @@
 use crate::args::{RunArgs, RunSettings};
 use crate::error::bad_input;
 use crate::origin::Origin;
+use crate::store::NeverSaved;
 use crate::{parse_json, parse_overrides, Ctx};
 use serde_json::{json, Value};
 use stategraph::checkpoint::CheckpointError;
@@ -12,7 +13,7 @@ use stategraph_registry::{AnyFactory, ErasedGraph, GraphFileError, RegistryError
 use std::path::Path;
 
 /// The `--set`, `--yes` and `--durability` of a command, as overrides kept with the thread.
-pub(super) fn thread_overrides(s: &RunSettings) -> Vec<String> {
+pub(in crate::cmd) fn thread_overrides(s: &RunSettings) -> Vec<String> {
     let mut sets = s.sets.clone();
     if s.yes {
         sets.push("yes=true".to_string());
@@ -64,7 +65,7 @@ fn path_pins(resolved: &Resolved) -> Vec<String> {
 
 /// The graph a new run names, with its overrides `sets`, its relative path settings pinned
 /// (added to `sets`, which the run keeps with the thread).
-pub(super) fn new_graph(
+pub(in crate::cmd) fn new_graph(
     ctx: &Ctx,
     graph: &str,
     sets: &mut Vec<String>,
@@ -102,7 +103,7 @@ pub(super) async fn thread_graph(
 
 /// The graph file a new run used, as its resumes find it from whichever folder: the file's
 /// absolute path, or the name of a built-in graph.
-pub(super) fn graph_file(resolved: &Resolved, given: &str) -> String {
+pub(in crate::cmd) fn graph_file(resolved: &Resolved, given: &str) -> String {
     match &resolved.path {
         Some(path) => std::fs::canonicalize(path)
             .map(|p| p.to_string_lossy().into_owned())
@@ -140,7 +141,7 @@ pub(super) fn check_nodes(
 
 /// Refuses a run whose graph has an input field the input leaves empty: it could only fail at
 /// its first step, leaving a thread behind.
-pub(super) fn require_input(input: &Value, factory: &dyn AnyFactory) -> anyhow::Result<()> {
+pub(in crate::cmd) fn require_input(input: &Value, factory: &dyn AnyFactory) -> anyhow::Result<()> {
     if let Some(field) = factory.input_field() {
         let filled = match input.get(field) {
             None | Some(Value::Null) => false,
@@ -158,7 +159,10 @@ pub(super) fn require_input(input: &Value, factory: &dyn AnyFactory) -> anyhow::
 }
 
 /// The run's input, from `--input`, `--input-json` or `--input-file`; `{}` without any.
-pub(super) fn read_input(args: &RunArgs, factory: &dyn AnyFactory) -> anyhow::Result<Value> {
+pub(in crate::cmd) fn read_input(
+    args: &RunArgs,
+    factory: &dyn AnyFactory,
+) -> anyhow::Result<Value> {
     if let Some(text) = &args.input {
         let field = factory.input_field().ok_or_else(|| {
             bad_input(format!(
@@ -180,7 +184,7 @@ pub(super) fn read_input(args: &RunArgs, factory: &dyn AnyFactory) -> anyhow::Re
 }
 
 /// The answer of `--resume` or `--resume-json`, if one was given.
-pub(super) fn read_answer(
+pub(in crate::cmd) fn read_answer(
     text: Option<&String>,
     json: Option<&String>,
 ) -> anyhow::Result<Option<Value>> {
@@ -191,19 +195,27 @@ pub(super) fn read_answer(
     })
 }
 
-/// Creates a new run's thread and holds it; an existing thread is refused, pointing to the
-/// commands that continue or copy it.
-pub(super) async fn create_thread(ctx: &Ctx, thread: &str) -> anyhow::Result<()> {
-    match ctx.store.create(thread).await {
-        Ok(()) => Ok(()),
-        Err(CheckpointError::ThreadExists { .. }) => Err(bad_input(format!(
+/// Creates a new run's thread with its record of how it started, and holds it; an existing
+/// thread is refused, pointing to the commands that continue, copy or remove it.
+pub(super) async fn create_thread(ctx: &Ctx, thread: &str, origin: &Origin) -> anyhow::Result<()> {
+    let Err(e) = ctx.store.create(thread, origin).await else {
+        return Ok(());
+    };
+    if let Some(CheckpointError::ThreadExists { .. }) = e.downcast_ref::<CheckpointError>() {
+        return Err(bad_input(format!(
             "thread `{thread}` already exists: continue it with `{}`, or copy one of its \
              checkpoints into a new thread with `{}`",
             ctx.command_line(&["resume", thread]),
             ctx.command_line_with(&["fork", thread], "--checkpoint <ID> --to <NEW-ID>")
-        ))),
-        Err(e) => Err(e.into()),
+        )));
     }
+    if let Some(never) = e.downcast_ref::<NeverSaved>() {
+        return Err(bad_input(format!(
+            "{never}: remove it with `{}` and run again, or run with another --thread",
+            ctx.command_line(&["delete", thread])
+        )));
+    }
+    Err(e)
 }
 
 /// Keeps the `--set` overrides of a resume with the thread, so later resumes apply them too.
@@ -220,6 +232,6 @@ pub(super) async fn remember_overrides(
     let mut origin =
         origin.unwrap_or_else(|| Origin::new(&resolved.file.graph, &resolved.origin, Vec::new()));
     origin.overrides.extend(extra);
-    origin.write(&ctx.store, thread).await?;
+    ctx.store.write_origin(&origin, thread).await?;
     Ok(())
 }

@@ -1,8 +1,10 @@
-//! Stopping a run from outside. Ctrl+C (SIGINT), SIGTERM (what `kill`, `docker stop`, systemd
-//! and CI runners send) and SIGHUP (the terminal closed) all stop it the same way: the step in
-//! flight is abandoned, the last checkpoint is kept (the runtime flushes what async durability
-//! still queued), and the command ends with the signal's conventional exit code (128 + its
-//! number) after saying how to continue. A second signal quits at once.
+//! Stopping a run from outside. Ctrl+C (SIGINT) and SIGHUP (the terminal closed) stop it at
+//! once: the step in flight is abandoned, the last checkpoint is kept (the runtime flushes what
+//! async durability still queued). SIGTERM (what `kill`, `docker stop`, systemd and CI runners
+//! send to end a process in order) drains it, through the library's
+//! [`RunControl`](stategraph::runtime::RunControl): the step in flight finishes and is saved,
+//! no new step starts. Either way the command ends with the signal's conventional exit code
+//! (128 + its number) after saying how to continue. A second signal quits at once.
 //!
 //! A `--stream` run whose stdout closed (`graph run ... --stream updates | head -1`) stops the
 //! same way as soon as its reader is gone (`output::reader_gone`, else at its next event's
@@ -42,6 +44,7 @@
 
 use crate::error::{EXIT_BROKEN_PIPE, EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TERMINATED};
 use crate::progress::Notices;
+use stategraph::runtime::RunControl;
 use std::future::Future;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -118,6 +121,11 @@ impl Stop {
     fn stopping_text(self) -> String {
         let kept = "the step in flight is abandoned, the last checkpoint is kept";
         match self {
+            Stop::Terminate => format!(
+                "draining on {0}: the step in flight finishes and is saved, no new step starts \
+                 ({0} again quits at once)",
+                self.name()
+            ),
             Stop::Interrupt => format!("stopping: {kept} (Ctrl+C again quits at once)"),
             Stop::ClosedStdout => {
                 format!("stopping: stdout was closed (its reader went away): {kept} (Ctrl+C quits at once)")
@@ -158,8 +166,12 @@ struct Shared {
     /// Set once the run ended: a stop then no longer cancels anything.
     ended: AtomicBool,
     /// The command's run's: cancelled by the first stop that comes before the run ended, also
-    /// one that comes before the run started.
+    /// one that comes before the run started; but SIGTERM drains a running run instead.
     token: CancellationToken,
+    /// The command's run's drain: SIGTERM (what `docker stop`, systemd and CI runners send
+    /// to end a process in order) lets the step in flight finish and be saved, the library's
+    /// drain, so stopping a service never throws away a step's work.
+    control: RunControl,
     /// The run being watched, once it is about to start; `None` before.
     run: Mutex<Option<Watched>>,
 }
@@ -267,6 +279,11 @@ impl Stops {
         *lock(&self.shared.run) = Some(Watched { hint, notices });
         self.shared.ended.store(false, Ordering::SeqCst);
         self.shared.token.clone()
+    }
+
+    /// The run's drain, which a SIGTERM during the run asks for.
+    pub(super) fn control(&self) -> RunControl {
+        self.shared.control.clone()
     }
 
     /// What stopped the command so far, if anything did. Asked before the thread is taken and
@@ -382,7 +399,10 @@ impl Shared {
         run.notices
             .after_signal(&stop.stopping_text(), stop.typed());
         // After the notice: the run's report (which follows the cancel) comes below it.
-        self.token.cancel();
+        match stop {
+            Stop::Terminate => self.control.request_drain(),
+            _ => self.token.cancel(),
+        }
     }
 
     /// A signal before the run is watched (while the command resolves its graph, checks its
