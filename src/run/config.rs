@@ -126,7 +126,7 @@ pub struct RunConfig {
     pub control: Option<RunControl>,
     /// The long-term store nodes reach through
     /// [`Context::store`](crate::run::context::Context::store); none by default.
-    pub store: Option<super::store::SharedStore>,
+    pub store: Option<super::store_link::SharedStore>,
 }
 
 impl Default for RunConfig {
@@ -159,7 +159,7 @@ impl RunConfig {
     }
 
     /// Gives the run's nodes a long-term store ([`Context::store`](crate::run::context::Context::store)).
-    pub fn with_store(mut self, store: super::store::SharedStore) -> Self {
+    pub fn with_store(mut self, store: super::store_link::SharedStore) -> Self {
         self.store = Some(store);
         self
     }

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Receives text a node produces piece by piece (see [`Context::text_sink`]).
@@ -83,8 +84,8 @@ pub(crate) struct Inherited {
     pub(crate) cancel: Option<CancellationToken>,
     /// The node cache the run uses (`None` when it has none or bypasses it).
     pub(crate) cache: Option<Arc<dyn crate::checkpoint::NodeCache>>,
-    /// The long-term store, shared by the run's tasks and subgraphs (`store.rs`).
-    pub(crate) store: Option<Arc<super::store::StoreLink>>,
+    /// The long-term store, shared by the run's tasks and subgraphs (`store_link.rs`).
+    pub(crate) store: Option<Arc<super::store_link::StoreLink>>,
 }
 
 impl Inherited {
@@ -94,7 +95,7 @@ impl Inherited {
             recursion_limit: config.recursion_limit,
             cancel: config.cancel.clone(),
             cache: config.cache.clone().filter(|_| !config.no_cache),
-            store: config.store.as_ref().map(super::store::StoreLink::new),
+            store: config.store.as_ref().map(super::store_link::StoreLink::new),
         }
     }
 }
@@ -172,7 +173,11 @@ impl Context {
         self.inner.subgraph_calls.store(0, Ordering::Relaxed);
         self.take_child_pauses();
         if let (Some(link), true) = (&self.inner.inherit.store, attempt > 1) {
-            link.forget(&self.inner);
+            link.forget(
+                &self.inner.thread_id,
+                self.inner.checkpoint_id,
+                self.inner.task,
+            );
         }
     }
 
@@ -224,16 +229,6 @@ impl Context {
     /// All run settings ([`RunConfig::settings`](crate::run::config::RunConfig::settings)).
     pub fn settings(&self) -> &serde_json::Map<String, serde_json::Value> {
         &self.inner.settings
-    }
-
-    /// The long-term store the run was given
-    /// ([`RunConfig::with_store`](crate::run::config::RunConfig::with_store)), shared across
-    /// threads; `None` without one. Its writes are saved with the step (see [`NodeStore`]).
-    ///
-    /// [`NodeStore`]: crate::run::store::NodeStore
-    pub fn store(&self) -> Option<super::store::NodeStore> {
-        let link = self.inner.inherit.store.clone()?;
-        Some(super::store::NodeStore::new(self.clone(), link))
     }
 
     /// One run setting, decoded; `None` when absent or of another type.
@@ -502,4 +497,66 @@ pub(crate) fn interrupt_id(checkpoint: CheckpointId, task: usize, ordinal: u32) 
     h.update(&(task as u64).to_le_bytes());
     h.update(&ordinal.to_le_bytes());
     format!("{:08x}", h.finalize())
+}
+
+impl Context {
+    /// Tells the run this node is alive. A node with an idle timeout
+    /// ([`NodeSpec::idle_timeout`](crate::graph::NodeSpec::idle_timeout)) that shows no sign of
+    /// life for longer than that is cancelled, as a failed attempt its retry policy sees; a
+    /// node that works long without emitting events or streaming text (each of which counts)
+    /// calls this as it makes progress. Free for a node nobody watches. A node of a subgraph
+    /// beats for the parent's node that runs the subgraph, too.
+    ///
+    /// ```
+    /// # use std::{sync::Arc, time::Duration};
+    /// # use serde::{Deserialize, Serialize};
+    /// # use stategraph::{graph::StateGraph, runtime::{Context, NodeError}, State};
+    /// # #[derive(State, Clone, Default, Serialize, Deserialize)] struct S { pages: u32 }
+    /// let mut g = StateGraph::<S>::new();
+    /// g.add_node("crawl", |_s: Arc<S>, ctx: Context| async move {
+    ///     let mut pages = 0;
+    ///     for _ in 0..3 {
+    ///         pages += 1; // fetch one page
+    ///         ctx.heartbeat();
+    ///     }
+    ///     Ok::<_, NodeError>(SUpdate::default().pages(pages))
+    /// })
+    /// .idle_timeout(Duration::from_secs(30));
+    /// ```
+    pub fn heartbeat(&self) {
+        if let Some(heartbeat) = &self.task().heartbeat {
+            heartbeat.beat();
+        }
+    }
+
+    /// Awaits `work` (a tool call, a download) that cannot beat by itself, beating for it
+    /// meanwhile, at a third of the idle timeout watching this node: long work that is under
+    /// way is not taken for a silent node. Only `work` itself can bound its time then (give
+    /// it a timeout of its own). Without an idle timeout, just `work.await`.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let ctx = stategraph::runtime::Context::detached("tools");
+    /// let answer = ctx.heartbeat_during(async { 6 * 7 }).await;
+    /// assert_eq!(answer, 42);
+    /// # });
+    /// ```
+    pub async fn heartbeat_during<F: std::future::Future>(&self, work: F) -> F::Output {
+        let Some(heartbeat) = self.task().heartbeat.clone() else {
+            return work.await;
+        };
+        let Some(idle) = heartbeat.idle() else {
+            return work.await;
+        };
+        let every = (idle / 3).max(Duration::from_millis(1));
+        tokio::pin!(work);
+        loop {
+            heartbeat.beat();
+            tokio::select! {
+                biased;
+                done = &mut work => return done,
+                () = tokio::time::sleep(every) => {}
+            }
+        }
+    }
 }

@@ -12,11 +12,13 @@
 //!   events, interrupts, the journal of recorded calls); running a subgraph from it is the
 //!   runtime's (`runtime/subgraph.rs`).
 //! - `control.rs`: [`RunControl`] (drain a run at its next step boundary) and a task's
-//!   heartbeat, which a node's idle timeout watches.
+//!   heartbeat, which a node's idle timeout watches (a node beats through its [`Context`]).
 //! - `events.rs`: the [`Event`]s a run streams and the sink tasks send them through.
 //! - `namespace.rs`: [`ThreadPath`], where a subgraph's checkpoints live inside its root thread.
-//! - `store.rs`: [`NodeStore`], a node's handle on the long-term store, whose writes are
-//!   staged with its task and saved with the step.
+//! - `store_link.rs`: [`SharedStore`], the long-term store a caller gives a run, and the link
+//!   its tasks share, which knows which attempt of a task staged writes.
+//! - `store.rs`: [`NodeStore`], a node's handle on the long-term store ([`Context::store`]),
+//!   whose writes are staged with its task and saved with the step.
 //! - `snapshot.rs`: [`StateSnapshot`] (a thread's state at a checkpoint) and [`SubgraphView`] (a
 //!   child graph with its state type erased), which the runtime implements for every compiled
 //!   graph.
@@ -32,6 +34,8 @@
 //! [`StateSnapshot`]: crate::run::snapshot::StateSnapshot
 //! [`SubgraphView`]: crate::run::snapshot::SubgraphView
 //! [`NodeStore`]: crate::run::store::NodeStore
+//! [`SharedStore`]: crate::run::store_link::SharedStore
+//! [`Context::store`]: crate::run::context::Context::store
 
 pub(crate) mod config;
 pub(crate) mod context;
@@ -40,3 +44,4 @@ pub(crate) mod events;
 pub mod namespace;
 pub(crate) mod snapshot;
 pub(crate) mod store;
+pub(crate) mod store_link;

@@ -12,97 +12,18 @@
 //!
 //! Without a checkpointer nothing is resumed, and writes go to the store at once.
 
-use super::context::{Context, TaskContext};
+use super::context::Context;
+use super::store_link::StoreLink;
 use crate::checkpoint::store::{
-    Item, Namespace, NamespaceQuery, SearchHit, SearchRequest, Store, StoreError, StoreOp,
+    Item, Namespace, NamespaceQuery, SearchHit, SearchRequest, StoreError, StoreOp,
 };
-use crate::checkpoint::CheckpointId;
 use crate::error::NodeError;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The task journal entry holding a task's staged store writes.
 pub(crate) const TASK_STORE_KEY: &str = "store/ops";
-
-/// A long-term store given to a run ([`RunConfig::store`](crate::run::config::RunConfig::store)).
-///
-/// ```
-/// use std::sync::Arc;
-/// use stategraph::checkpoint::store::MemoryStore;
-/// use stategraph::runtime::{RunConfig, SharedStore};
-/// let config = RunConfig::new().with_store(SharedStore(Arc::new(MemoryStore::new())));
-/// assert!(config.store.is_some());
-/// ```
-#[derive(Clone)]
-pub struct SharedStore(pub Arc<dyn Store>);
-
-impl std::fmt::Debug for SharedStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SharedStore")
-    }
-}
-
-/// (thread, checkpoint, task) -> the attempt whose journal entry holds the task's writes.
-type Staged = BTreeMap<(Arc<str>, CheckpointId, usize), u32>;
-
-/// The store as a run and its subgraphs share it, with which tasks staged writes in which
-/// attempt (so a retry's stale entry is never applied).
-pub(crate) struct StoreLink {
-    pub(crate) store: Arc<dyn Store>,
-    staged: Mutex<Staged>,
-}
-
-impl std::fmt::Debug for StoreLink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("StoreLink")
-    }
-}
-
-impl StoreLink {
-    pub(crate) fn new(store: &SharedStore) -> Arc<Self> {
-        Arc::new(StoreLink {
-            store: store.0.clone(),
-            staged: Mutex::default(),
-        })
-    }
-
-    fn staged(&self) -> std::sync::MutexGuard<'_, Staged> {
-        // Each entry is inserted or removed whole: a poisoned lock holds no torn one.
-        match self.staged.lock() {
-            Ok(s) => s,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-
-    /// A new attempt of the task begins: what earlier attempts staged is dropped.
-    pub(crate) fn forget(&self, t: &TaskContext) {
-        self.staged()
-            .remove(&(t.thread_id.clone(), t.checkpoint_id, t.task));
-    }
-
-    /// The attempt of this run whose entry holds task `task`'s writes, if it staged any.
-    pub(crate) fn staged_by(
-        &self,
-        thread: &Arc<str>,
-        at: CheckpointId,
-        task: usize,
-    ) -> Option<u32> {
-        self.staged().get(&(thread.clone(), at, task)).copied()
-    }
-
-    /// The step at `at` is over: its tasks' notes are no longer needed.
-    pub(crate) fn forget_checkpoint(&self, thread: &Arc<str>, at: CheckpointId) {
-        self.staged()
-            .retain(|(t, c, _), _| !(t == thread && *c == at));
-    }
-
-    fn note(&self, t: &TaskContext, attempt: u32) {
-        self.staged()
-            .insert((t.thread_id.clone(), t.checkpoint_id, t.task), attempt);
-    }
-}
 
 /// What a task's journal entry [`TASK_STORE_KEY`] holds.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -251,7 +172,18 @@ impl NodeStore {
         let mut entry = self.current().await?;
         entry.ops.push(op);
         self.ctx.journal(TASK_STORE_KEY, &entry).await?;
-        self.link.note(t, entry.attempt);
+        self.link
+            .note(&t.thread_id, t.checkpoint_id, t.task, entry.attempt);
         Ok(())
+    }
+}
+
+impl Context {
+    /// The long-term store the run was given
+    /// ([`RunConfig::with_store`](crate::run::config::RunConfig::with_store)), shared across
+    /// threads; `None` without one. Its writes are saved with the step (see [`NodeStore`]).
+    pub fn store(&self) -> Option<NodeStore> {
+        let link = self.task().inherit.store.clone()?;
+        Some(NodeStore::new(self.clone(), link))
     }
 }
