@@ -26,7 +26,6 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 /// The SQLSTATE `stategraph_fence` raises when it refuses a write.
-const REFUSED: &str = "SG409";
 
 const FENCE: &str = "SELECT stategraph_fence($1, $2, $3)";
 const SWAP: &str =
@@ -54,11 +53,6 @@ impl HeldEpochs {
     pub(crate) fn forget(&self, thread: &str) {
         self.lock().remove(thread);
     }
-}
-
-/// Whether a failed write was refused by the fence.
-pub(crate) fn is_refusal(e: &tokio_postgres::Error) -> bool {
-    e.code().is_some_and(|c| c.code() == REFUSED)
 }
 
 impl PostgresCheckpointer {

@@ -22,6 +22,8 @@
 //! - `transaction.rs`: how a write reaches the database: one transaction, the fence first, sent
 //!   in one round trip when no piece must be looked up.
 //! - `leases.rs`: leases, their epochs, and the fence every write passes.
+//! - `write_failure.rs`: a failed write (the database's error or the store's) and whether the
+//!   fence refused it.
 //! - `records.rs`: checkpoints, pending writes and the journal; `threads.rs`: listing threads,
 //!   deleting one with its subgraphs, pruning checkpoints.
 //! - `pieces.rs`: pieces of large records, fetched an index level at a time, and swept.
@@ -67,6 +69,7 @@ mod records;
 mod schema;
 mod threads;
 mod transaction;
+mod write_failure;
 
 pub use cache::PostgresCache;
 pub use connect::{ConnectError, PostgresOptions};

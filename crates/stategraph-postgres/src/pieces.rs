@@ -122,7 +122,7 @@ pub(crate) async fn sweep(
     client: &impl GenericClient,
     thread: &str,
     thread_key: &[u8],
-) -> Result<(), crate::transaction::Failed> {
+) -> Result<(), crate::write_failure::Failed> {
     let naming = client.prepare_cached(NAMING_RECORDS).await?;
     let records: Vec<Vec<u8>> = client
         .query(&naming, &[&thread_key])

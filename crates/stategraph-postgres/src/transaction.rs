@@ -11,6 +11,8 @@
 
 use crate::keys::ThreadKeys;
 use crate::pieces::NewPieces;
+use crate::write_failure::is_refusal;
+pub(crate) use crate::write_failure::Failed;
 use crate::PostgresCheckpointer;
 use deadpool_postgres::{GenericClient, Object};
 use futures::future::BoxFuture;
@@ -47,24 +49,6 @@ pub(crate) enum Lock {
     Shared,
     /// Deletes and sweeps: alone.
     Exclusive,
-}
-
-/// A failed write: the database's error (read again for a refused fence) or the store's own.
-pub(crate) enum Failed {
-    Db(tokio_postgres::Error),
-    Store(CheckpointError),
-}
-
-impl From<tokio_postgres::Error> for Failed {
-    fn from(e: tokio_postgres::Error) -> Self {
-        Failed::Db(e)
-    }
-}
-
-impl From<CheckpointError> for Failed {
-    fn from(e: CheckpointError) -> Self {
-        Failed::Store(e)
-    }
 }
 
 const INSERT_PIECES: &str = "INSERT INTO stategraph_pieces (thread_key, hash, bytes)
@@ -121,7 +105,7 @@ impl PostgresCheckpointer {
     pub(crate) async fn failed(&self, thread: &str, failed: Failed) -> CheckpointError {
         match failed {
             Failed::Store(e) => e,
-            Failed::Db(e) if crate::leases::is_refusal(&e) => self.refused(thread).await,
+            Failed::Db(e) if is_refusal(&e) => self.refused(thread).await,
             Failed::Db(e) => self.target.query_error(&e),
         }
     }

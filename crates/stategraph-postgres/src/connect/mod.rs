@@ -2,7 +2,7 @@
 //! schema so that a wrong host, password or database is reported by `connect`, not by a run's
 //! first step. `failure.rs` says what a failure means; `tls.rs` is TLS for `sslmode=require`.
 
-mod failure;
+pub(crate) mod failure;
 mod tls;
 
 pub use failure::ConnectError;

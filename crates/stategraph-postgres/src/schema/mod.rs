@@ -6,7 +6,7 @@
 //! together migrate it once; one at a newer version than this build is refused, untouched
 //! ([`ConnectError::SchemaTooNew`]).
 
-use crate::connect::{ConnectError, Target};
+use crate::connect::failure::{describe, ConnectError, Target};
 use deadpool_postgres::{GenericClient, Object};
 use tokio_postgres::error::SqlState;
 
@@ -113,7 +113,7 @@ fn check_not_newer(found: u32, target: &Target) -> Result<(), ConnectError> {
 
 /// The server's words, and what to do when it is about privileges.
 fn explain(e: &tokio_postgres::Error) -> String {
-    let text = crate::connect::describe(e);
+    let text = describe(e);
     if e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) {
         format!(
             "{text}; connect as a user that may create tables in the database's schema (its \
