@@ -7,7 +7,7 @@
 //! the log counts side effects across processes.
 
 use futures::StreamExt;
-use stategraph::checkpoint::{CheckpointError, MemoryCheckpointer};
+use stategraph::checkpoint::MemoryCheckpointer;
 use stategraph::functional::{
     entrypoint, entrypoint_with, FunctionContext, FunctionState, TaskEvent, TaskStatus, TASK_EVENT,
 };
@@ -17,35 +17,19 @@ use stategraph::runtime::{
 };
 use stategraph::CompiledGraph;
 use stategraph_sled::SledCheckpointer;
-use std::fs::OpenOptions;
-use std::io::Write as _;
+#[path = "support/killed_child.rs"]
+mod killed_child;
+use killed_child::{
+    child_runtime, kill_when_logged, log_line, log_lines, open_retrying, run_or_resume, spawn_self,
+    wait_ok,
+};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const CHILD_ENV: &str = "STATEGRAPH_FUNCTION_CHILD";
 const THREAD: &str = "report";
-
-/// Appends `text` to the log, durably.
-fn log_line(log: &Path, text: &str) {
-    let mut file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .unwrap();
-    file.write_all(format!("{text}\n").as_bytes()).unwrap();
-    file.sync_data().unwrap();
-}
-
-fn log_lines(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("log"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
 
 /// `fetch`, then two `draft`s together, then `publish`, which waits to be killed while `hang`
 /// exists. Each task logs `NAME PID` when it runs.
@@ -88,20 +72,6 @@ fn report(dir: &Path) -> CompiledGraph<FunctionState> {
     .unwrap()
 }
 
-fn open_store(store: &Path) -> SledCheckpointer {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    // The killed process may hold the store for a moment while it dies.
-    loop {
-        match SledCheckpointer::open(store) {
-            Ok(saver) => return saver,
-            Err(CheckpointError::Locked { .. }) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(5))
-            }
-            Err(e) => panic!("cannot open the store: {e}"),
-        }
-    }
-}
-
 #[test]
 #[ignore = "a child process of the function kill test, started by it"]
 fn function_child() {
@@ -109,61 +79,23 @@ fn function_child() {
         return;
     };
     let dir = PathBuf::from(dir);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    child_runtime().block_on(async {
         let graph = report(&dir).with_checkpointer(Arc::new(open_store(&dir.join("store"))));
-        let deadline = Instant::now() + Duration::from_secs(20);
         let config = || {
             let mut config = RunConfig::new().thread(THREAD);
             // A killed run's claim on the thread lapses after this.
             config.lease_ttl = Duration::from_secs(2);
             config
         };
-        loop {
-            let result = match graph.get_state(THREAD, None).await {
-                Ok(_) => graph.resume(THREAD, Resume::Continue, config()).await,
-                Err(RunError::ThreadNotFound { .. }) => {
-                    graph
-                        .invoke(FunctionState::input("sled").unwrap(), config())
-                        .await
-                }
-                Err(e) => panic!("cannot read the thread: {e}"),
-            };
-            match result {
-                Ok(out) => {
-                    assert_eq!(out.status, RunStatus::Done);
-                    log_line(&dir.join("log"), &format!("done {}", std::process::id()));
-                    return;
-                }
-                Err(RunError::Checkpoint(CheckpointError::ThreadBusy { .. }))
-                    if Instant::now() < deadline =>
-                {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                Err(e) => panic!("run failed: {e}"),
-            }
-        }
+        let input = || FunctionState::input("sled").unwrap();
+        let out = run_or_resume(&graph, THREAD, input, config).await;
+        assert_eq!(out.status, RunStatus::Done);
+        log_line(&dir.join("log"), &format!("done {}", std::process::id()));
     });
 }
 
-fn spawn_child(dir: &Path) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "function_child",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+fn open_store(store: &Path) -> SledCheckpointer {
+    open_retrying(|| SledCheckpointer::open(store))
 }
 
 #[test]
@@ -172,33 +104,18 @@ fn a_function_killed_mid_run_resumes_without_running_its_finished_tasks_again() 
     let dir = tmp.path();
     std::fs::write(dir.join("hang"), b"").unwrap();
 
-    let mut first = spawn_child(dir);
+    let log = dir.join("log");
+    let mut first = spawn_self("function_child", CHILD_ENV, dir);
     let first_pid = first.id();
-    let give_up = Instant::now() + Duration::from_secs(60);
-    while !log_lines(dir).contains(&format!("publish {first_pid}")) {
-        assert!(
-            first.try_wait().unwrap().is_none(),
-            "the first child ended before its last task ran: {:?}",
-            log_lines(dir)
-        );
-        assert!(Instant::now() < give_up, "the last task never started");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    first.kill().unwrap(); // SIGKILL
-    first.wait().unwrap();
+    kill_when_logged(&mut first, &log, &format!("publish {first_pid}"));
 
     std::fs::remove_file(dir.join("hang")).unwrap();
-    let second = spawn_child(dir);
+    let second = spawn_self("function_child", CHILD_ENV, dir);
     let second_pid = second.id();
-    let out = second.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "the resuming child failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    wait_ok(second);
 
     assert_eq!(
-        log_lines(dir),
+        log_lines(&log),
         vec![
             format!("fetch {first_pid}"),
             format!("draft {first_pid}"),

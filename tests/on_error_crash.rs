@@ -7,17 +7,19 @@
 //! body, and `done PID` when the run ends; the first child's handler waits to be killed.
 
 use serde::{Deserialize, Serialize};
-use stategraph::checkpoint::CheckpointError;
 use stategraph::graph::{NodeFailure, RetryPolicy, StateGraph};
-use stategraph::runtime::{Context, NodeError, Resume, RunConfig, RunError, RunStatus};
+use stategraph::runtime::{Context, NodeError, RunConfig, RunStatus};
 use stategraph::{CompiledGraph, State, END, START};
 use stategraph_sled::SledCheckpointer;
-use std::fs::OpenOptions;
-use std::io::Write as _;
+#[path = "support/killed_child.rs"]
+mod killed_child;
+use killed_child::{
+    child_runtime, kill_when_logged, log_line, log_lines, open_retrying, run_or_resume, spawn_self,
+    wait_ok,
+};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const CHILD_ENV: &str = "STATEGRAPH_HANDLER_CHILD";
 const THREAD: &str = "handled";
@@ -27,17 +29,6 @@ struct Job {
     failure: Option<NodeFailure>,
     #[state(append)]
     done: Vec<String>,
-}
-
-/// Appends `text` to the log, durably.
-fn log_line(log: &Path, text: &str) {
-    let mut file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .unwrap();
-    file.write_all(format!("{text}\n").as_bytes()).unwrap();
-    file.sync_data().unwrap();
 }
 
 /// `prep -> fetch -> report`; `fetch` always fails (twice, with its retry) and is handled by
@@ -91,17 +82,7 @@ fn graph(log: PathBuf, hang: PathBuf) -> StateGraph<Job> {
 }
 
 fn open_store(store: &Path) -> SledCheckpointer {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    // The killed process may hold the store for a moment while it dies.
-    loop {
-        match SledCheckpointer::open(store) {
-            Ok(saver) => return saver,
-            Err(CheckpointError::Locked { .. }) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(5))
-            }
-            Err(e) => panic!("cannot open the store: {e}"),
-        }
-    }
+    open_retrying(|| SledCheckpointer::open(store))
 }
 
 fn compiled(dir: &Path) -> CompiledGraph<Job> {
@@ -118,68 +99,18 @@ fn handler_child() {
         return;
     };
     let dir = PathBuf::from(dir);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    child_runtime().block_on(async {
         let graph = compiled(&dir);
-        let deadline = Instant::now() + Duration::from_secs(20);
         // A killed run's claim on the thread lapses after this.
         let config = || {
             let mut config = RunConfig::new().thread(THREAD);
             config.lease_ttl = Duration::from_secs(2);
             config
         };
-        loop {
-            let result = match graph.get_state(THREAD, None).await {
-                Ok(_) => graph.resume(THREAD, Resume::Continue, config()).await,
-                Err(RunError::ThreadNotFound { .. }) => {
-                    graph.invoke(JobUpdate::default(), config()).await
-                }
-                Err(e) => panic!("cannot read the thread: {e}"),
-            };
-            match result {
-                Ok(out) => {
-                    assert_eq!(out.status, RunStatus::Done);
-                    log_line(&dir.join("log"), &format!("done {}", std::process::id()));
-                    return;
-                }
-                // The killed run's lease has not lapsed yet.
-                Err(RunError::Checkpoint(CheckpointError::ThreadBusy { .. }))
-                    if Instant::now() < deadline =>
-                {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                Err(e) => panic!("run failed: {e}"),
-            }
-        }
+        let out = run_or_resume(&graph, THREAD, JobUpdate::default, config).await;
+        assert_eq!(out.status, RunStatus::Done);
+        log_line(&dir.join("log"), &format!("done {}", std::process::id()));
     });
-}
-
-fn spawn_child(dir: &Path) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "handler_child",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn log_lines(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("log"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
 }
 
 #[test]
@@ -188,32 +119,17 @@ fn a_run_killed_in_its_error_handler_resumes_in_the_handler() {
     let dir = tmp.path();
     std::fs::write(dir.join("hang"), b"").unwrap();
 
-    let mut first = spawn_child(dir);
+    let log = dir.join("log");
+    let mut first = spawn_self("handler_child", CHILD_ENV, dir);
     let first_pid = first.id();
-    let give_up = Instant::now() + Duration::from_secs(60);
-    while !log_lines(dir).contains(&format!("exec recover {first_pid}")) {
-        assert!(
-            first.try_wait().unwrap().is_none(),
-            "the first child ended before its handler ran: {:?}",
-            log_lines(dir)
-        );
-        assert!(Instant::now() < give_up, "the handler never started");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    first.kill().unwrap(); // SIGKILL
-    first.wait().unwrap();
+    kill_when_logged(&mut first, &log, &format!("exec recover {first_pid}"));
 
     std::fs::remove_file(dir.join("hang")).unwrap();
-    let second = spawn_child(dir);
+    let second = spawn_self("handler_child", CHILD_ENV, dir);
     let second_pid = second.id();
-    let out = second.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "the resuming child failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    wait_ok(second);
 
-    let lines = log_lines(dir);
+    let lines = log_lines(&log);
     assert_eq!(
         lines,
         vec![

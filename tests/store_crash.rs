@@ -18,15 +18,14 @@
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use stategraph::checkpoint::store::{SearchRequest, Store};
-use stategraph::checkpoint::CheckpointError;
-use stategraph::runtime::{Context, NodeError, Resume, RunConfig, RunError, SharedStore};
+use stategraph::runtime::{Context, NodeError, RunConfig, SharedStore};
 use stategraph::{State, StateGraph, END, START};
 use stategraph_sled::{SledCheckpointer, SledStore};
+#[path = "support/killed_child.rs"]
+mod killed_child;
+use killed_child::{child_runtime, log_line, open_retrying, run_or_resume, spawn_self};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::OpenOptions;
-use std::io::Write as _;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,16 +37,6 @@ const KILLS: usize = 30;
 struct Rounds {
     #[state(add)]
     rounds: u32,
-}
-
-fn log_line(path: &Path, text: String) {
-    let mut file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .unwrap();
-    file.write_all(format!("{text}\n").as_bytes()).unwrap();
-    file.sync_data().unwrap();
 }
 
 /// `remember` (puts one item under a fresh key, then takes a moment) and `slow` run side by
@@ -71,7 +60,7 @@ fn graph(log: Arc<std::path::PathBuf>, direct: Option<Arc<SledStore>>) -> StateG
                     store.put(&["facts"], &key, value).await?;
                 }
             }
-            log_line(&log, format!("staged {} {}", s.rounds, std::process::id()));
+            log_line(&log, &format!("staged {} {}", s.rounds, std::process::id()));
             tokio::time::sleep(Duration::from_millis(3)).await;
             Ok(RoundsUpdate::default())
         }
@@ -105,18 +94,6 @@ fn graph(log: Arc<std::path::PathBuf>, direct: Option<Arc<SledStore>>) -> StateG
     g
 }
 
-/// Retries `open` while the killed process still holds the directory.
-fn open_retrying<T, E: std::fmt::Display>(mut open: impl FnMut() -> Result<T, E>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match open() {
-            Ok(v) => return v,
-            Err(e) if Instant::now() > deadline => panic!("cannot open: {e}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(5)),
-        }
-    }
-}
-
 #[test]
 #[ignore = "a child process of the store crash test, started by it"]
 fn store_crash_child() {
@@ -125,12 +102,7 @@ fn store_crash_child() {
     };
     let (dir, mode) = spec.split_once('\t').expect("DIR\tMODE");
     let dir = Path::new(dir);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    child_runtime().block_on(async {
         let saver = open_retrying(|| SledCheckpointer::open(dir.join("threads")));
         let store = Arc::new(open_retrying(|| SledStore::open(dir.join("items"))));
         let direct = (mode == "direct").then(|| store.clone());
@@ -140,44 +112,18 @@ fn store_crash_child() {
             .compile()
             .unwrap()
             .with_checkpointer(Arc::new(saver));
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let config = RunConfig::new().thread("t").with_store(store.clone());
-            let result = match graph.get_state("t", None).await {
-                Ok(_) => graph.resume("t", Resume::Continue, config).await,
-                Err(RunError::ThreadNotFound { .. }) => {
-                    graph.invoke(RoundsUpdate::default(), config).await
-                }
-                Err(e) => panic!("cannot read the thread: {e}"),
-            };
-            match result {
-                Ok(_) => break,
-                Err(RunError::Checkpoint(CheckpointError::ThreadBusy { .. }))
-                    if Instant::now() < deadline =>
-                {
-                    tokio::time::sleep(Duration::from_millis(5)).await
-                }
-                Err(e) => panic!("run failed: {e}"),
-            }
-        }
-        log_line(&log, format!("done {}", std::process::id()));
+        let config = || RunConfig::new().thread("t").with_store(store.clone());
+        run_or_resume(&graph, "t", RoundsUpdate::default, config).await;
+        log_line(&log, &format!("done {}", std::process::id()));
     });
 }
 
 fn spawn_child(dir: &Path, mode: &str) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "store_crash_child",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, format!("{}\t{mode}", dir.display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    spawn_self(
+        "store_crash_child",
+        CHILD_ENV,
+        format!("{}\t{mode}", dir.display()),
+    )
 }
 
 /// Runs the thread to its end through children killed at random moments; returns the number
