@@ -282,6 +282,79 @@ async fn a_failed_step_writes_nothing_and_its_resume_writes_each_item_once() {
     assert_eq!(all(&store, &["facts"]).await.len(), 1);
 }
 
+/// A task's writes staged by an attempt that failed are not its result's: when a later run
+/// finishes the task without writing, and a sibling's failure saves that result for the run
+/// after to reuse, the failed attempt's writes are never applied with it.
+#[tokio::test]
+async fn a_reused_result_brings_only_the_writes_of_the_run_that_finished_it() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let flaky_runs = Arc::new(AtomicU32::new(0));
+    let bad_runs = Arc::new(AtomicU32::new(0));
+    let mut g = StateGraph::<Chat>::named("stale");
+    let runs = flaky_runs.clone();
+    g.add_node("flaky", move |_s: Arc<Chat>, ctx: Context| {
+        let runs = runs.clone();
+        async move {
+            if runs.fetch_add(1, Ordering::SeqCst) == 0 {
+                // The first run stages a write, then fails: it must never reach the store.
+                let store = ctx.store().ok_or_else(|| NodeError::new("no store"))?;
+                store.put(&["facts"], "ghost", json!("half done")).await?;
+                return Err(NodeError::new("timed out"));
+            }
+            Ok(ChatUpdate::default())
+        }
+    });
+    let runs = bad_runs.clone();
+    g.add_node("bad", move |_s: Arc<Chat>, _ctx: Context| {
+        let runs = runs.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            if runs.fetch_add(1, Ordering::SeqCst) < 2 {
+                return Err(NodeError::new("disk full"));
+            }
+            Ok(ChatUpdate::default())
+        }
+    });
+    g.add_edge(START, "flaky")
+        .add_edge(START, "bad")
+        .add_edge("flaky", END)
+        .add_edge("bad", END);
+    let graph = g
+        .compile()
+        .unwrap()
+        .with_checkpointer(Arc::new(MemoryCheckpointer::new()));
+    let first = graph
+        .invoke(ChatUpdate::default(), config(&store, "t"))
+        .await;
+    assert!(
+        matches!(first, Err(RunError::NodeFailed { .. })),
+        "{first:?}"
+    );
+    // `flaky` finishes without writing; `bad` fails again, so `flaky`'s result is saved for
+    // the next run to reuse.
+    let second = graph
+        .resume("t", Resume::Continue, config(&store, "t"))
+        .await;
+    assert!(
+        matches!(second, Err(RunError::NodeFailed { .. })),
+        "{second:?}"
+    );
+    graph
+        .resume("t", Resume::Continue, config(&store, "t"))
+        .await
+        .unwrap();
+    assert_eq!(
+        flaky_runs.load(Ordering::SeqCst),
+        2,
+        "the finished result was reused"
+    );
+    assert_eq!(
+        all(&store, &["facts"]).await,
+        Vec::<Item>::new(),
+        "the failed attempt's write stayed out of the store"
+    );
+}
+
 /// A store that refuses its first `refusals` batches.
 struct Refusing {
     inner: MemoryStore,

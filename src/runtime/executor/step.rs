@@ -284,6 +284,7 @@ impl<S: State> Run<S> {
                         Some(r) => r,
                         None => persist::to_raw(&command.update)?,
                     };
+                    self.supersede_stale_staging(index).await?;
                     writes.push(write(PendingKind::Update {
                         update,
                         goto: goto_records(&command.goto),

@@ -64,6 +64,41 @@ impl<S: State> Run<S> {
         Ok(ops)
     }
 
+    /// Task `task` finished, and its result is about to be saved for a later run to reuse
+    /// (which applies whatever entry the task's journal then holds): an entry an earlier run
+    /// or attempt staged, which did not finish, is replaced by an empty one of this run, so it
+    /// never reaches the store with a result that is not its. Reads the journal only when the
+    /// finishing attempt staged nothing.
+    pub(super) async fn supersede_stale_staging(&self, task: usize) -> Result<(), RunError> {
+        let (Some(link), Some(checkpointer)) = (&self.inherit.store, self.store()) else {
+            return Ok(());
+        };
+        if link
+            .staged_by(&self.thread_id, self.checkpoint_id, task)
+            .is_some()
+        {
+            return Ok(());
+        }
+        let key = task_journal_key(self.checkpoint_id, task, TASK_STORE_KEY);
+        if checkpointer
+            .get_journal(&self.thread_id, &key)
+            .await?
+            .is_none()
+        {
+            return Ok(());
+        }
+        let nothing = StagedWrites {
+            run_id: self.run_id.to_string(),
+            attempt: 0,
+            ops: Vec::new(),
+        };
+        let value = serde_json::to_value(&nothing).map_err(|e| self.store_failed(e.to_string()))?;
+        checkpointer
+            .put_journal(&self.thread_id, &key, &value)
+            .await?;
+        Ok(())
+    }
+
     /// Keeps the step's writes beside the checkpoint about to be saved (`self.checkpoint_id`),
     /// before it, so a checkpoint on disk implies its writes are.
     pub(super) async fn keep_store_writes(&self, ops: &[StoreOp]) -> Result<(), RunError> {

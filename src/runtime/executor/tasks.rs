@@ -230,6 +230,7 @@ impl<S: State> Run<S> {
         };
         let update = persist::to_raw(&command.update)?;
         *raw = Some(update.clone());
+        self.supersede_stale_staging(index).await?;
         let write = PendingWrite {
             task: index,
             node: self.frontier.tasks[index].node.clone(),
