@@ -92,6 +92,12 @@ impl Checkpointer for FailingChildren {
         }
         self.inner.put_journal(thread, key, value).await
     }
+    async fn list_journal(&self, thread: &str) -> Result<Vec<String>, CheckpointError> {
+        self.inner.list_journal(thread).await
+    }
+    async fn list_namespaces(&self, thread: &str) -> Result<Vec<String>, CheckpointError> {
+        self.inner.list_namespaces(thread).await
+    }
     async fn list_threads(&self) -> Result<Vec<String>, CheckpointError> {
         self.inner.list_threads().await
     }

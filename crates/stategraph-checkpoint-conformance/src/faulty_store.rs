@@ -279,6 +279,14 @@ impl Checkpointer for FaultyStore {
         Ok(())
     }
 
+    async fn list_journal(&self, thread: &str) -> Result<Vec<String>, CheckpointError> {
+        self.inner.list_journal(thread).await
+    }
+
+    async fn list_namespaces(&self, thread: &str) -> Result<Vec<String>, CheckpointError> {
+        self.inner.list_namespaces(thread).await
+    }
+
     async fn list_threads(&self) -> Result<Vec<String>, CheckpointError> {
         self.inner.list_threads().await
     }

@@ -178,6 +178,7 @@ macro_rules! __with_full_checks {
                 time_travel::delete_thread_removes_everything,
                 time_travel::prune_keeps_the_newest_and_they_read_back_exactly,
                 journal::a_recorded_call_is_not_repeated_when_the_node_reruns,
+                journal::journal_keys_are_listed_per_thread_and_namespace,
         );
     };
 }

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 use stategraph::checkpoint::store::{
-    FakeClock, NamespaceQuery, SearchRequest, Store, StoreError, StoreOp,
+    Clock, FakeClock, NamespaceQuery, SearchRequest, Store, StoreError, StoreOp,
 };
 use std::sync::Arc;
 
@@ -226,6 +226,101 @@ pub async fn ttl_expires_and_sweeps(make: &MakeStore) {
     assert!(store.get(&ns(&["s"]), "kept").await.unwrap().is_some());
 }
 
+/// A read asked to refresh an item's TTL (`get_with(.., Some(true))`, a search with
+/// `refresh_ttl`) keeps it living past its first expiry; a read that does not ask (the
+/// default) leaves it to expire. Only the items a search returns are refreshed.
+pub async fn ttl_refreshed_on_read(make: &MakeStore) {
+    let (_owner, store, clock) = fresh(make);
+    let start = clock.now_ms();
+    let put = |key: &str, kind: &str| {
+        StoreOp::put(&["r"], key, json!({ "kind": kind })).with_ttl_ms(1_000)
+    };
+    store
+        .batch(&[
+            put("got", "a"),
+            put("plain", "a"),
+            put("found", "b"),
+            put("unreturned", "c"),
+        ])
+        .await
+        .unwrap();
+    store
+        .put(&["r"], "forever", json!({"kind": "b"}))
+        .await
+        .unwrap();
+    clock.advance(600);
+    let got = store
+        .get_with(&ns(&["r"]), "got", Some(true))
+        .await
+        .unwrap();
+    let got = got.expect("live at 600 ms");
+    assert_eq!(
+        got.expires_at_ms,
+        Some(start + 1_600),
+        "the item read shows its new expiry"
+    );
+    assert_eq!(got.updated_at_ms, start, "a refresh is not a put");
+    assert!(store.get(&ns(&["r"]), "plain").await.unwrap().is_some());
+    let no = store
+        .get_with(&ns(&["r"]), "unreturned", Some(false))
+        .await
+        .unwrap();
+    assert_eq!(no.and_then(|i| i.expires_at_ms), Some(start + 1_000));
+    let hits = store
+        .search(
+            &SearchRequest::under(&["r"])
+                .filter("kind", "b")
+                .refresh_ttl(true),
+        )
+        .await
+        .unwrap();
+    let keys: Vec<&str> = hits.iter().map(|h| h.item.key.as_str()).collect();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    let found = hits.iter().find(|h| h.item.key == "found").unwrap();
+    assert_eq!(found.item.expires_at_ms, Some(start + 1_600));
+    let forever = hits.iter().find(|h| h.item.key == "forever").unwrap();
+    assert_eq!(
+        forever.item.expires_at_ms, None,
+        "no TTL, nothing to refresh"
+    );
+    clock.advance(600);
+    let live = |key: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .get_with(&ns(&["r"]), key, Some(false))
+                .await
+                .unwrap()
+                .is_some()
+        }
+    };
+    assert!(live("got").await, "refreshed by get: lives until 1600 ms");
+    assert!(
+        live("found").await,
+        "refreshed by search: lives until 1600 ms"
+    );
+    assert!(
+        !live("plain").await,
+        "read without refresh: expired at 1000 ms"
+    );
+    assert!(
+        !live("unreturned").await,
+        "not returned by the search: expired at 1000 ms"
+    );
+    assert!(live("forever").await);
+    clock.advance(400);
+    assert!(!live("got").await, "one refresh buys one TTL");
+    assert_eq!(
+        store
+            .get_with(&ns(&["r"]), "got", Some(true))
+            .await
+            .unwrap(),
+        None,
+        "an expired item is not revived by a refreshing read"
+    );
+    assert_eq!(store.sweep_expired().await.unwrap(), 4);
+}
+
 /// A batch applies in order; an invalid op refuses the whole batch.
 pub async fn batches_in_order_and_whole(make: &MakeStore) {
     let (_owner, store, _) = fresh(make);
@@ -274,6 +369,7 @@ macro_rules! __with_store_checks {
             text_query_needs_an_index,
             namespaces_listed,
             ttl_expires_and_sweeps,
+            ttl_refreshed_on_read,
             batches_in_order_and_whole,
         );
     };

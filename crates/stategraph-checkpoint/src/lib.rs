@@ -124,6 +124,39 @@ pub trait Checkpointer: Send + Sync + 'static {
         value: &serde_json::Value,
     ) -> Result<(), CheckpointError>;
 
+    /// The keys of every journal entry recorded for `thread`, in byte order. `thread` is one
+    /// thread or one subgraph namespace (`{root}/{ns}`): a root's listing holds its own keys,
+    /// not its namespaces'. A thread with no journal lists nothing. A read: it writes nothing.
+    ///
+    /// Every backend answers truly (there is no default): whatever rewrites a thread's records
+    /// (re-sealing them under a new key, copying a thread) finds its journal entries here.
+    ///
+    /// ```
+    /// use stategraph_checkpoint::{Checkpointer, MemoryCheckpointer};
+    /// # async fn demo() -> Result<(), stategraph_checkpoint::CheckpointError> {
+    /// let store = MemoryCheckpointer::new();
+    /// store.put_journal("t1", "b", &serde_json::json!(2)).await?;
+    /// store.put_journal("t1", "a", &serde_json::json!(1)).await?;
+    /// store.put_journal("t1/review:0a1b", "c", &serde_json::json!(3)).await?;
+    /// assert_eq!(store.list_journal("t1").await?, vec!["a", "b"]);
+    /// assert_eq!(store.list_journal("t1/review:0a1b").await?, vec!["c"]);
+    /// # Ok(()) }
+    /// ```
+    async fn list_journal(&self, thread: &str) -> Result<Vec<String>, CheckpointError>;
+
+    /// The subgraph namespaces under `thread` (`{thread}/{ns}`, at every depth) that hold at
+    /// least one checkpoint, in byte order: what goes with `thread` when it is deleted, and
+    /// what a rewrite of its records (a re-seal under a new key) must reach besides it. A read.
+    ///
+    /// ```
+    /// use stategraph_checkpoint::{Checkpointer, MemoryCheckpointer};
+    /// # async fn demo() -> Result<(), stategraph_checkpoint::CheckpointError> {
+    /// let store = MemoryCheckpointer::new();
+    /// assert!(store.list_namespaces("t1").await?.is_empty());
+    /// # Ok(()) }
+    /// ```
+    async fn list_namespaces(&self, thread: &str) -> Result<Vec<String>, CheckpointError>;
+
     /// The ids of every thread with at least one checkpoint.
     async fn list_threads(&self) -> Result<Vec<String>, CheckpointError>;
 

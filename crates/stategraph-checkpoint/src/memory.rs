@@ -234,6 +234,27 @@ impl Checkpointer for MemoryCheckpointer {
         Ok(())
     }
 
+    async fn list_journal(&self, thread: &str) -> Result<Vec<String>, CheckpointError> {
+        let mut keys: Vec<String> = self
+            .lock()
+            .get(thread)
+            .map(|t| t.journal.keys().cloned().collect())
+            .unwrap_or_default();
+        keys.sort_unstable();
+        Ok(keys)
+    }
+
+    async fn list_namespaces(&self, thread: &str) -> Result<Vec<String>, CheckpointError> {
+        let below = format!("{thread}/");
+        Ok(self
+            .lock()
+            .range(below.clone()..)
+            .take_while(|(k, _)| k.starts_with(&below))
+            .filter(|(_, t)| !t.checkpoints.is_empty())
+            .map(|(k, _)| k.clone())
+            .collect())
+    }
+
     async fn list_threads(&self) -> Result<Vec<String>, CheckpointError> {
         Ok(self
             .lock()

@@ -1,5 +1,6 @@
 //! Exit codes, and how the library's typed errors map to them.
 
+use stategraph::checkpoint::store::StoreError;
 use stategraph::checkpoint::{CheckpointError, SealFault};
 use stategraph::runtime::{RunError, StopReason};
 use stategraph_artifacts::ArtifactError;
@@ -236,6 +237,14 @@ pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
         }
         if let Some(e) = cause.downcast_ref::<CheckpointError>() {
             return checkpoint_error_code(e);
+        }
+        // As for a thread's records: a key missing or wrong is the command's configuration.
+        if let Some(StoreError::Sealed { fault, .. }) = cause.downcast_ref::<StoreError>() {
+            return if *fault == SealFault::Tampered {
+                EXIT_FAILURE
+            } else {
+                EXIT_USAGE
+            };
         }
         if cause.is::<RegistryError>() || cause.is::<GraphFileError>() {
             return EXIT_USAGE;

@@ -1,5 +1,5 @@
 //! [`EncryptedCheckpointer`]: any `Checkpointer`, with every record sealed on its way in and
-//! opened on its way out.
+//! opened on its way out (`rekey.rs` rewrites a thread's records under the newest key).
 
 use crate::cipher::{Cipher, OpenError};
 use crate::envelope::Envelope;
@@ -42,17 +42,6 @@ pub struct EncryptedCheckpointer {
     read_plaintext: bool,
 }
 
-/// What [`EncryptedCheckpointer::rekey`] did to one thread.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct RekeyReport {
-    /// Checkpoints sealed again under the current key.
-    pub checkpoints: usize,
-    /// Pending writes sealed again (as copies that stand for the old ones).
-    pub writes: usize,
-    /// Records already under the current key, left alone.
-    pub current: usize,
-}
-
 impl EncryptedCheckpointer {
     /// Seals what goes to `inner` with `keys` (the first seals; all open).
     pub fn new(inner: Arc<dyn Checkpointer>, keys: Keyring) -> Self {
@@ -92,7 +81,7 @@ impl EncryptedCheckpointer {
         !self.cipher.keyring().is_empty()
     }
 
-    fn open_checkpoint(
+    pub(crate) fn open_checkpoint(
         &self,
         thread: &str,
         stored: CheckpointRecord,
@@ -108,7 +97,7 @@ impl EncryptedCheckpointer {
 
     /// The thread's writes at a checkpoint as the engine wrote them: a copy made by `rekey`
     /// stands in for the write it copies.
-    fn logical_writes(
+    pub(crate) fn logical_writes(
         &self,
         thread: &str,
         checkpoint: CheckpointId,
@@ -138,7 +127,7 @@ impl EncryptedCheckpointer {
         Ok(slots)
     }
 
-    fn open_write(
+    pub(crate) fn open_write(
         &self,
         thread: &str,
         checkpoint: CheckpointId,
@@ -154,75 +143,36 @@ impl EncryptedCheckpointer {
         }
     }
 
-    fn current_key(&self) -> Option<&str> {
+    /// A stored journal value as its writer gave it.
+    pub(crate) fn open_journal(
+        &self,
+        thread: &str,
+        key: &str,
+        stored: serde_json::Value,
+    ) -> Result<serde_json::Value, CheckpointError> {
+        if self.clear_journal_key(key) {
+            return Ok(stored);
+        }
+        match Envelope::from_value(&stored) {
+            Some(env) => records::open_journal(&self.cipher, thread, key, &env),
+            None if self.sealing() && !self.read_plaintext => {
+                Err(not_sealed(thread, &format!("journal entry `{key}`")))
+            }
+            None => Ok(stored),
+        }
+    }
+
+    pub(crate) fn current_key(&self) -> Option<&str> {
         self.cipher.keyring().current().map(|k| k.id())
     }
 
-    /// Seals a thread's checkpoints and pending writes again under the current key, reading
-    /// what older configured keys (or, with [`reading_plaintext`](Self::reading_plaintext),
-    /// no key) sealed. Records already under the current key are left alone, so running it
-    /// again after an interruption finishes the job. The caller holds the thread: nothing may
-    /// write it meanwhile.
-    ///
-    /// A checkpoint is replaced in place; pending writes are only ever appended to a store, so
-    /// each one is written again as a copy that stands for the old one (the old one is no longer
-    /// read). Journal entries (recorded calls) cannot be listed through the `Checkpointer`
-    /// contract and stay under the key that sealed them: keep an old key configured while a
-    /// thread paused or failed mid-step under it may be resumed.
-    pub async fn rekey(&self, thread: &str) -> Result<RekeyReport, CheckpointError> {
-        let Some(current) = self.current_key().map(str::to_string) else {
-            return Err(CheckpointError::Sealed {
-                thread: thread.to_string(),
-                fault: stategraph_checkpoint::SealFault::KeyMissing,
-                detail: "no encryption key is configured to rewrite its records under".into(),
-            });
-        };
-        let mut report = RekeyReport::default();
-        let mut before = None;
-        loop {
-            let page = self.inner.list_checkpoints(thread, before, 256).await?;
-            let Some(last) = page.last() else { break };
-            before = Some(last.id);
-            for stored in page {
-                let id = stored.id;
-                let env = records::checkpoint_envelope(&stored);
-                if env.as_ref().and_then(|e| e.key_id()) == Some(current.as_str()) {
-                    report.current += 1;
-                } else {
-                    let open = self.open_checkpoint(thread, stored)?;
-                    let sealed = records::seal_checkpoint(&self.cipher, &open)?;
-                    self.inner.put_checkpoint(&sealed, false).await?;
-                    report.checkpoints += 1;
-                }
-                let stored = self.inner.get_writes(thread, id).await?;
-                let mut copies = Vec::new();
-                for (i, slot) in self
-                    .logical_writes(thread, id, stored)?
-                    .into_iter()
-                    .enumerate()
-                {
-                    if slot.1.as_ref().and_then(|e| e.key_id()) == Some(current.as_str()) {
-                        report.current += 1;
-                        continue;
-                    }
-                    let open = self.open_write(thread, id, slot)?;
-                    let n = u32::try_from(i).map_err(CheckpointError::storage)?;
-                    copies.push(records::seal_write(
-                        &self.cipher,
-                        thread,
-                        id,
-                        &open,
-                        Some(n),
-                    )?);
-                }
-                if !copies.is_empty() {
-                    self.inner.put_writes(thread, id, &copies, false).await?;
-                    report.writes += copies.len();
-                }
-            }
-        }
-        self.inner.flush().await?;
-        Ok(report)
+    pub(crate) fn cipher(&self) -> &Cipher {
+        &self.cipher
+    }
+
+    /// Whether `key` names a journal entry kept in the clear.
+    pub(crate) fn clear_journal_key(&self, key: &str) -> bool {
+        self.clear_journal.iter().any(|k| k == key)
     }
 }
 
@@ -306,16 +256,7 @@ impl Checkpointer for EncryptedCheckpointer {
         let Some(stored) = self.inner.get_journal(thread, key).await? else {
             return Ok(None);
         };
-        if self.clear_journal.iter().any(|k| k == key) {
-            return Ok(Some(stored));
-        }
-        match Envelope::from_value(&stored) {
-            Some(env) => records::open_journal(&self.cipher, thread, key, &env).map(Some),
-            None if self.sealing() && !self.read_plaintext => {
-                Err(not_sealed(thread, &format!("journal entry `{key}`")))
-            }
-            None => Ok(Some(stored)),
-        }
+        self.open_journal(thread, key, stored).map(Some)
     }
 
     async fn put_journal(
@@ -324,11 +265,20 @@ impl Checkpointer for EncryptedCheckpointer {
         key: &str,
         value: &serde_json::Value,
     ) -> Result<(), CheckpointError> {
-        if !self.sealing() || self.clear_journal.iter().any(|k| k == key) {
+        if !self.sealing() || self.clear_journal_key(key) {
             return self.inner.put_journal(thread, key, value).await;
         }
         let sealed = records::seal_journal(&self.cipher, thread, key, value)?;
         self.inner.put_journal(thread, key, &sealed).await
+    }
+
+    // Keys are places, not contents: a backend lists by them, so they stay in the clear.
+    async fn list_journal(&self, thread: &str) -> Result<Vec<String>, CheckpointError> {
+        self.inner.list_journal(thread).await
+    }
+
+    async fn list_namespaces(&self, thread: &str) -> Result<Vec<String>, CheckpointError> {
+        self.inner.list_namespaces(thread).await
     }
 
     async fn list_threads(&self) -> Result<Vec<String>, CheckpointError> {

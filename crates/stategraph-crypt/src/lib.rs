@@ -3,7 +3,8 @@
 //! under keys that rotate.
 //!
 //! One job: records sealed on the way in, opened on the way out. A backend under
-//! [`EncryptedCheckpointer`] stores sealed records as it stores any other and never sees a key.
+//! [`EncryptedCheckpointer`] (or, for long-term store items, [`EncryptedStore`]) stores sealed
+//! records as it stores any other and never sees a key.
 //!
 //! # Layout
 //! - `keys.rs`: [`Key`], [`Keyring`] (the current key first, older ones after) and where keys
@@ -15,7 +16,14 @@
 //!   sealed with it as well.
 //! - `envelope.rs`: [`Envelope`], how a sealed value sits in a stored record.
 //! - `records.rs`: checkpoints, pending writes and journal values sealed and opened.
-//! - `checkpointer.rs`: [`EncryptedCheckpointer`], the wrapper, and `rekey`.
+//! - `checkpointer.rs`: [`EncryptedCheckpointer`], the wrapper.
+//! - `rekey.rs`: [`EncryptedCheckpointer::rekey`] and its [`RekeyReport`]: a thread's
+//!   checkpoints, pending writes and journal entries sealed again under the newest key.
+//! - `store.rs`: [`EncryptedStore`], the long-term store's wrapper: each item's value sealed
+//!   and bound to its namespace and key (namespace, key, times and TTL stay clear so the
+//!   backend can list and expire); a search with field filters is filtered here after
+//!   opening, and text search belongs to an `IndexedStore` put above it, whose index then
+//!   lives in memory only. [`rekey_items`] seals a store's items again under the current key.
 //!
 //! # What is sealed, and what stays in the clear
 //! Sealed: states, updates, Send arguments, interrupt payloads and answers, error messages,
@@ -44,7 +52,8 @@
 //! # Keys and rotation
 //! New records are sealed with the first key; a record names the key that sealed it, so records
 //! under older keys open while those keys are configured. [`EncryptedCheckpointer::rekey`]
-//! seals a thread's records again under the first key, after which the old key can go. A record
+//! seals a thread's records (checkpoints, pending writes, journal entries) again under the
+//! first key, after which the old key can go, even for a thread paused mid-step. A record
 //! whose key is missing or wrong is a [`CheckpointError::Sealed`] naming the thread and the key
 //! (never garbage, never "damaged"); an altered one is the same error with
 //! [`SealFault::Tampered`].
@@ -60,8 +69,12 @@ mod cipher;
 mod envelope;
 mod keys;
 pub mod records;
+mod rekey;
+mod store;
 
-pub use checkpointer::{EncryptedCheckpointer, RekeyReport};
+pub use checkpointer::EncryptedCheckpointer;
 pub use cipher::{Binding, Cipher, NoKey, OpenError};
 pub use envelope::{Envelope, MARK};
 pub use keys::{Key, KeyError, Keyring, KEY_FILE_VAR, KEY_VAR};
+pub use rekey::RekeyReport;
+pub use store::{rekey_items, EncryptedStore, ItemsRekeyReport};

@@ -1,10 +1,16 @@
 //! The checkpointer conformance kit over encrypted stores: `EncryptedCheckpointer` over the
-//! memory store and over sled (every check but two byte bounds, see `sealed_checks!`). The damage checks reach the backend's stored bytes
+//! memory store, sled and Postgres (a real throwaway cluster, `pg_cluster.rs`): every check but
+//! two byte bounds, see `sealed_checks!`. The damage checks reach the backend's stored bytes
 //! (sealed), so damage below the seal is still reported by the backend as damage.
+
+#[path = "../../stategraph-postgres/tests/support/pg_cluster.rs"]
+#[allow(dead_code)]
+mod pg_cluster;
 
 use stategraph_checkpoint::{CheckpointId, Checkpointer, MemoryCheckpointer};
 use stategraph_checkpoint_conformance::Backend;
 use stategraph_crypt::{EncryptedCheckpointer, Key, Keyring};
+use stategraph_postgres::PostgresCheckpointer;
 use stategraph_sled::SledCheckpointer;
 use std::sync::Arc;
 
@@ -80,6 +86,49 @@ impl Backend for SealedSled {
     }
 }
 
+/// Postgres on a database of its own, sealed.
+struct SealedPostgres {
+    // Declared before the database, so the pool closes before the database is dropped.
+    saver: Arc<EncryptedCheckpointer>,
+    inner: Arc<PostgresCheckpointer>,
+    _db: pg_cluster::TestDatabase,
+}
+
+impl SealedPostgres {
+    async fn new() -> Self {
+        let db = pg_cluster::cluster().database();
+        let inner = Arc::new(PostgresCheckpointer::connect(db.url()).await.unwrap());
+        let saver = Arc::new(EncryptedCheckpointer::new(inner.clone(), keys()));
+        SealedPostgres {
+            saver,
+            inner,
+            _db: db,
+        }
+    }
+
+    /// Runs one of the store's async test hooks from the kit's synchronous ones (the kit's
+    /// tests run on a multi-threaded runtime).
+    fn wait<T>(&self, work: impl std::future::Future<Output = T>) -> T {
+        tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(work))
+    }
+}
+
+impl Backend for SealedPostgres {
+    fn saver(&self) -> Arc<dyn Checkpointer> {
+        self.saver.clone()
+    }
+    fn tamper(&self, thread: &str, checkpoint: CheckpointId, damage: &mut dyn FnMut(&mut Vec<u8>)) {
+        self.wait(self.inner.tamper(thread, checkpoint, damage))
+            .unwrap();
+    }
+    fn tamper_pieces(&self, thread: &str, damage: &mut dyn FnMut(&mut Vec<u8>)) {
+        self.wait(self.inner.tamper_pieces(thread, damage)).unwrap();
+    }
+    fn stored_bytes(&self, thread: &str) -> u64 {
+        self.wait(self.inner.stored_bytes(thread)).unwrap()
+    }
+}
+
 /// Every check of the kit but two whose byte bounds are for plaintext records: sealed, a record
 /// carries a nonce, a tag, a key id and base64 (about 4/3 of its size plus ~90 bytes), which
 /// puts a thread of 100-byte steps at ~6.8 times its state where `snapshots_stay_linear` allows
@@ -132,6 +181,7 @@ macro_rules! sealed_checks {
             time_travel::delete_thread_removes_everything,
             time_travel::prune_keeps_the_newest_and_they_read_back_exactly,
             journal::a_recorded_call_is_not_repeated_when_the_node_reruns,
+            journal::journal_keys_are_listed_per_thread_and_namespace,
             );
         }
     };
@@ -139,6 +189,7 @@ macro_rules! sealed_checks {
 
 sealed_checks!(sealed_memory: super::SealedMemory::new());
 sealed_checks!(sealed_sled: super::SealedSled::new());
+sealed_checks!(sealed_postgres: super::SealedPostgres::new().await);
 
 mod subgraphs {
     use super::*;
@@ -147,4 +198,11 @@ mod subgraphs {
         (Arc::new(EncryptedCheckpointer::new(inner, keys())), ())
     }
     stategraph_checkpoint_conformance::subgraph_suite!(sealed_memory: super::sealed());
+
+    async fn sealed_postgres() -> (Arc<dyn Checkpointer>, pg_cluster::TestDatabase) {
+        let db = pg_cluster::cluster().database();
+        let inner = Arc::new(PostgresCheckpointer::connect(db.url()).await.unwrap());
+        (Arc::new(EncryptedCheckpointer::new(inner, keys())), db)
+    }
+    stategraph_checkpoint_conformance::subgraph_suite!(sealed_postgres: super::sealed_postgres().await);
 }

@@ -302,3 +302,83 @@ async fn plaintext_is_refused_until_rekey_seals_it() {
         assert!(!String::from_utf8_lossy(&b).contains("card number"));
     }
 }
+
+/// `pay` records a call (counted in `calls`), then asks a person to confirm: a thread paused
+/// there holds a journal entry written mid-step.
+fn paying_graph(
+    store: Arc<dyn Checkpointer>,
+    calls: Arc<std::sync::atomic::AtomicUsize>,
+) -> stategraph::graph::CompiledGraph<Notes> {
+    use std::sync::atomic::Ordering;
+    let mut g = StateGraph::<Notes>::new();
+    g.add_node("pay", move |_s: Arc<Notes>, ctx: Context| {
+        let calls = calls.clone();
+        async move {
+            let receipt: String = ctx
+                .record("charge", || async move {
+                    let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+                    Ok::<_, NodeError>(format!("receipt #{n} for {SECRET}"))
+                })
+                .await?;
+            let answer: String = ctx.interrupt(&receipt).await?;
+            Ok::<_, NodeError>(NotesUpdate::default().notes(vec![receipt, answer]))
+        }
+    });
+    g.add_edge(START, "pay").add_edge("pay", END);
+    g.compile().unwrap().with_checkpointer(store)
+}
+
+#[tokio::test]
+async fn a_thread_paused_mid_step_resumes_after_rekey_without_the_old_key() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let inner = Arc::new(MemoryCheckpointer::new());
+    let calls = Arc::new(AtomicUsize::new(0));
+    let paused = paying_graph(sealed(&inner, &[("old", 1)]), calls.clone())
+        .invoke(NotesUpdate::default(), RunConfig::new().thread("t"))
+        .await
+        .unwrap();
+    assert!(paused.is_interrupted());
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    // The call's result waits in the journal, sealed under the old key.
+    let keys = inner.list_journal("t").await.unwrap();
+    let charge: Vec<&String> = keys.iter().filter(|k| k.ends_with("/charge")).collect();
+    assert_eq!(charge.len(), 1, "{keys:?}");
+    let stored = inner.get_journal("t", charge[0]).await.unwrap().unwrap();
+    assert!(stored["$sealed"][0].as_str().unwrap().starts_with("old."));
+
+    // Rotated: the new key first, the old one kept while rekey reads it.
+    let report = sealed(&inner, &[("new", 2), ("old", 1)])
+        .rekey("t")
+        .await
+        .unwrap();
+    assert!(report.checkpoints >= 1, "{report:?}");
+    assert_eq!(report.journal, 1, "{report:?}");
+    let stored = inner.get_journal("t", charge[0]).await.unwrap().unwrap();
+    assert!(stored["$sealed"][0].as_str().unwrap().starts_with("new."));
+    assert!(!stored.to_string().contains("card number"));
+    let again = sealed(&inner, &[("new", 2), ("old", 1)])
+        .rekey("t")
+        .await
+        .unwrap();
+    assert_eq!((again.checkpoints, again.journal), (0, 0), "done once");
+
+    // The old key dropped: the paused step resumes, its call not made again.
+    let done = paying_graph(sealed(&inner, &[("new", 2)]), calls.clone())
+        .resume(
+            "t",
+            stategraph::runtime::Resume::value("confirmed").unwrap(),
+            RunConfig::new(),
+        )
+        .await
+        .unwrap();
+    assert!(!done.is_interrupted());
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "the recorded call was reused"
+    );
+    assert_eq!(
+        done.state.notes,
+        vec![format!("receipt #1 for {SECRET}"), "confirmed".to_string()]
+    );
+}

@@ -69,6 +69,14 @@ impl Checkpointer for PostgresCheckpointer {
         self.write_journal(thread, key, value).await
     }
 
+    async fn list_journal(&self, thread: &str) -> Result<Vec<String>, CheckpointError> {
+        self.journal_keys(thread).await
+    }
+
+    async fn list_namespaces(&self, thread: &str) -> Result<Vec<String>, CheckpointError> {
+        self.namespaces_of(thread).await
+    }
+
     async fn list_threads(&self) -> Result<Vec<String>, CheckpointError> {
         self.thread_ids().await
     }

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use stategraph_checkpoint::codec;
 use stategraph_checkpoint::store::{
     filter_matches, namespace_matches, page, select_namespaces, Clock, Item, Namespace,
-    NamespaceQuery, SearchHit, SearchRequest, Store, StoreError, StoreOp, SystemClock,
+    NamespaceQuery, SearchHit, SearchRequest, Store, StoreError, StoreOp, SystemClock, TtlConfig,
 };
 use std::sync::Arc;
 
@@ -39,6 +39,7 @@ pub struct PostgresStore {
     pool: deadpool_postgres::Pool,
     target: Arc<Target>,
     clock: Arc<dyn Clock>,
+    ttl: TtlConfig,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -61,6 +62,7 @@ impl PostgresCheckpointer {
             pool: self.pool.clone(),
             target: self.target.clone(),
             clock,
+            ttl: TtlConfig::default(),
         }
     }
 }
@@ -71,6 +73,57 @@ fn ms(value: u64) -> i64 {
 }
 
 impl PostgresStore {
+    /// The same store with a default TTL and refresh-on-read setting (see [`TtlConfig`]).
+    pub fn with_ttl(mut self, ttl: TtlConfig) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Writes the new expiry of the live items just read, when the read refreshes; returns
+    /// them as they now are. The row is updated only if it still holds the item read
+    /// (compare-and-swap on its bytes): a refresh never brings back an old value.
+    async fn refresh(&self, found: Vec<Item>, now: u64) -> Result<Vec<Item>, StoreError> {
+        let mut out = Vec::with_capacity(found.len());
+        let mut client = None;
+        for item in found {
+            let Some(fresh) = item.refreshed_at(now) else {
+                out.push(item);
+                continue;
+            };
+            let joined = item.namespace.join("/");
+            let encode = |i: &Item| {
+                codec::encode(i).map_err(|source| StoreError::Corrupt {
+                    namespace: joined.clone(),
+                    key: i.key.clone(),
+                    source,
+                })
+            };
+            let (old, new) = (encode(&item)?, encode(&fresh)?);
+            if client.is_none() {
+                client = Some(self.client().await?);
+            }
+            let Some(c) = client.as_ref() else {
+                continue;
+            };
+            let updated = c
+                .execute(
+                    "UPDATE stategraph_store_items SET item = $4, expires_at_ms = $5 \
+                     WHERE namespace = $1 AND key_hash = $2 AND item = $3",
+                    &[
+                        &joined,
+                        &hash16(&item.key),
+                        &old,
+                        &new,
+                        &fresh.expires_at_ms.map(ms),
+                    ],
+                )
+                .await
+                .map_err(|e| self.failed(e))?;
+            out.push(if updated == 1 { fresh } else { item });
+        }
+        Ok(out)
+    }
+
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         self.pool
             .get()
@@ -136,10 +189,11 @@ impl Store for PostgresStore {
             op.validate()?;
             check_length(op.target().0)?;
         }
+        let ops = self.ttl.apply(ops);
         let now = self.clock.now_ms();
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(|e| self.failed(e))?;
-        for op in ops {
+        for op in &ops {
             let (namespace, key) = op.target();
             let joined = namespace.join("/");
             let hash = hash16(key);
@@ -193,6 +247,16 @@ impl Store for PostgresStore {
     }
 
     async fn get(&self, namespace: &[String], key: &str) -> Result<Option<Item>, StoreError> {
+        self.get_with(namespace, key, None).await
+    }
+
+    async fn get_with(
+        &self,
+        namespace: &[String],
+        key: &str,
+        refresh_ttl: Option<bool>,
+    ) -> Result<Option<Item>, StoreError> {
+        let now = self.clock.now_ms();
         let joined = namespace.join("/");
         let client = self.client().await?;
         let row = client
@@ -200,11 +264,18 @@ impl Store for PostgresStore {
                 "SELECT item FROM stategraph_store_items \
                  WHERE namespace = $1 AND key_hash = $2 \
                  AND (expires_at_ms IS NULL OR expires_at_ms > $3)",
-                &[&joined, &hash16(key), &ms(self.clock.now_ms())],
+                &[&joined, &hash16(key), &ms(now)],
             )
             .await
             .map_err(|e| self.failed(e))?;
-        row.map(|r| decode(&joined, key, r.get(0))).transpose()
+        drop(client);
+        let item = row.map(|r| decode(&joined, key, r.get(0))).transpose()?;
+        match item {
+            Some(item) if self.ttl.refreshes(refresh_ttl) => {
+                Ok(self.refresh(vec![item], now).await?.pop())
+            }
+            item => Ok(item),
+        }
     }
 
     async fn search(&self, request: &SearchRequest) -> Result<Vec<SearchHit>, StoreError> {
@@ -218,7 +289,12 @@ impl Store for PostgresStore {
             .filter(|item| namespace_matches(&item.namespace, &request.namespace_prefix))
             .filter(|item| filter_matches(&item.value, &request.filter))
             .collect();
-        Ok(page(found, request.offset, request.limit))
+        let hits = page(found, request.offset, request.limit);
+        if !self.ttl.refreshes(request.refresh_ttl) {
+            return Ok(hits);
+        }
+        let items = hits.into_iter().map(|hit| hit.item).collect();
+        Ok(page(self.refresh(items, self.clock.now_ms()).await?, 0, 0))
     }
 
     async fn list_namespaces(&self, query: &NamespaceQuery) -> Result<Vec<Namespace>, StoreError> {

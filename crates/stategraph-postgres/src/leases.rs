@@ -25,8 +25,6 @@ use stategraph_checkpoint::{codec, now_ms, root_thread, CheckpointError, Lease};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-/// The SQLSTATE `stategraph_fence` raises when it refuses a write.
-
 const FENCE: &str = "SELECT stategraph_fence($1, $2, $3)";
 const SWAP: &str =
     "SELECT swapped, found, fencing_epoch FROM stategraph_swap_lease($1, $2, $3, $4, $5, $6)";

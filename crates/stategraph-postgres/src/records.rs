@@ -44,6 +44,8 @@ const PUT_JOURNAL: &str =
     DO UPDATE SET key = EXCLUDED.key, checkpoint = EXCLUDED.checkpoint, value = EXCLUDED.value";
 const GET_JOURNAL: &str =
     "SELECT key, value FROM stategraph_journal WHERE thread_key = $1 AND key_hash = $2";
+// `key` is BYTEA: ordered by its bytes, as the other backends list.
+const LIST_JOURNAL: &str = "SELECT key FROM stategraph_journal WHERE thread_key = $1 ORDER BY key";
 
 impl PostgresCheckpointer {
     pub(crate) async fn write_checkpoint(
@@ -241,6 +243,30 @@ impl PostgresCheckpointer {
         codec::decode(value)
             .map(Some)
             .map_err(|e| corrupt(thread, None, "journal entry", e))
+    }
+
+    pub(crate) async fn journal_keys(&self, thread: &str) -> Result<Vec<String>, CheckpointError> {
+        let thread_key = ThreadKeys::of(thread).key;
+        let client = self.client().await?;
+        let rows = async {
+            let statement = client.prepare_cached(LIST_JOURNAL).await?;
+            client.query(&statement, &[&thread_key]).await
+        }
+        .await
+        .map_err(|e| self.target.query_error(&e))?;
+        rows.iter()
+            .map(|row| {
+                let key: Vec<u8> = row.try_get(0).map_err(|e| self.target.query_error(&e))?;
+                String::from_utf8(key).map_err(|e| {
+                    corrupt(
+                        thread,
+                        None,
+                        "journal entry",
+                        codec::FrameError::Decode(format!("its key is not UTF-8: {e}")),
+                    )
+                })
+            })
+            .collect()
     }
 
     pub(crate) async fn write_journal(

@@ -18,6 +18,13 @@ const LIST_THREADS: &str = "SELECT t.thread FROM stategraph_threads t
       AND EXISTS (SELECT 1 FROM stategraph_checkpoints c WHERE c.thread_key = t.thread_key)
     ORDER BY t.thread COLLATE \"C\"";
 
+/// A thread's subgraph namespaces with at least one checkpoint: $1 its root's key, $2 its id
+/// and a separator.
+const LIST_NAMESPACES: &str = "SELECT t.thread FROM stategraph_threads t
+    WHERE t.root_key = $1 AND starts_with(t.thread, $2)
+      AND EXISTS (SELECT 1 FROM stategraph_checkpoints c WHERE c.thread_key = t.thread_key)
+    ORDER BY t.thread COLLATE \"C\"";
+
 // A thread and its subgraphs: $1 its root's key, $2 its key, $3 its id and a separator.
 const DELETE_THREAD: [&str; 5] = [
     "DELETE FROM stategraph_checkpoints WHERE thread_key IN (SELECT thread_key FROM \
@@ -47,6 +54,21 @@ impl PostgresCheckpointer {
         let rows = async {
             let statement = client.prepare_cached(LIST_THREADS).await?;
             client.query(&statement, &[]).await
+        }
+        .await
+        .map_err(|e| self.target.query_error(&e))?;
+        rows.iter()
+            .map(|r| r.try_get(0).map_err(|e| self.target.query_error(&e)))
+            .collect()
+    }
+
+    pub(crate) async fn namespaces_of(&self, thread: &str) -> Result<Vec<String>, CheckpointError> {
+        let root = ThreadKeys::of(thread).root;
+        let below = format!("{thread}/");
+        let client = self.client().await?;
+        let rows = async {
+            let statement = client.prepare_cached(LIST_NAMESPACES).await?;
+            client.query(&statement, &[&root, &below]).await
         }
         .await
         .map_err(|e| self.target.query_error(&e))?;

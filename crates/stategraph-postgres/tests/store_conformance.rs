@@ -1,5 +1,6 @@
 //! `PostgresStore`, the long-term store, runs the store checks of the conformance kit, each on
-//! a database of its own in a real Postgres cluster (`support/pg_cluster.rs`).
+//! a database of its own in a real Postgres cluster (`support/pg_cluster.rs`); and again under
+//! `stategraph_crypt::EncryptedStore`, every value sealed.
 
 mod support;
 
@@ -35,4 +36,27 @@ fn postgres(clock: Arc<FakeClock>) -> Box<dyn StoreUnderTest> {
     })
 }
 
+fn sealed(clock: Arc<FakeClock>) -> Box<dyn StoreUnderTest> {
+    let plain = postgres(clock);
+    let key = stategraph_crypt::Key::new("k1", [5; 32]).unwrap();
+    let keys = stategraph_crypt::Keyring::new(vec![key]).unwrap();
+    let store = Arc::new(stategraph_crypt::EncryptedStore::new(plain.store(), keys));
+    Box::new(Sealed {
+        store,
+        _plain: plain,
+    })
+}
+
+struct Sealed {
+    store: Arc<dyn Store>,
+    _plain: Box<dyn StoreUnderTest>,
+}
+
+impl StoreUnderTest for Sealed {
+    fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+}
+
 store_suite!(postgres_store: super::postgres);
+store_suite!(sealed_postgres_store: super::sealed);

@@ -7,7 +7,14 @@
 //! finished_days = 14       # a finished (done) thread is deleted 14 days after its last update
 //! keep_checkpoints = 5     # a finished thread keeps only its newest 5 checkpoints
 //! include_paused = false   # paused threads (waiting for a person) are never touched unless true
+//! items_ttl_days = 30      # a store item this graph's runs put without a TTL expires in 30 days
+//! items_refresh_on_read = true  # a run's read of an item starts its TTL again
 //! ```
+//!
+//! Days may be fractional (`0.5` is twelve hours). The item settings are a
+//! [`TtlConfig`](stategraph::checkpoint::store::TtlConfig) ([`RetentionPolicy::items_ttl`]) the
+//! runs' long-term store applies; expired items are removed by the store's `sweep_expired`,
+//! which `graph prune --policy` and the background sweeper call beside [`sweep`].
 //!
 //! A thread being written is never swept: a thread whose lease is live is skipped, a deletion
 //! first takes the thread's lease itself (so a run starting meanwhile is refused, or wins and
@@ -18,6 +25,7 @@
 
 use crate::ErasedGraph;
 use serde::{Deserialize, Serialize};
+use stategraph::checkpoint::store::TtlConfig;
 use stategraph::checkpoint::{
     is_root_thread, summarize, CheckpointError, Checkpointer, Lease, ThreadStatus,
 };
@@ -28,33 +36,88 @@ const DAY_MS: u64 = 24 * 60 * 60 * 1000;
 ///
 /// ```
 /// use stategraph_registry::GraphFile;
-/// let file = GraphFile::parse("graph = \"g\"\n[retention]\nfinished_days = 7\nkeep_checkpoints = 3\n", "inline", &[]).unwrap();
+/// let file = GraphFile::parse("graph = \"g\"\n[retention]\nfinished_days = 7\nkeep_checkpoints = 3\nitems_ttl_days = 0.5\n", "inline", &[]).unwrap();
 /// let policy = file.retention.unwrap();
-/// assert_eq!((policy.finished_days, policy.keep_checkpoints), (Some(7), Some(3)));
+/// assert_eq!((policy.finished_days, policy.keep_checkpoints), (Some(7.0), Some(3)));
 /// assert!(!policy.include_paused);
+/// assert_eq!(policy.items_ttl().default_ttl_ms, Some(12 * 60 * 60 * 1000));
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetentionPolicy {
-    /// Delete any thread (finished or not) this many days after its last update.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub keep_days: Option<u32>,
+    /// Delete any thread (finished or not) this many days after its last update (fractional
+    /// days allowed).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "days"
+    )]
+    pub keep_days: Option<f64>,
     /// Delete a finished thread this many days after its last update.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished_days: Option<u32>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "days"
+    )]
+    pub finished_days: Option<f64>,
     /// Keep only the newest this many checkpoints of a finished thread (at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_checkpoints: Option<usize>,
     /// Apply the rules to paused threads too (waiting for a person); off by default.
     #[serde(default)]
     pub include_paused: bool,
+    /// The time to live, in days, of a long-term store item this graph's runs put without one
+    /// (`None`: such items stay until deleted).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "days"
+    )]
+    pub items_ttl_days: Option<f64>,
+    /// Whether this graph's runs reading an item (get, search) start its TTL again, unless the
+    /// read says otherwise; off by default.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub items_refresh_on_read: bool,
 }
 
 impl RetentionPolicy {
-    /// True when no rule is set: a sweep would remove nothing.
+    /// True when no thread rule is set: [`sweep`] would remove no thread. (The item settings
+    /// apply to the runs' store, not to a sweep: see [`items_ttl`](Self::items_ttl).)
     pub fn is_empty(&self) -> bool {
         self.keep_days.is_none() && self.finished_days.is_none() && self.keep_checkpoints.is_none()
     }
+
+    /// How the runs' long-term store treats item TTLs under this policy.
+    ///
+    /// ```
+    /// use stategraph_registry::RetentionPolicy;
+    /// let policy = RetentionPolicy { items_ttl_days: Some(1.0), items_refresh_on_read: true, ..Default::default() };
+    /// let ttl = policy.items_ttl();
+    /// assert_eq!((ttl.default_ttl_ms, ttl.refresh_on_read), (Some(86_400_000), true));
+    /// ```
+    pub fn items_ttl(&self) -> TtlConfig {
+        TtlConfig {
+            default_ttl_ms: self.items_ttl_days.map(days_ms),
+            refresh_on_read: self.items_refresh_on_read,
+        }
+    }
+}
+
+/// Days as milliseconds (whole: a fraction of a millisecond is dropped).
+fn days_ms(days: f64) -> u64 {
+    // `days` is checked finite and not negative when read; `as` saturates past u64::MAX.
+    (days * DAY_MS as f64) as u64
+}
+
+/// A days field: a number (whole or fractional), not negative.
+fn days<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let days = f64::deserialize(d)?;
+    if !days.is_finite() || days < 0.0 {
+        return Err(serde::de::Error::custom(format!(
+            "{days} is not a number of days: give 0 or more (fractions allowed, 0.5 is 12 hours)"
+        )));
+    }
+    Ok(Some(days))
 }
 
 /// What a sweep did.
@@ -141,7 +204,7 @@ enum Action {
 /// use stategraph_registry::{sweep, RetentionPolicy, Sweep};
 /// # async fn demo() {
 /// let store = MemoryCheckpointer::new();
-/// let policy = RetentionPolicy { finished_days: Some(7), ..Default::default() };
+/// let policy = RetentionPolicy { finished_days: Some(7.0), ..Default::default() };
 /// let report = sweep(Sweep { store: &store, graph: "chat", policy: &policy, now_ms: 0, pruner: None })
 ///     .await
 ///     .unwrap();
@@ -215,7 +278,7 @@ async fn decide(s: &Sweep<'_>, thread: &str) -> Result<Option<Action>, Checkpoin
     }
     let idle_ms = s.now_ms.saturating_sub(summary.updated_at_ms);
     let idle_days = idle_ms / DAY_MS;
-    let past = |days: Option<u32>| days.is_some_and(|d| idle_ms > u64::from(d) * DAY_MS);
+    let past = |days: Option<f64>| days.is_some_and(|d| idle_ms > days_ms(d));
     let finished = summary.status == ThreadStatus::Done;
     if past(s.policy.keep_days) {
         return Ok(Some(Action::Delete("keep_days", idle_days)));

@@ -208,3 +208,52 @@ fn a_misspelt_rule_is_refused() {
         GraphFile::parse("graph = \"g\"\n[retention]\nkeep_dayz = 3\n", "test", &[]).unwrap_err();
     assert!(err.to_string().contains("keep_dayz"), "{err}");
 }
+
+#[test]
+fn item_settings_and_fractional_days_are_read_and_checked() {
+    let p = policy("finished_days = 0.5\nitems_ttl_days = 0.25\nitems_refresh_on_read = true\n");
+    assert_eq!(p.finished_days, Some(0.5));
+    let ttl = p.items_ttl();
+    assert_eq!(ttl.default_ttl_ms, Some(DAY / 4));
+    assert!(ttl.refresh_on_read);
+    assert!(policy("keep_days = 3\n").items_ttl() == Default::default());
+    for bad in ["items_ttl_dayz = 1", "items_refresh_on_reads = true"] {
+        let text = format!("graph = \"g\"\n[retention]\n{bad}\n");
+        let err = GraphFile::parse(&text, "test", &[]).unwrap_err();
+        assert!(
+            err.to_string().contains(bad.split(' ').next().unwrap()),
+            "{err}"
+        );
+    }
+    let err =
+        GraphFile::parse("graph = \"g\"\n[retention]\nkeep_days = -1\n", "test", &[]).unwrap_err();
+    assert!(err.to_string().contains("number of days"), "{err}");
+}
+
+/// Half a day is twelve hours: a finished thread idle for 13 hours goes, one idle for 11 stays.
+#[tokio::test]
+async fn fractional_days_sweep_by_the_hour() {
+    let store = Arc::new(MemoryCheckpointer::new());
+    let chat = graph("chat", store.clone());
+    run(&chat, "done", None).await;
+    let rules = policy("finished_days = 0.5\n");
+    let at = |hours: u64| now_ms() + hours * DAY / 24;
+    let sweep_at = |now_ms| {
+        let (store, rules) = (store.clone(), rules.clone());
+        async move {
+            let s = Sweep {
+                store: store.as_ref(),
+                graph: "chat",
+                policy: &rules,
+                now_ms,
+                pruner: None,
+            };
+            sweep(s).await.unwrap()
+        }
+    };
+    assert!(sweep_at(at(11)).await.deleted.is_empty());
+    assert_eq!(threads(&store).await, ["done"]);
+    let report = sweep_at(at(13)).await;
+    assert_eq!(report.deleted.len(), 1, "{report:?}");
+    assert!(threads(&store).await.is_empty());
+}

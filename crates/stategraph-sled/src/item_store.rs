@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use stategraph_checkpoint::codec;
 use stategraph_checkpoint::store::{
     filter_matches, namespace_matches, page, select_namespaces, Clock, Item, Namespace,
-    NamespaceQuery, SearchHit, SearchRequest, Store, StoreError, StoreOp, SystemClock,
+    NamespaceQuery, SearchHit, SearchRequest, Store, StoreError, StoreOp, SystemClock, TtlConfig,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -36,6 +36,7 @@ pub struct SledStore {
     db: sled::Db,
     path: PathBuf,
     clock: Arc<dyn Clock>,
+    ttl: TtlConfig,
 }
 
 impl SledStore {
@@ -68,7 +69,14 @@ impl SledStore {
         let deadline = Instant::now() + wait;
         loop {
             match sled::Config::new().path(&path).open() {
-                Ok(db) => return Ok(SledStore { db, path, clock }),
+                Ok(db) => {
+                    return Ok(SledStore {
+                        db,
+                        path,
+                        clock,
+                        ttl: TtlConfig::default(),
+                    })
+                }
                 Err(e) if is_locked(&e) && Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(20));
                 }
@@ -87,6 +95,45 @@ impl SledStore {
                 }
             }
         }
+    }
+
+    /// The same store with a default TTL and refresh-on-read setting (see [`TtlConfig`]).
+    pub fn with_ttl(mut self, ttl: TtlConfig) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Writes the new expiry of the live items just read, when the read refreshes; returns
+    /// them as they now are. An item replaced or deleted since it was read is left alone
+    /// (compare-and-swap): a refresh never brings back an old value.
+    async fn refresh(&self, found: Vec<Item>, now: u64) -> Result<Vec<Item>, StoreError> {
+        let mut out = Vec::with_capacity(found.len());
+        let mut wrote = false;
+        for item in found {
+            let Some(fresh) = item.refreshed_at(now) else {
+                out.push(item);
+                continue;
+            };
+            let id = item_key(&item.namespace, &item.key);
+            let encode = |i: &Item| {
+                codec::encode(i).map_err(|source| StoreError::Corrupt {
+                    namespace: i.namespace.join("/"),
+                    key: i.key.clone(),
+                    source,
+                })
+            };
+            let (old, new) = (encode(&item)?, encode(&fresh)?);
+            let swapped = self
+                .db
+                .compare_and_swap(&id, Some(old), Some(new))
+                .map_err(|e| self.failed(e))?;
+            wrote |= swapped.is_ok();
+            out.push(if swapped.is_ok() { fresh } else { item });
+        }
+        if wrote {
+            self.flush().await?;
+        }
+        Ok(out)
     }
 
     /// Where it lives.
@@ -166,10 +213,11 @@ impl Store for SledStore {
         for op in ops {
             op.validate()?;
         }
+        let ops = self.ttl.apply(ops);
         let now = self.clock.now_ms();
         // What each op leaves, computed against the ops before it in the batch.
         let mut after: std::collections::BTreeMap<Vec<u8>, Option<Item>> = Default::default();
-        for op in ops {
+        for op in &ops {
             let (namespace, key) = op.target();
             let id = item_key(namespace, key);
             let before = match after.get(&id) {
@@ -201,12 +249,28 @@ impl Store for SledStore {
     }
 
     async fn get(&self, namespace: &[String], key: &str) -> Result<Option<Item>, StoreError> {
+        self.get_with(namespace, key, None).await
+    }
+
+    async fn get_with(
+        &self,
+        namespace: &[String],
+        key: &str,
+        refresh_ttl: Option<bool>,
+    ) -> Result<Option<Item>, StoreError> {
         let id = item_key(namespace, key);
         let Some(bytes) = self.db.get(&id).map_err(|e| self.failed(e))? else {
             return Ok(None);
         };
         let item = decode_item(&id, &bytes)?;
-        Ok((!item.expired_at(self.clock.now_ms())).then_some(item))
+        let now = self.clock.now_ms();
+        if item.expired_at(now) {
+            return Ok(None);
+        }
+        if !self.ttl.refreshes(refresh_ttl) {
+            return Ok(Some(item));
+        }
+        Ok(self.refresh(vec![item], now).await?.pop())
     }
 
     async fn search(&self, request: &SearchRequest) -> Result<Vec<SearchHit>, StoreError> {
@@ -221,7 +285,12 @@ impl Store for SledStore {
             .filter(|item| namespace_matches(&item.namespace, &request.namespace_prefix))
             .filter(|item| filter_matches(&item.value, &request.filter))
             .collect();
-        Ok(page(found, request.offset, request.limit))
+        let hits = page(found, request.offset, request.limit);
+        if !self.ttl.refreshes(request.refresh_ttl) {
+            return Ok(hits);
+        }
+        let items = hits.into_iter().map(|hit| hit.item).collect();
+        Ok(page(self.refresh(items, now).await?, 0, 0))
     }
 
     async fn list_namespaces(&self, query: &NamespaceQuery) -> Result<Vec<Namespace>, StoreError> {
@@ -247,5 +316,44 @@ impl Store for SledStore {
         self.db.apply_batch(batch).map_err(|e| self.failed(e))?;
         self.flush().await?;
         Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stategraph_checkpoint::store::FakeClock;
+
+    /// The store's `TtlConfig`: a put without a TTL gets the default one, a plain read
+    /// refreshes it (kept across reopening: the refreshed expiry is on disk), and a read that
+    /// says `false` does not.
+    #[tokio::test]
+    async fn ttl_config_defaults_and_refreshes_on_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(FakeClock::at(10_000));
+        let ttl = TtlConfig {
+            default_ttl_ms: Some(1_000),
+            refresh_on_read: true,
+        };
+        let ns = vec!["s".to_string()];
+        {
+            let store = SledStore::open_with_clock(dir.path(), clock.clone())
+                .unwrap()
+                .with_ttl(ttl);
+            store.put(&["s"], "k", 1.into()).await.unwrap();
+            store.put(&["s"], "other", 2.into()).await.unwrap();
+            clock.advance(800);
+            let read = store.get(&ns, "k").await.unwrap().unwrap();
+            assert_eq!(read.expires_at_ms, Some(11_800));
+            let not = store.get_with(&ns, "other", Some(false)).await.unwrap();
+            assert_eq!(not.unwrap().expires_at_ms, Some(11_000));
+        }
+        clock.advance(800);
+        let store = SledStore::open_with_clock(dir.path(), clock).unwrap();
+        assert!(
+            store.get(&ns, "k").await.unwrap().is_some(),
+            "refreshed on disk"
+        );
+        assert!(store.get(&ns, "other").await.unwrap().is_none());
     }
 }

@@ -74,7 +74,17 @@ fn a_reader_sees_what_another_writer_saved_since_it_last_read() {
 
         // Read while the writer holds it (through the writer), then after it let go.
         writer.put_checkpoint(&checkpoint(3), true).await.unwrap();
+        writer
+            .put_journal("t", "call", &serde_json::json!(1))
+            .await
+            .unwrap();
+        let mut child = checkpoint(1);
+        child.thread_id = "t/sub:1".into();
+        writer.put_checkpoint(&child, true).await.unwrap();
         assert_eq!(newest(&reader).await, CheckpointId::from_u128(3));
+        // The journal's keys and the namespaces, asked of the holder.
+        assert_eq!(reader.list_journal("t").await.unwrap(), vec!["call"]);
+        assert_eq!(reader.list_namespaces("t").await.unwrap(), vec!["t/sub:1"]);
         writer.put_checkpoint(&checkpoint(4), true).await.unwrap();
         writer.release("t").unwrap();
         assert_eq!(newest(&reader).await, CheckpointId::from_u128(4));
@@ -82,6 +92,9 @@ fn a_reader_sees_what_another_writer_saved_since_it_last_read() {
             reader.list_checkpoints("t", None, 10).await.unwrap().len(),
             4
         );
+        // The same, read from a copy.
+        assert_eq!(reader.list_journal("t").await.unwrap(), vec!["call"]);
+        assert_eq!(reader.list_namespaces("t").await.unwrap(), vec!["t/sub:1"]);
 
         // Reading again, with nothing written, reads the same copy.
         assert_eq!(newest(&reader).await, CheckpointId::from_u128(4));

@@ -137,6 +137,15 @@ impl Store for IndexedStore {
         self.inner.get(namespace, key).await
     }
 
+    async fn get_with(
+        &self,
+        namespace: &[String],
+        key: &str,
+        refresh_ttl: Option<bool>,
+    ) -> Result<Option<Item>, StoreError> {
+        self.inner.get_with(namespace, key, refresh_ttl).await
+    }
+
     async fn search(&self, request: &SearchRequest) -> Result<Vec<SearchHit>, StoreError> {
         let query = match request.query.as_deref().map(str::trim) {
             Some(q) if !q.is_empty() => q.to_string(),
@@ -148,10 +157,12 @@ impl Store for IndexedStore {
                 return self.inner.search(&plain).await;
             }
         };
+        // Every selected item is ranked, but only the page returned is refreshed (below).
         let selected = SearchRequest {
             query: None,
             limit: 0,
             offset: 0,
+            refresh_ttl: Some(false),
             ..request.clone()
         };
         let items: Vec<Item> = self
@@ -171,7 +182,7 @@ impl Store for IndexedStore {
         } else {
             request.limit
         };
-        Ok(ranked
+        let hits: Vec<SearchHit> = ranked
             .into_iter()
             .filter_map(|(id, score)| {
                 by_id.remove(&id).map(|item| SearchHit {
@@ -181,7 +192,9 @@ impl Store for IndexedStore {
             })
             .skip(request.offset)
             .take(limit)
-            .collect())
+            .collect();
+        stategraph_checkpoint::store::refresh_page(self.inner.as_ref(), hits, request.refresh_ttl)
+            .await
     }
 
     async fn list_namespaces(&self, query: &NamespaceQuery) -> Result<Vec<Namespace>, StoreError> {

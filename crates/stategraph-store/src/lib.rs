@@ -9,7 +9,9 @@
 //! # Layout
 //! - `indexed.rs`: [`IndexedStore`]: the backend selects (namespace prefix, filters), this
 //!   ranks what it selected, so the ranking is the same over every backend and always
-//!   reflects what the backend holds now (other processes' writes included).
+//!   reflects what the backend holds now (other processes' writes included). A search asked
+//!   to refresh TTLs refreshes only the page it returns. Over encrypted items, put it above
+//!   `stategraph_crypt::EncryptedStore`: it then indexes opened values, in memory only.
 //! - `fields.rs`: [`IndexFields`]: which text of an item is searched.
 //! - `text.rs`: the tantivy index (in memory, brought up to date with the backend's items
 //!   before each query, re-indexing only items updated since).

@@ -260,3 +260,40 @@ async fn an_embeddings_endpoint_that_is_down_is_an_error_naming_it() {
         "{err}"
     );
 }
+
+/// A text search asked to refresh TTLs refreshes the items it returns, and only those: the
+/// items it ranked but did not return (past its limit) expire as put.
+#[tokio::test]
+async fn a_refreshing_text_search_refreshes_only_what_it_returns() {
+    use stategraph_checkpoint::store::{FakeClock, StoreOp};
+    let clock = Arc::new(FakeClock::at(0));
+    let store = IndexedStore::new(Arc::new(MemoryStore::with_clock(clock.clone()))).unwrap();
+    let note = |key: &str, text: &str| {
+        StoreOp::put(&["n"], key, json!({ "text": text })).with_ttl_ms(1_000)
+    };
+    store
+        .batch(&[
+            note("best", "otters otters otters"),
+            note("second", "otters and beavers"),
+            note("other", "beavers only"),
+        ])
+        .await
+        .unwrap();
+    clock.advance(600);
+    let request = SearchRequest::under(&["n"])
+        .text("otters")
+        .limit(1)
+        .refresh_ttl(true);
+    let hits = store.search(&request).await.unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].item.key, "best");
+    assert_eq!(hits[0].item.expires_at_ms, Some(1_600));
+    clock.advance(600);
+    let ns = vec!["n".to_string()];
+    assert!(store.get(&ns, "best").await.unwrap().is_some());
+    assert!(
+        store.get(&ns, "second").await.unwrap().is_none(),
+        "ranked, not returned"
+    );
+    assert!(store.get(&ns, "other").await.unwrap().is_none());
+}

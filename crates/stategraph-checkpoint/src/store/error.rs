@@ -1,6 +1,7 @@
 //! What can go wrong with a long-term store.
 
 use crate::codec::FrameError;
+use crate::SealFault;
 
 /// A store's errors: each says what failed and what to do.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -41,6 +42,26 @@ pub enum StoreError {
         #[source]
         source: FrameError,
     },
+    /// An encrypted item did not open: its key is missing or wrong, or it was altered or moved
+    /// (as [`CheckpointError::Sealed`](crate::CheckpointError::Sealed) for a thread's records).
+    #[error("item `{key}` in `{namespace}`: {detail}")]
+    Sealed {
+        /// Its namespace, labels joined by `/`.
+        namespace: String,
+        /// Its key.
+        key: String,
+        /// What kind of trouble: a key, or the item itself.
+        fault: SealFault,
+        /// What is wrong and what mends it (boxed: it keeps this error, which a run's error
+        /// carries, small).
+        detail: Box<str>,
+    },
+    /// A read asked to refresh TTLs of a store that cannot.
+    #[error(
+        "this store cannot refresh an item's time to live on read; read without refreshing, \
+         or use a backend that implements `get_with`"
+    )]
+    CannotRefresh,
     /// The backend failed (disk, database, network): its own words.
     #[error("the long-term store failed: {0}")]
     Backend(String),

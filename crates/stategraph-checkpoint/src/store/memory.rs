@@ -2,7 +2,7 @@
 
 use super::{
     filter_matches, namespace_matches, page, select_namespaces, Clock, Item, Namespace,
-    NamespaceQuery, SearchHit, SearchRequest, Store, StoreError, StoreOp, SystemClock,
+    NamespaceQuery, SearchHit, SearchRequest, Store, StoreError, StoreOp, SystemClock, TtlConfig,
 };
 use async_trait::async_trait;
 use std::collections::BTreeMap;
@@ -24,6 +24,7 @@ type Items = BTreeMap<(Namespace, String), Item>;
 pub struct MemoryStore {
     items: Arc<Mutex<Items>>,
     clock: Arc<dyn Clock>,
+    ttl: TtlConfig,
 }
 
 impl Default for MemoryStore {
@@ -43,7 +44,30 @@ impl MemoryStore {
         MemoryStore {
             items: Arc::default(),
             clock,
+            ttl: TtlConfig::default(),
         }
+    }
+
+    /// The same store with a default TTL and refresh-on-read setting (see [`TtlConfig`]).
+    pub fn with_ttl(mut self, ttl: TtlConfig) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Refreshes the TTL of `found` (live items just read) in the map; returns them as they
+    /// now are.
+    fn refresh(&self, found: Vec<Item>, now: u64) -> Vec<Item> {
+        let mut items = self.items();
+        found
+            .into_iter()
+            .map(|item| match item.refreshed_at(now) {
+                Some(fresh) => {
+                    items.insert((fresh.namespace.clone(), fresh.key.clone()), fresh.clone());
+                    fresh
+                }
+                None => item,
+            })
+            .collect()
     }
 
     fn items(&self) -> MutexGuard<'_, Items> {
@@ -62,10 +86,11 @@ impl Store for MemoryStore {
         for op in ops {
             op.validate()?;
         }
+        let ops = self.ttl.apply(ops);
         let now = self.clock.now_ms();
         let mut items = self.items();
         let mut next = items.clone();
-        for op in ops {
+        for op in &ops {
             let (namespace, key) = op.target();
             let id = (namespace.clone(), key.to_string());
             match op.item_after(next.get(&id), now) {
@@ -78,13 +103,26 @@ impl Store for MemoryStore {
     }
 
     async fn get(&self, namespace: &[String], key: &str) -> Result<Option<Item>, StoreError> {
+        self.get_with(namespace, key, None).await
+    }
+
+    async fn get_with(
+        &self,
+        namespace: &[String],
+        key: &str,
+        refresh_ttl: Option<bool>,
+    ) -> Result<Option<Item>, StoreError> {
         let now = self.clock.now_ms();
         let id = (namespace.to_vec(), key.to_string());
-        Ok(self
+        let found = self
             .items()
             .get(&id)
             .filter(|item| !item.expired_at(now))
-            .cloned())
+            .cloned();
+        Ok(match found {
+            Some(item) if self.ttl.refreshes(refresh_ttl) => self.refresh(vec![item], now).pop(),
+            found => found,
+        })
     }
 
     async fn search(&self, request: &SearchRequest) -> Result<Vec<SearchHit>, StoreError> {
@@ -100,7 +138,12 @@ impl Store for MemoryStore {
             .filter(|item| filter_matches(&item.value, &request.filter))
             .cloned()
             .collect();
-        Ok(page(found, request.offset, request.limit))
+        let mut hits = page(found, request.offset, request.limit);
+        if self.ttl.refreshes(request.refresh_ttl) {
+            let items = hits.drain(..).map(|hit| hit.item).collect();
+            hits = page(self.refresh(items, now), 0, 0);
+        }
+        Ok(hits)
     }
 
     async fn list_namespaces(&self, query: &NamespaceQuery) -> Result<Vec<Namespace>, StoreError> {

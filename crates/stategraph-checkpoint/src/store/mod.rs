@@ -7,8 +7,9 @@
 //! - this file: the [`Store`] contract and its records ([`Item`], [`StoreOp`], [`SearchRequest`],
 //!   [`NamespaceQuery`]);
 //! - `select.rs`: what a search or a namespace listing selects, shared by every backend so they
-//!   agree on filters, order and paging;
-//! - `clock.rs`: the time TTLs are measured against, which tests replace;
+//!   agree on filters, order and paging (and how a wrapper refreshes the TTLs of a page);
+//! - `clock.rs`: the time TTLs are measured against, which tests replace ([`TtlConfig`], here,
+//!   says how a store uses them: a default TTL, and whether reads refresh it);
 //! - `memory.rs`: [`MemoryStore`];
 //! - `error.rs`: [`StoreError`].
 //!
@@ -16,8 +17,10 @@
 //! prefix, filters, paging) and refuses a text query with [`StoreError::NeedsIndex`];
 //! `stategraph-store`'s `IndexedStore` wraps any backend and answers them.
 //!
-//! An expired item is invisible to `get`, `search` and `list_namespaces` at once (a read never
-//! writes); [`Store::sweep_expired`] removes them.
+//! An expired item is invisible to `get`, `search` and `list_namespaces` at once;
+//! [`Store::sweep_expired`] removes them. A read writes only when asked to refresh TTLs
+//! ([`Store::get_with`], [`SearchRequest::refresh_ttl`], [`TtlConfig::refresh_on_read`]), and
+//! then only the new expiry of what it returned.
 
 mod clock;
 mod error;
@@ -27,7 +30,7 @@ mod select;
 pub use clock::{Clock, FakeClock, SystemClock};
 pub use error::StoreError;
 pub use memory::MemoryStore;
-pub use select::{filter_matches, namespace_matches, page, select_namespaces};
+pub use select::{filter_matches, namespace_matches, page, refresh_page, select_namespaces};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -51,6 +54,11 @@ pub struct Item {
     /// When it stops being visible, if it was put with a time to live.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at_ms: Option<u64>,
+    /// The time to live it was put with: a read that refreshes it moves `expires_at_ms` to
+    /// now plus this. Absent on items put without one (and on items stored before it was
+    /// kept, which a read cannot refresh).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
 }
 
 impl Item {
@@ -59,11 +67,97 @@ impl Item {
     /// ```
     /// # use stategraph_checkpoint::store::Item;
     /// let item = Item { namespace: vec!["a".into()], key: "k".into(), value: 1.into(),
-    ///     created_at_ms: 0, updated_at_ms: 0, expires_at_ms: Some(10) };
+    ///     created_at_ms: 0, updated_at_ms: 0, expires_at_ms: Some(10), ttl_ms: Some(10) };
     /// assert!(!item.expired_at(9) && item.expired_at(10));
     /// ```
     pub fn expired_at(&self, now_ms: u64) -> bool {
         self.expires_at_ms.is_some_and(|at| now_ms >= at)
+    }
+
+    /// The item as a read that refreshes its time to live leaves it at `now_ms`: expiring its
+    /// TTL from now. `None` when there is nothing to refresh (no TTL, or already expired), so
+    /// a backend writes only what changed. Its update time stays: a refresh is not a put.
+    ///
+    /// ```
+    /// # use stategraph_checkpoint::store::StoreOp;
+    /// let op = StoreOp::put(&["a"], "k", 1.into()).with_ttl_ms(100);
+    /// let item = op.item_after(None, 1_000).unwrap();
+    /// let later = item.refreshed_at(1_050).unwrap();
+    /// assert_eq!((later.expires_at_ms, later.updated_at_ms), (Some(1_150), 1_000));
+    /// assert!(item.refreshed_at(1_100).is_none(), "expired: gone, not revived");
+    /// ```
+    pub fn refreshed_at(&self, now_ms: u64) -> Option<Item> {
+        let ttl = self.ttl_ms?;
+        if self.expired_at(now_ms) {
+            return None;
+        }
+        let expires = now_ms.saturating_add(ttl);
+        (self.expires_at_ms != Some(expires)).then(|| Item {
+            expires_at_ms: Some(expires),
+            ..self.clone()
+        })
+    }
+}
+
+/// How a store treats times to live, LangGraph's `TTLConfig`: a default TTL for items put
+/// without one, and whether a read refreshes an item's TTL when the call does not say
+/// ([`Store::get_with`], [`SearchRequest::refresh_ttl`]). Backends take it with their
+/// `with_ttl` builder; the default is neither.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// use stategraph_checkpoint::store::{FakeClock, MemoryStore, Store, TtlConfig};
+/// let clock = Arc::new(FakeClock::at(0));
+/// let store = MemoryStore::with_clock(clock.clone())
+///     .with_ttl(TtlConfig { default_ttl_ms: Some(1_000), refresh_on_read: true });
+/// store.put(&["s"], "k", 1.into()).await?;
+/// clock.advance(900);
+/// assert!(store.get(&["s".into()], "k").await?.is_some(), "read: lives 1 s from now");
+/// clock.advance(900);
+/// assert!(store.get_with(&["s".into()], "k", Some(false)).await?.is_some());
+/// clock.advance(200);
+/// assert!(store.get(&["s".into()], "k").await?.is_none(), "the last read did not refresh");
+/// # Ok::<(), stategraph_checkpoint::store::StoreError>(()) }).unwrap();
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TtlConfig {
+    /// The time to live of an item put without one (`None`: it lives until deleted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_ttl_ms: Option<u64>,
+    /// Whether a read refreshes the TTL of what it returns when the call does not say.
+    #[serde(default)]
+    pub refresh_on_read: bool,
+}
+
+impl TtlConfig {
+    /// Whether a read asking `refresh_ttl` refreshes: the call's choice, else this default.
+    pub fn refreshes(&self, refresh_ttl: Option<bool>) -> bool {
+        refresh_ttl.unwrap_or(self.refresh_on_read)
+    }
+
+    /// `ops` with the default TTL given to puts without one.
+    pub fn apply(&self, ops: &[StoreOp]) -> Vec<StoreOp> {
+        ops.iter()
+            .cloned()
+            .map(|op| match (op, self.default_ttl_ms) {
+                (
+                    StoreOp::Put {
+                        namespace,
+                        key,
+                        value,
+                        ttl_ms: None,
+                    },
+                    Some(ttl),
+                ) => StoreOp::Put {
+                    namespace,
+                    key,
+                    value,
+                    ttl_ms: Some(ttl),
+                },
+                (op, _) => op,
+            })
+            .collect()
     }
 }
 
@@ -108,6 +202,24 @@ impl StoreOp {
             key: key.to_string(),
             value,
             ttl_ms: None,
+        }
+    }
+
+    /// The same put with a time to live (a delete is unchanged).
+    pub fn with_ttl_ms(self, ttl: u64) -> Self {
+        match self {
+            StoreOp::Put {
+                namespace,
+                key,
+                value,
+                ..
+            } => StoreOp::Put {
+                namespace,
+                key,
+                value,
+                ttl_ms: Some(ttl),
+            },
+            delete => delete,
         }
     }
 
@@ -157,6 +269,7 @@ impl StoreOp {
             created_at_ms,
             updated_at_ms: now_ms,
             expires_at_ms: ttl_ms.map(|ttl| now_ms.saturating_add(ttl)),
+            ttl_ms: *ttl_ms,
         })
     }
 
@@ -222,6 +335,10 @@ pub struct SearchRequest {
     pub limit: usize,
     /// Skipping this many first.
     pub offset: usize,
+    /// Whether the items returned have their TTL refreshed: `None` leaves it to the store's
+    /// [`TtlConfig::refresh_on_read`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_ttl: Option<bool>,
 }
 
 impl SearchRequest {
@@ -255,6 +372,13 @@ impl SearchRequest {
     /// Sets how many to skip.
     pub fn offset(mut self, offset: usize) -> Self {
         self.offset = offset;
+        self
+    }
+
+    /// Refreshes (or, with `false`, does not) the TTL of the items returned, whatever the
+    /// store's default.
+    pub fn refresh_ttl(mut self, refresh: bool) -> Self {
+        self.refresh_ttl = Some(refresh);
         self
     }
 }
@@ -312,8 +436,28 @@ pub trait Store: Send + Sync + 'static {
     /// promise it (every backend here does).
     async fn batch(&self, ops: &[StoreOp]) -> Result<(), StoreError>;
 
-    /// The item, unless absent or expired.
+    /// The item, unless absent or expired. A store whose [`TtlConfig::refresh_on_read`] is on
+    /// refreshes its TTL (see [`get_with`](Self::get_with)).
     async fn get(&self, namespace: &[String], key: &str) -> Result<Option<Item>, StoreError>;
+
+    /// As [`get`](Self::get), choosing whether the item's TTL starts again from now (LangGraph's
+    /// `get(..., refresh_ttl=)`): `Some(true)` refreshes, `Some(false)` does not, `None` does
+    /// what the store's [`TtlConfig`] says. The item returned shows its new expiry. Such a read
+    /// writes the new expiry, and only it (an item without a TTL is not written).
+    ///
+    /// Every backend here implements it; a store that does not (a test double forwarding
+    /// `get`) refuses `Some(true)` with [`StoreError::CannotRefresh`] rather than ignore it.
+    async fn get_with(
+        &self,
+        namespace: &[String],
+        key: &str,
+        refresh_ttl: Option<bool>,
+    ) -> Result<Option<Item>, StoreError> {
+        if refresh_ttl == Some(true) {
+            return Err(StoreError::CannotRefresh);
+        }
+        self.get(namespace, key).await
+    }
 
     /// The items matching `request` (see [`SearchRequest`]).
     async fn search(&self, request: &SearchRequest) -> Result<Vec<SearchHit>, StoreError>;

@@ -1,7 +1,7 @@
 //! What a search or a namespace listing selects: one definition every backend applies to the
 //! items it scanned, so filters, order and paging agree across backends.
 
-use super::{Item, Namespace, NamespaceQuery, SearchHit};
+use super::{Item, Namespace, NamespaceQuery, SearchHit, Store, StoreError};
 use std::collections::BTreeSet;
 
 /// True when `namespace` starts with `prefix` (`"*"` in the prefix matches any one label).
@@ -96,4 +96,44 @@ pub fn select_namespaces<'a>(
         query.limit
     };
     out.into_iter().skip(query.offset).take(limit).collect()
+}
+
+/// The TTLs of a page of hits refreshed as `refresh_ttl` (or, when `None`, `inner`'s default)
+/// says, by reading each again through `inner` with that choice: a wrapper that selects more
+/// than it returns (ranking, filtering after opening) refreshes only what it returns. An item
+/// gone meanwhile is kept as it was read.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// use stategraph_checkpoint::store::{refresh_page, FakeClock, MemoryStore, SearchRequest, Store, StoreOp};
+/// let clock = Arc::new(FakeClock::at(0));
+/// let store = MemoryStore::with_clock(clock.clone());
+/// store.batch(&[StoreOp::put(&["n"], "k", 1.into()).with_ttl_ms(100)]).await?;
+/// let hits = store.search(&SearchRequest::under(&["n"]).refresh_ttl(false)).await?;
+/// clock.advance(50);
+/// let hits = refresh_page(&store, hits, Some(true)).await?;
+/// assert_eq!(hits[0].item.expires_at_ms, Some(150));
+/// # Ok::<(), stategraph_checkpoint::store::StoreError>(()) }).unwrap();
+/// ```
+pub async fn refresh_page(
+    inner: &dyn Store,
+    mut hits: Vec<SearchHit>,
+    refresh_ttl: Option<bool>,
+) -> Result<Vec<SearchHit>, StoreError> {
+    if refresh_ttl == Some(false) {
+        return Ok(hits);
+    }
+    for hit in &mut hits {
+        if hit.item.ttl_ms.is_none() {
+            continue;
+        }
+        if let Some(fresh) = inner
+            .get_with(&hit.item.namespace, &hit.item.key, refresh_ttl)
+            .await?
+        {
+            hit.item.expires_at_ms = fresh.expires_at_ms;
+        }
+    }
+    Ok(hits)
 }

@@ -1,12 +1,14 @@
 //! `graph prune --policy`: each registered graph's `[retention]` table (from the graph file
 //! `graph run NAME` uses) applied to the store's threads of that graph, through
 //! [`stategraph_registry::sweep`]; what went and what was left (a thread being written) is said.
+//! Then the long-term store's items past their TTL are removed (`sweep_expired`), and counted.
 
 use crate::args::PruneArgs;
-use crate::error::EXIT_DONE;
+use crate::error::{EXIT_DONE, EXIT_FAILURE};
 use crate::{out, Ctx};
 use serde_json::json;
 use stategraph::checkpoint::now_ms;
+use stategraph::checkpoint::store::StoreError;
 use stategraph_registry::{sweep, Pruner, Sweep, SweepReport};
 
 /// Prunes a thread as `graph prune --thread` does: holding it first (a store directory locks
@@ -31,6 +33,17 @@ impl Pruner for HeldPruner<'_> {
         released.map_err(|e| e.to_string())?;
         Ok(pruned)
     }
+}
+
+/// Removes the long-term store's expired items; a folder without items has none, and none is
+/// made.
+async fn sweep_items(ctx: &Ctx) -> Result<usize, StoreError> {
+    let threads = ctx.store.clone();
+    // Opening may wait for another process holding the sled directory: off the async workers.
+    let store = tokio::task::spawn_blocking(move || crate::long_term::open(&threads, true))
+        .await
+        .map_err(|e| StoreError::Backend(format!("opening the store failed: {e}")))??;
+    store.sweep_expired().await
 }
 
 /// `graph prune --policy`.
@@ -81,12 +94,21 @@ pub(crate) async fn prune_by_policy(ctx: &Ctx, args: &PruneArgs) -> anyhow::Resu
         total.pruned.extend(report.pruned);
         total.skipped.extend(report.skipped);
     }
+    let items = sweep_items(ctx).await;
     if args.json {
+        let items = match &items {
+            Ok(n) => json!({"expired_removed": n}),
+            Err(e) => json!({"error": e.to_string()}),
+        };
         out(&format!(
             "{:#}",
-            json!({"policy": true, "graphs": per_graph})
+            json!({"policy": true, "graphs": per_graph, "items": items})
         ));
     } else {
+        match &items {
+            Ok(n) => say!("store items: removed {n} expired item(s)"),
+            Err(e) => say!("store items: not swept: {e}"),
+        }
         let removed: usize = total.pruned.iter().map(|p| p.removed).sum();
         say!(
             "by the graphs' [retention] tables: deleted {} thread(s), removed {removed} \
@@ -96,5 +118,9 @@ pub(crate) async fn prune_by_policy(ctx: &Ctx, args: &PruneArgs) -> anyhow::Resu
             total.skipped.len()
         );
     }
-    Ok(EXIT_DONE)
+    Ok(if items.is_ok() {
+        EXIT_DONE
+    } else {
+        EXIT_FAILURE
+    })
 }

@@ -150,6 +150,14 @@ fn store_error(e: StoreError) -> anyhow::Error {
         StoreError::InvalidNamespace { .. } | StoreError::InvalidKey { .. } => {
             bad_input(e.to_string())
         }
+        // A key missing or wrong is the command's configuration (exit 2), as for threads.
+        StoreError::Sealed { fault, .. }
+            if fault != stategraph::checkpoint::SealFault::Tampered =>
+        {
+            bad_input(format!(
+                "{e} (keys come from GRAPH_ENCRYPTION_KEY or GRAPH_ENCRYPTION_KEY_FILE)"
+            ))
+        }
         other => anyhow::Error::new(other),
     }
 }

@@ -17,6 +17,7 @@
 
 mod db_arg;
 mod postgres;
+pub(crate) use postgres::Claim;
 
 pub(crate) use db_arg::DbArg;
 

@@ -204,7 +204,7 @@ impl Pg {
 
 /// The CLI's own hold on a thread in Postgres: the engine's lease, taken as the engine takes
 /// it, and let go when done (or lapsing if this process dies first).
-struct Claim {
+pub(crate) struct Claim {
     saver: Arc<PostgresCheckpointer>,
     thread: String,
     lease: Lease,
@@ -213,7 +213,7 @@ struct Claim {
 impl Claim {
     /// Takes the thread's lease: refused with [`CheckpointError::ThreadBusy`] while a live one
     /// holds it.
-    async fn take(
+    pub(crate) async fn take(
         saver: &Arc<PostgresCheckpointer>,
         thread: &str,
     ) -> Result<Claim, CheckpointError> {
@@ -251,6 +251,34 @@ impl Claim {
                 "cannot take thread `{thread}`: its lease kept changing; try again"
             ))),
         }
+    }
+
+    /// Runs `work` holding the lease, renewed every third of [`CLAIM`] so a long job keeps
+    /// it, then lets it go. Writes through this handle meanwhile are fenced: if the lease is
+    /// lost anyway (this process paused past it, another took the thread), they are refused.
+    pub(crate) async fn hold_while<T>(mut self, work: impl std::future::Future<Output = T>) -> T {
+        let mut work = std::pin::pin!(work);
+        let mut renew = tokio::time::interval(CLAIM / 3);
+        renew.tick().await;
+        let done = loop {
+            tokio::select! {
+                done = &mut work => break done,
+                _ = renew.tick() => {
+                    let renewed = Lease {
+                        expires_at_ms: now_ms() + CLAIM.as_millis() as u64,
+                        ..self.lease.clone()
+                    };
+                    let swapped = (self.saver)
+                        .swap_lease(&self.thread, Some(&self.lease), Some(&renewed))
+                        .await;
+                    if let Ok(Ok(())) = swapped {
+                        self.lease = renewed;
+                    }
+                }
+            }
+        };
+        self.release().await;
+        done
     }
 
     /// Lets the lease go; one that cannot be let go lapses after [`CLAIM`].

@@ -145,6 +145,40 @@ impl Checkpointer for FolderCheckpointer {
         }
     }
 
+    async fn list_journal(&self, thread: &str) -> Result<Vec<String>, CheckpointError> {
+        match self.source(thread).await? {
+            None => Ok(Vec::new()),
+            Some(Source::Local(s)) => s.list_journal(thread).await,
+            Some(Source::Copy(c)) => c.reads(thread)?.list_journal(thread).await,
+            Some(Source::Remote(socket)) => {
+                let request = Request::ListJournal {
+                    thread: thread.into(),
+                };
+                match self.remote(&socket, request).await? {
+                    Response::JournalKeys(keys) => Ok(keys),
+                    other => Err(unexpected(other)),
+                }
+            }
+        }
+    }
+
+    async fn list_namespaces(&self, thread: &str) -> Result<Vec<String>, CheckpointError> {
+        match self.source(thread).await? {
+            None => Ok(Vec::new()),
+            Some(Source::Local(s)) => s.list_namespaces(thread).await,
+            Some(Source::Copy(c)) => c.reads(thread)?.list_namespaces(thread).await,
+            Some(Source::Remote(socket)) => {
+                let request = Request::ListNamespaces {
+                    thread: thread.into(),
+                };
+                match self.remote(&socket, request).await? {
+                    Response::Namespaces(found) => Ok(found),
+                    other => Err(unexpected(other)),
+                }
+            }
+        }
+    }
+
     async fn put_journal(
         &self,
         thread: &str,

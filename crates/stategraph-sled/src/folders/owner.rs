@@ -53,6 +53,12 @@ pub(super) enum Request {
         thread: String,
         key: String,
     },
+    ListJournal {
+        thread: String,
+    },
+    ListNamespaces {
+        thread: String,
+    },
     GetLease {
         thread: String,
     },
@@ -77,6 +83,8 @@ pub(super) enum Response {
     Checkpoints(Vec<CheckpointRecord>),
     Writes(Vec<PendingWrite>),
     Journal(Option<serde_json::Value>),
+    JournalKeys(Vec<String>),
+    Namespaces(Vec<String>),
     Lease(Option<Lease>),
     Listing(Box<ThreadListing>),
     Error(String),
@@ -206,6 +214,8 @@ async fn answer(
         | Request::ListCheckpoints { thread, .. }
         | Request::GetWrites { thread, .. }
         | Request::GetJournal { thread, .. }
+        | Request::ListJournal { thread }
+        | Request::ListNamespaces { thread }
         | Request::GetLease { thread }
         | Request::Listing { thread } => thread.clone(),
     };
@@ -232,6 +242,11 @@ async fn answer(
             .get_journal(&thread, &key)
             .await
             .map(Response::Journal),
+        Request::ListJournal { .. } => store.list_journal(&thread).await.map(Response::JournalKeys),
+        Request::ListNamespaces { .. } => store
+            .list_namespaces(&thread)
+            .await
+            .map(Response::Namespaces),
         Request::GetLease { .. } => store.get_lease(&thread).await.map(Response::Lease),
         Request::Listing { .. } => ThreadListing::of_held(store, &thread, created_at_ms)
             .await

@@ -196,6 +196,48 @@ impl Checkpointer for SledCheckpointer {
         self.sync(true).await
     }
 
+    async fn list_journal(&self, thread: &str) -> Result<Vec<String>, CheckpointError> {
+        let prefix = thread_prefix(thread);
+        // The prefix ends in a 0 byte, which no thread id holds: a namespace's keys
+        // (`{thread}/{ns}\0...`) are not under it.
+        self.journal
+            .scan_prefix(&prefix)
+            .keys()
+            .map(|k| {
+                let k = k.map_err(|e| self.io.error(e))?;
+                String::from_utf8(k[prefix.len()..].to_vec()).map_err(|e| {
+                    corrupt(
+                        thread,
+                        None,
+                        "journal entry",
+                        codec::FrameError::Decode(format!("its key is not UTF-8: {e}")),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    async fn list_namespaces(&self, thread: &str) -> Result<Vec<String>, CheckpointError> {
+        let mut out = Vec::new();
+        for k in self
+            .threads
+            .scan_prefix(format!("{thread}/").as_bytes())
+            .keys()
+        {
+            let k = k.map_err(|e| self.io.error(e))?;
+            let namespace = String::from_utf8_lossy(&k).into_owned();
+            // Remembered once written; listed while a checkpoint is there.
+            let held = self
+                .checkpoints
+                .scan_prefix(thread_prefix(&namespace))
+                .next();
+            if held.transpose().map_err(|e| self.io.error(e))?.is_some() {
+                out.push(namespace);
+            }
+        }
+        Ok(out)
+    }
+
     async fn list_threads(&self) -> Result<Vec<String>, CheckpointError> {
         self.root_threads()
     }

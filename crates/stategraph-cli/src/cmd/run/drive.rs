@@ -107,7 +107,9 @@ async fn drive(run: &ThreadRun<'_>, action: Action) -> (Ended, Outcome) {
     config.run_timeout = settings.timeout;
     let config = crate::cmd::cache::with_cache(config, ctx, settings.no_cache);
     // Nodes reach the long-term store beside the threads (opened when one first uses it).
-    let config = config.with_store(crate::long_term::for_runs(&ctx.store));
+    let items_ttl = resolved.file.retention.as_ref().map(|p| p.items_ttl());
+    let items = crate::long_term::for_runs_with(&ctx.store, items_ttl.unwrap_or_default());
+    let config = config.with_store(items);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
     let running = async {
         match action {
