@@ -164,7 +164,9 @@ impl App {
         ) {
             stops.hear();
         }
-        init_tracing(cli.quiet, cli.verbose);
+        // A worker's operator sees its warnings and its runs' ends without `-v`.
+        let worker = matches!(cli.command, args::Command::Worker(_));
+        init_tracing(cli.quiet, cli.verbose, worker);
         let json = cli.command.json();
         let runtime = match tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -265,9 +267,12 @@ fn report_failure(err: &anyhow::Error, hint: Option<String>, json: bool) -> u8 {
     code
 }
 
-fn init_tracing(quiet: bool, verbose: u8) {
+fn init_tracing(quiet: bool, verbose: u8, worker: bool) {
     use tracing_subscriber::EnvFilter;
+    let worker_default = format!("{},sled=off", stategraph_worker::LOG_DEFAULT);
     let default = match (quiet, verbose) {
+        // A long-running worker has no one to return its errors to: what it met is its log.
+        (false, 0) if worker => worker_default.as_str(),
         // sled logs what it then returns as an error, which is reported as ours.
         (true, _) | (false, 0) => "error,sled=off",
         (false, 1) => "warn,stategraph=info",

@@ -284,3 +284,61 @@ fn runs_are_submitted_worked_listed_cancelled_resumed_and_drained() {
     next.signal(libc::SIGINT);
     assert_eq!(next.wait(Duration::from_secs(20)).code(), Some(130));
 }
+
+/// `graph worker` without `-v` shows its operator what needs them: a run taken over from a
+/// worker that died, a run that failed, and one line per run claimed and ended; not a line per
+/// node.
+#[test]
+fn a_worker_at_its_default_level_tells_of_takeovers_and_failures() {
+    let db = cluster().database();
+    let dir = tempfile::tempdir().unwrap();
+    let graph = Graph::new(db.url(), dir.path());
+    let slow = submit(
+        &graph,
+        &[
+            "pipeline",
+            "--input",
+            "taken over",
+            "--thread",
+            "t",
+            "--yes",
+            "--set",
+            "step_ms=800",
+        ],
+    );
+    let mut first = graph.worker("dies", &["--lease", "1"]);
+    wait_until(WAIT, "the first worker begins the run", || {
+        first.executions().iter().any(|e| e.thread == "t")
+    });
+    first.kill();
+    // A run no worker can build: the graph is not this binary's (submitted by a program that
+    // knows other graphs).
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let queue = runtime
+        .block_on(stategraph_postgres::queue::RunQueue::connect(db.url()))
+        .unwrap();
+    let unknown = stategraph_postgres::queue::Submission::input("no-such-graph", Value::Null);
+    let unknown = runtime.block_on(queue.submit(unknown)).unwrap().to_string();
+
+    let mut operator = graph.worker_by_default("watched", &["--lease", "1"]);
+    wait_until(WAIT, "the run is taken over and done", || {
+        status(&graph, &slow) == "done"
+    });
+    wait_until(WAIT, "the unknown graph's run failed", || {
+        status(&graph, &unknown) == "failed"
+    });
+    operator.signal(libc::SIGTERM);
+    assert_eq!(operator.wait(WAIT).code(), Some(143));
+    let log = operator.log();
+    let said = |needle: &str| log.lines().any(|l| l.contains(needle) && l.contains(&slow));
+    assert!(
+        said("WARN") && said("taking over a run whose worker's lease lapsed") && said("from=dies"),
+        "{log}"
+    );
+    assert!(said("run done"), "{log}");
+    let failed = log
+        .lines()
+        .any(|l| l.contains("WARN") && l.contains("run failed") && l.contains(&unknown));
+    assert!(failed, "{log}");
+    assert!(!log.contains("node started"), "a line per node: {log}");
+}

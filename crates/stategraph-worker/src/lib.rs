@@ -9,7 +9,10 @@
 //!   runs over from their threads' last checkpoints: no saved step runs again;
 //! - a cancellation is stored state: a run cancelled before it is claimed never runs, a running
 //!   one stops at its next step boundary (the step in flight saved, no node of the next one
-//!   started), and a worker that takes over a run asked to stop ends it without running it;
+//!   started), and a worker that takes over a run asked to stop ends it without running it; a
+//!   stop stored while the run's last step is in flight holds too (the run ends cancelled);
+//! - what an operator needs is logged at [`LOG_DEFAULT`]: a run claimed, taken over, ended or
+//!   failed, a lease lost, the database gone and back (`warn` for the troubles);
 //! - a run that pauses for an answer frees its worker; the answer is a new run (a resume);
 //! - [`Worker::drain`] (what SIGTERM does) finishes each run's current step, saves it, gives
 //!   the run back to the queue and lets its leases go, so another worker continues at once.
@@ -56,6 +59,20 @@ pub use worker::{Worker, WorkerReport};
 
 use stategraph_postgres::queue::QueueError;
 use stategraph_postgres::ConnectError;
+
+/// The `tracing` target of a worker's `node started` lines (`info`, one per node a run
+/// begins, with run, thread, step, node, task and attempt), apart from its other lines so a
+/// host can leave them out by default and show them when asked.
+///
+/// ```
+/// assert!(stategraph_worker::LOG_DEFAULT.contains(stategraph_worker::NODE_LOG));
+/// ```
+pub const NODE_LOG: &str = "stategraph_worker::nodes";
+
+/// The log filter (`tracing_subscriber::EnvFilter` syntax) a worker's host uses by default:
+/// every warning (a run taken over, a lease lost, a run failed, the database gone and back)
+/// and the worker's few `info` lines (a run claimed, a run ended), without a line per node.
+pub const LOG_DEFAULT: &str = "warn,stategraph_worker=info,stategraph_worker::nodes=warn";
 
 /// What stops a worker. A run's own failure is not one: it is recorded in the queue as the
 /// run's outcome, and the worker goes on.

@@ -123,6 +123,10 @@ impl Worker {
         let slots = Arc::new(Semaphore::new(shared.options.concurrency));
         let mut runs: JoinSet<Ended> = JoinSet::new();
         let mut report = WorkerReport::default();
+        // Since when the queue cannot be reached: told once when lost and once when back, not
+        // at every poll.
+        let mut unreachable: Option<std::time::Instant> = None;
+        tracing::info!(worker = %shared.id, concurrency = shared.options.concurrency, "worker started");
         loop {
             while let Some(ended) = runs.try_join_next() {
                 report.count(ended.unwrap_or(Ended::Lost));
@@ -137,18 +141,30 @@ impl Worker {
             if shared.draining.is_cancelled() {
                 break;
             }
-            match shared.queue.claim(&shared.id, shared.options.lease).await {
-                Ok(Some(claimed)) => {
-                    let shared = self.inner.clone();
-                    runs.spawn(async move {
-                        let ended = exec::execute(&shared, claimed).await;
-                        drop(permit);
-                        ended
-                    });
-                    continue;
+            let claimed = shared.queue.claim(&shared.id, shared.options.lease).await;
+            match (&claimed, unreachable) {
+                (Ok(_), Some(since)) => {
+                    unreachable = None;
+                    let secs = since.elapsed().as_secs_f64();
+                    tracing::warn!(worker = %shared.id, "the database answers again after {secs:.1} s; claiming runs");
                 }
-                Ok(None) => {}
-                Err(e) => tracing::warn!(worker = %shared.id, error = %e, "cannot claim a run"),
+                (Err(e), None) => {
+                    unreachable = Some(std::time::Instant::now());
+                    tracing::warn!(worker = %shared.id, error = %e, "cannot claim a run; retrying until the database answers");
+                }
+                (Err(e), Some(_)) => {
+                    tracing::debug!(worker = %shared.id, error = %e, "cannot claim a run")
+                }
+                (Ok(_), None) => {}
+            }
+            if let Ok(Some(claimed)) = claimed {
+                let shared = self.inner.clone();
+                runs.spawn(async move {
+                    let ended = exec::execute(&shared, claimed).await;
+                    drop(permit);
+                    ended
+                });
+                continue;
             }
             drop(permit);
             tokio::select! {

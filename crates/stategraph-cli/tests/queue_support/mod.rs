@@ -97,13 +97,25 @@ impl Graph {
         doc["runs"].as_array().unwrap().clone()
     }
 
-    /// A `graph worker` process, its log read as it comes.
+    /// A `graph worker` process, its log read as it comes, with every node it begins.
     pub fn worker(&self, id: &str, extra: &[&str]) -> WorkerProc {
         let mut args = vec!["worker", "-v", "--id", id];
         args.extend_from_slice(extra);
-        let mut child = self
-            .cmd(&args)
-            .env("RUST_LOG", "warn,stategraph_worker=info")
+        let mut cmd = self.cmd(&args);
+        cmd.env("RUST_LOG", "warn,stategraph_worker=info");
+        Self::spawn_worker(id, cmd)
+    }
+
+    /// A `graph worker` process at its default log level (no `-v`, no `RUST_LOG`), as an
+    /// operator starts it.
+    pub fn worker_by_default(&self, id: &str, extra: &[&str]) -> WorkerProc {
+        let mut args = vec!["worker", "--id", id];
+        args.extend_from_slice(extra);
+        Self::spawn_worker(id, self.cmd(&args))
+    }
+
+    fn spawn_worker(id: &str, mut cmd: Command) -> WorkerProc {
+        let mut child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -16,7 +16,11 @@
 //! cancelled at once and never runs; a running one is asked to stop, which its worker reads
 //! with each heartbeat and obeys at its next step boundary. A run whose worker died (its lease
 //! lapsed) is claimable again, and [`Claimed::stop`] tells its next worker it was asked to stop
-//! (so a cancelled run is never resumed).
+//! (so a cancelled run is never resumed). A stop stored holds whatever comes first: a run whose
+//! last step ended it before its worker heard the stop is recorded cancelled all the same
+//! ([`RunQueue::finish`]), one given back by a draining worker ends cancelled there
+//! ([`RunQueue::release`]), and a run given back after it started is rolled back by a worker,
+//! never cancelled on the spot with its checkpoints kept.
 //!
 //! By job: `submit.rs` (submit with its strategy, cancel), `claim.rs` (claim, heartbeat,
 //! start, finish, release), `list.rs` (what a person reads: the runs and their state).
@@ -382,6 +386,21 @@ impl Stop {
             Stop::Cancel => "cancel",
             Stop::Interrupt => "interrupt",
             Stop::Rollback => "rollback",
+        }
+    }
+
+    /// What a run that stopped as asked is recorded with ([`Outcome::Cancelled`]).
+    ///
+    /// ```
+    /// use stategraph_postgres::queue::Stop;
+    /// assert_eq!(Stop::Cancel.message(), "cancelled");
+    /// assert!(Stop::Rollback.message().starts_with("rolled back"));
+    /// ```
+    pub fn message(self) -> &'static str {
+        match self {
+            Stop::Cancel => "cancelled",
+            Stop::Interrupt => "interrupted by a newer run of its thread",
+            Stop::Rollback => "rolled back by a newer run of its thread",
         }
     }
 

@@ -15,23 +15,31 @@ const ACTIVE: &str = "SELECT id, status FROM stategraph_runs
 const INSERT: &str = "INSERT INTO stategraph_runs
     (id, thread, thread_key, graph, overrides, kind, payload, metadata, strategy)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
-/// Queued runs an interrupt or a rollback supersedes: they never ran, so they end at once.
+/// Queued runs an interrupt or a rollback supersedes end at once, except, under a rollback, one
+/// that started before (given back by a draining worker, or by one the database failed under):
+/// its checkpoints are to be dropped, which the next worker does ($3: the strategy).
 const SUPERSEDE_QUEUED: &str = "UPDATE stategraph_runs
     SET status = 'cancelled', message = $2, since = now()
-    WHERE id = ANY($1) AND status = 'queued'";
-/// A running run an interrupt or a rollback supersedes is asked to stop; a rollback outranks
-/// any other stop (its checkpoints must go), a cancel outranks an interrupt.
+    WHERE id = ANY($1) AND status = 'queued' AND NOT (started AND $3 = 'rollback')";
+/// A running run an interrupt or a rollback supersedes is asked to stop (and a started queued
+/// one a rollback left, see above); a rollback outranks any other stop (its checkpoints must
+/// go), a cancel outranks an interrupt.
 const SUPERSEDE_RUNNING: &str = "UPDATE stategraph_runs
     SET stop = CASE WHEN stop = 'rollback' OR $2 = 'rollback' THEN 'rollback'
                     WHEN stop IS NULL THEN $2 ELSE stop END
-    WHERE id = ANY($1) AND status = 'running'";
-/// A queued (or paused) run is cancelled at once; a running one is asked to stop.
+    WHERE id = ANY($1) AND status IN ('queued', 'running')";
+/// A queued (or paused) run is cancelled at once; a running one is asked to stop. A queued run
+/// with a rollback asked stays queued: its checkpoints are dropped by the next worker, which
+/// then records it cancelled.
 const CANCEL: &str = "UPDATE stategraph_runs SET
-    status = CASE WHEN status IN ('queued', 'paused') THEN 'cancelled' ELSE status END,
+    status = CASE WHEN status IN ('queued', 'paused') AND stop IS DISTINCT FROM 'rollback'
+                  THEN 'cancelled' ELSE status END,
     stop = CASE WHEN status = 'running' AND (stop IS NULL OR stop = 'interrupt') THEN 'cancel'
                 ELSE stop END,
-    message = CASE WHEN status IN ('queued', 'paused') THEN 'cancelled' ELSE message END,
-    since = CASE WHEN status IN ('queued', 'paused') THEN now() ELSE since END
+    message = CASE WHEN status IN ('queued', 'paused') AND stop IS DISTINCT FROM 'rollback'
+                   THEN 'cancelled' ELSE message END,
+    since = CASE WHEN status IN ('queued', 'paused') AND stop IS DISTINCT FROM 'rollback'
+                 THEN now() ELSE since END
     WHERE id = $1 RETURNING status";
 
 /// A thread's runs that may still run, oldest first (the hash finds them, the text makes sure).
@@ -86,8 +94,8 @@ impl RunQueue {
                         let ids: Vec<uuid::Uuid> = active.iter().map(|(id, _)| *id).collect();
                         let why =
                             format!("superseded by run {id} ({})", submission.strategy.as_str());
-                        tx.execute(SUPERSEDE_QUEUED, &[&ids, &why]).await?;
                         let stop = submission.strategy.as_str();
+                        tx.execute(SUPERSEDE_QUEUED, &[&ids, &why, &stop]).await?;
                         tx.execute(SUPERSEDE_RUNNING, &[&ids, &stop]).await?;
                     }
                 }
@@ -119,8 +127,9 @@ impl RunQueue {
     /// Cancels a run, as stored state: a queued run is cancelled at once and never runs (nor
     /// does a paused one resume); a running one is asked to stop, which its worker obeys at its
     /// next step boundary, or, if it died, the worker that claims the run next. Returns the
-    /// run's status after: `Cancelled`, `Running` (stopping), or the status it had already
-    /// ended with.
+    /// run's status after: `Cancelled`, `Running` (stopping), `Queued` (a rollback asked of a
+    /// run given back to the queue: the next worker drops its checkpoints and ends it
+    /// cancelled), or the status it had already ended with.
     ///
     /// ```no_run
     /// # async fn demo(queue: stategraph_postgres::queue::RunQueue, run: stategraph_postgres::queue::RunId) {

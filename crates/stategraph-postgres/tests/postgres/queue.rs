@@ -312,3 +312,142 @@ async fn cancelling_a_thread_cancels_its_queued_runs_and_stops_its_running_one()
         "a thread with no run has nothing to cancel"
     );
 }
+
+/// A stop stored while the run's last step was in flight, which its worker never read (no
+/// heartbeat in between): the run ended on its own, and the worker records that. The stop holds
+/// all the same: the one who cancelled was told it stops (`graph cancel` returned `running`).
+#[tokio::test]
+async fn a_stop_stored_before_the_outcome_holds_whatever_the_last_step_ended_it_as() {
+    let db = cluster().database();
+    let queue = RunQueue::connect(db.url()).await.unwrap();
+
+    // A cancel, then the run reached its end.
+    let done = queue.submit(run_of("late-cancel")).await.unwrap();
+    let claim = queue.claim("w1", LEASE).await.unwrap().unwrap();
+    assert_eq!(queue.cancel(done).await.unwrap(), Status::Running);
+    let recorded = queue.finish(done, claim.epoch, Outcome::Done).await;
+    assert_eq!(recorded.unwrap(), Status::Cancelled);
+    let run = queue.get(done).await.unwrap().unwrap();
+    assert_eq!(
+        (run.status, run.message.as_deref()),
+        (
+            Status::Cancelled,
+            Some("cancelled; the run had already reached its end")
+        )
+    );
+
+    // An interrupt (a newer run of the thread), then the run paused for an answer.
+    let paused = queue.submit(run_of("late-interrupt")).await.unwrap();
+    let claim = queue.claim("w1", LEASE).await.unwrap().unwrap();
+    assert_eq!(claim.id, paused);
+    let newer = run_of("late-interrupt").strategy(Strategy::Interrupt);
+    let newer = queue.submit(newer).await.unwrap();
+    let recorded = queue.finish(paused, claim.epoch, Outcome::Paused).await;
+    assert_eq!(recorded.unwrap(), Status::Cancelled);
+    let run = queue.get(paused).await.unwrap().unwrap();
+    assert_eq!(
+        run.message.as_deref(),
+        Some("interrupted by a newer run of its thread; the run had already paused for an answer")
+    );
+    // The newer run is next, on a thread no longer waiting for a resume of the old one.
+    let next = queue.claim("w1", LEASE).await.unwrap().unwrap();
+    assert_eq!(next.id, newer);
+
+    // A failure keeps its reason in the message.
+    let failed = queue.submit(run_of("late-fail")).await.unwrap();
+    let claim = queue.claim("w1", LEASE).await.unwrap().unwrap();
+    assert_eq!(claim.id, failed);
+    queue.cancel(failed).await.unwrap();
+    let outcome = Outcome::Failed("the model refused".into());
+    assert_eq!(
+        queue.finish(failed, claim.epoch, outcome).await.unwrap(),
+        Status::Cancelled
+    );
+    let run = queue.get(failed).await.unwrap().unwrap();
+    assert_eq!(
+        run.message.as_deref(),
+        Some("cancelled; the run had already failed: the model refused")
+    );
+
+    // Without a stop, the outcome is recorded as it is; a cancel after it changes nothing.
+    let plain = queue.submit(run_of("plain")).await.unwrap();
+    let claim = queue.claim("w1", LEASE).await.unwrap().unwrap();
+    assert_eq!(claim.id, plain);
+    let recorded = queue.finish(plain, claim.epoch, Outcome::Done).await;
+    assert_eq!(recorded.unwrap(), Status::Done);
+    assert_eq!(queue.cancel(plain).await.unwrap(), Status::Done);
+    assert_eq!(
+        queue.get(plain).await.unwrap().unwrap().status,
+        Status::Done
+    );
+}
+
+/// A draining worker gives back a run that was cancelled meanwhile: it ends there, cancelled,
+/// rather than waiting queued for a worker to cancel it.
+#[tokio::test]
+async fn a_run_given_back_after_a_cancel_ends_cancelled() {
+    let db = cluster().database();
+    let queue = RunQueue::connect(db.url()).await.unwrap();
+    let run = queue.submit(run_of("drained")).await.unwrap();
+    let claim = queue.claim("w1", LEASE).await.unwrap().unwrap();
+    assert_eq!(queue.cancel(run).await.unwrap(), Status::Running);
+    let released = queue.release(run, claim.epoch).await.unwrap();
+    assert_eq!(released, Status::Cancelled);
+    let info = queue.get(run).await.unwrap().unwrap();
+    assert_eq!(
+        (info.status, info.message.as_deref()),
+        (Status::Cancelled, Some("cancelled"))
+    );
+    assert!(queue.claim("w2", LEASE).await.unwrap().is_none());
+
+    // Without a stop it is queued again, for the next worker.
+    let again = queue.submit(run_of("drained-2")).await.unwrap();
+    let claim = queue.claim("w1", LEASE).await.unwrap().unwrap();
+    let released = queue.release(again, claim.epoch).await.unwrap();
+    assert_eq!(released, Status::Queued);
+    let next = queue.claim("w2", LEASE).await.unwrap().unwrap();
+    assert_eq!((next.id, next.claims), (again, 2));
+}
+
+/// A run that started, then was given back to the queue (its worker drained), is superseded by
+/// a rollback: it saved checkpoints, which must be dropped, so it is not cancelled on the spot
+/// (that would keep them) but stays queued with the rollback asked, for the next worker to
+/// drop them; a cancel then does not outrank the rollback.
+#[tokio::test]
+async fn a_rollback_of_a_run_given_back_is_left_for_a_worker_to_drop_its_checkpoints() {
+    let db = cluster().database();
+    let queue = RunQueue::connect(db.url()).await.unwrap();
+    let first = queue.submit(run_of("given-back")).await.unwrap();
+    let claim = queue.claim("w1", LEASE).await.unwrap().unwrap();
+    queue.mark_started(first, claim.epoch, None).await.unwrap();
+    queue.release(first, claim.epoch).await.unwrap();
+    // One never started: a rollback ends it at once.
+    let waiting = queue.submit(run_of("given-back")).await.unwrap();
+
+    let rollback = run_of("given-back").strategy(Strategy::Rollback);
+    let newer = queue.submit(rollback).await.unwrap();
+    let old = queue.get(first).await.unwrap().unwrap();
+    assert_eq!(
+        (old.status, old.stop),
+        (Status::Queued, Some(Stop::Rollback))
+    );
+    let never = queue.get(waiting).await.unwrap().unwrap();
+    assert_eq!(never.status, Status::Cancelled);
+    assert_eq!(queue.cancel(first).await.unwrap(), Status::Queued);
+
+    let next = queue.claim("w2", LEASE).await.unwrap().unwrap();
+    assert_eq!(
+        (next.id, next.stop, next.started),
+        (first, Some(Stop::Rollback), true)
+    );
+    let refused = queue.finish(first, next.epoch, Outcome::Done).await;
+    assert!(
+        matches!(refused, Err(QueueError::RollbackAsked(_))),
+        "{refused:?}"
+    );
+    let message = Outcome::Cancelled(Stop::Rollback.message().into());
+    let recorded = queue.finish(first, next.epoch, message).await.unwrap();
+    assert_eq!(recorded, Status::Cancelled);
+    let then = queue.claim("w2", LEASE).await.unwrap().unwrap();
+    assert_eq!(then.id, newer);
+}

@@ -161,11 +161,69 @@ impl GraphFactory for FlakyGraph {
     }
 }
 
+/// Threads whose `gated` node may end (see [`open_gate`]).
+fn open_gates() -> &'static Mutex<std::collections::HashSet<String>> {
+    static OPEN: OnceLock<Mutex<std::collections::HashSet<String>>> = OnceLock::new();
+    OPEN.get_or_init(Default::default)
+}
+
+/// Lets the `wait` node of `thread` (graphs `gated` and `gated_ask`) end.
+pub fn open_gate(thread: &str) {
+    open_gates().lock().unwrap().insert(thread.to_string());
+}
+
+/// `gated` (`wait`, then the end) and `gated_ask` (`wait`, then `ask`'s question): the test
+/// decides when `wait` ends, so it can act while a run's step is in flight.
+pub struct GatedGraph {
+    pub then_ask: bool,
+}
+
+impl GraphFactory for GatedGraph {
+    type State = Asked;
+    fn name(&self) -> &str {
+        if self.then_ask {
+            "gated_ask"
+        } else {
+            "gated"
+        }
+    }
+    fn description(&self) -> &str {
+        "waits for the test to open its thread's gate"
+    }
+    fn build(&self, _file: &GraphFile) -> Result<CompiledGraph<Asked>, BuildError> {
+        let mut g = StateGraph::<Asked>::named(self.name());
+        g.add_node("wait", |_s: Arc<Asked>, ctx: Context| async move {
+            log_execution(&ctx);
+            let give_up = Instant::now() + Duration::from_secs(30);
+            while !open_gates().lock().unwrap().contains(ctx.thread_id()) {
+                if Instant::now() > give_up {
+                    return Err(stategraph::NodeError::new("the gate never opened"));
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Ok(AskedUpdate::default().done(vec!["waited".to_string()]))
+        });
+        g.add_edge(START, "wait");
+        if self.then_ask {
+            g.add_node("ask", |_s: Arc<Asked>, ctx: Context| async move {
+                let answer: String = ctx.interrupt("ship it?").await?;
+                Ok(AskedUpdate::default().done(vec![format!("answer:{answer}")]))
+            });
+            g.add_edge("wait", "ask").add_edge("ask", END);
+        } else {
+            g.add_edge("wait", END);
+        }
+        Ok(g.compile()?)
+    }
+}
+
 pub fn registry() -> Registry {
     let mut registry = Registry::new();
     registry.register(StepsGraph);
     registry.register(AskGraph);
     registry.register(FlakyGraph);
+    registry.register(GatedGraph { then_ask: false });
+    registry.register(GatedGraph { then_ask: true });
     registry
 }
 

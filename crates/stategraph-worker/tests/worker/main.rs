@@ -37,9 +37,11 @@ struct Running {
 
 impl Running {
     async fn start(db: &TestDatabase, concurrency: usize) -> Running {
-        let worker = Worker::connect(registry(), options(db, concurrency))
-            .await
-            .unwrap();
+        Running::start_with(options(db, concurrency)).await
+    }
+
+    async fn start_with(options: WorkerOptions) -> Running {
+        let worker = Worker::connect(registry(), options).await.unwrap();
         let task = tokio::spawn({
             let worker = worker.clone();
             async move { worker.run().await.unwrap() }

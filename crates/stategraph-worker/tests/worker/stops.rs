@@ -132,3 +132,83 @@ async fn rollback_stops_the_running_run_and_drops_what_it_saved() {
     assert_eq!(done.as_array().unwrap()[..2], expected[..]);
     worker.drain().await;
 }
+
+/// A stop stored while the run's last step is in flight: no step boundary is left to obey it
+/// at, and the worker does not read it before the run ends (its heartbeat is far off). The
+/// run ended on its own, yet the one who stopped it was told it stops: it ends cancelled,
+/// saying what it had reached. Each case is played out step by step with a gate on the step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stop_stored_during_the_last_step_holds_when_the_run_ends_on_its_own() {
+    let db = cluster().database();
+    let queue = RunQueue::connect(db.url()).await.unwrap();
+    // No heartbeat within the test: the stop is met only when the outcome is recorded.
+    let options = options(&db, 2)
+        .lease(Duration::from_secs(60))
+        .heartbeat(Duration::from_secs(20));
+    let worker = Running::start_with(options).await;
+
+    // Cancelled, then the run reached its end.
+    let done = Submission::input("gated", json!({})).thread("late-cancel");
+    let done = queue.submit(done).await.unwrap();
+    // Interrupted by a newer run, then the run paused for an answer.
+    let paused = Submission::input("gated_ask", json!({})).thread("late-interrupt");
+    let paused = queue.submit(paused).await.unwrap();
+    wait_for(&queue, paused, WAIT, |_| {
+        !steps_run("late-cancel").is_empty() && !steps_run("late-interrupt").is_empty()
+    })
+    .await;
+    assert_eq!(queue.cancel(done).await.unwrap(), Status::Running);
+    let newer = Submission::input("gated", json!({})).thread("late-interrupt");
+    let newer = queue
+        .submit(newer.strategy(Strategy::Interrupt))
+        .await
+        .unwrap();
+    open_gate("late-cancel");
+    open_gate("late-interrupt");
+
+    let a = wait_final(&queue, done, WAIT).await;
+    assert_eq!(
+        (a.status, a.message.as_deref()),
+        (
+            Status::Cancelled,
+            Some("cancelled; the run had already reached its end")
+        )
+    );
+    let b = wait_final(&queue, paused, WAIT).await;
+    assert_eq!(b.status, Status::Cancelled, "{b:?}");
+    assert!(
+        b.message.as_deref().unwrap().contains("interrupted"),
+        "{b:?}"
+    );
+    assert_eq!(wait_final(&queue, newer, WAIT).await.status, Status::Done);
+    let report = worker.drain().await;
+    assert_eq!((report.cancelled, report.done, report.paused), (2, 1, 0));
+}
+
+/// A worker drains (SIGTERM) and its run is cancelled in the same moment: the run, given back
+/// with its step saved, ends cancelled at once; it is not queued again for a worker to cancel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_cancelled_while_its_worker_drains_ends_cancelled() {
+    let db = cluster().database();
+    let queue = RunQueue::connect(db.url()).await.unwrap();
+    let options = options(&db, 1)
+        .lease(Duration::from_secs(60))
+        .heartbeat(Duration::from_secs(20));
+    let worker = Running::start_with(options).await;
+    // `wait`, then `ask`: the drain stops the run at the boundary between them.
+    let run = Submission::input("gated_ask", json!({})).thread("drain-cancel");
+    let run = queue.submit(run).await.unwrap();
+    wait_for(&queue, run, WAIT, |_| !steps_run("drain-cancel").is_empty()).await;
+    let draining = tokio::spawn(async move { worker.drain().await });
+    // The worker hears its drain at once (a task waiting on it); the step is still in flight.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(queue.cancel(run).await.unwrap(), Status::Running);
+    open_gate("drain-cancel");
+    let report = draining.await.unwrap();
+    let ended = queue.get(run).await.unwrap().unwrap();
+    assert_eq!(
+        (ended.status, ended.message.as_deref()),
+        (Status::Cancelled, Some("cancelled"))
+    );
+    assert_eq!((report.cancelled, report.released), (1, 0));
+}

@@ -104,6 +104,11 @@ pub(crate) async fn cancel(ctx: &Ctx, args: CancelArgs) -> anyhow::Result<u8> {
                 "run {id} is asked to stop: it stops at its next step boundary, with the step \
                  in flight saved (`graph runs` shows it cancelled then)"
             ),
+            // Given back to the queue with a rollback asked: that outranks the cancel.
+            Status::Queued => say!(
+                "run {id} is being rolled back: the next worker drops the checkpoints it saved \
+                 and records it cancelled"
+            ),
             other => {
                 ended = Some(format!(
                     "run {id} had already ended ({other}): nothing to cancel"
@@ -124,7 +129,7 @@ pub(crate) async fn cancel(ctx: &Ctx, args: CancelArgs) -> anyhow::Result<u8> {
 
 /// Whether the cancellation took or will take effect.
 fn cancel_held(status: Status) -> bool {
-    matches!(status, Status::Cancelled | Status::Running)
+    matches!(status, Status::Cancelled | Status::Running | Status::Queued)
 }
 
 fn status_of(arg: RunStatusArg) -> Status {
