@@ -64,7 +64,7 @@ mod sync;
 pub use edits::{FileState, FileStatus, PickedFile, PickedUp, Status};
 pub use error::{ArtifactError, EditError};
 pub use pattern::{slug, FolderPattern};
-pub use record::RunFolder;
+pub use record::{run_folders, RunFolder};
 pub use spec::{Artifact, Entry, Format};
 pub use sync::SyncReport;
 

@@ -198,6 +198,24 @@ pub(crate) async fn versions(
     Ok(get(store, thread, VERSIONS_KEY).await?.unwrap_or_default())
 }
 
+/// A thread's run folders, oldest first, and the label of the one written to now (`None`:
+/// nothing written yet). A read: it changes nothing, on disk or in the store.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let store = stategraph::checkpoint::MemoryCheckpointer::new();
+/// let (folders, current) = stategraph_artifacts::run_folders(&store, "t1").await.unwrap();
+/// assert!(folders.is_empty() && current.is_none());
+/// # }
+/// ```
+pub async fn run_folders(
+    store: &dyn Checkpointer,
+    thread: &str,
+) -> Result<(Vec<RunFolder>, Option<String>), ArtifactError> {
+    let v = versions(store, thread).await?;
+    Ok((v.folders, v.current))
+}
+
 pub(crate) async fn put_versions(
     store: &dyn Checkpointer,
     thread: &str,

@@ -582,6 +582,15 @@ pub(crate) struct ServeArgs {
     /// Let browser pages from this origin call the API (CORS). Repeatable; off without it.
     #[arg(long, value_name = "ORIGIN")]
     pub cors: Vec<String>,
+    /// Where the artifact version folders of threads the server starts go [default: output/
+    /// here, as for `graph run`]. A thread that has folders keeps writing into its own.
+    #[arg(long, env = "GRAPH_OUT", value_name = "DIR", value_parser = parse_out_dir)]
+    pub out: Option<PathBuf>,
+    /// Seconds between background retention sweeps: each graph's `[retention]` policy applied
+    /// to the store's threads (as `graph prune --policy` does) and expired store items removed.
+    /// Only when some graph has a policy; 0 turns it off.
+    #[arg(long, default_value_t = 3600, value_name = "SECS")]
+    pub retention_every: u64,
 }
 
 #[derive(Args, Debug)]
@@ -741,6 +750,11 @@ pub(crate) struct WorkerArgs {
     /// The worker's name in `graph runs` [default: HOST:PID:RANDOM].
     #[arg(long, value_name = "NAME")]
     pub id: Option<String>,
+    /// Seconds between background retention sweeps: each graph's `[retention]` policy applied
+    /// to the store's threads (as `graph prune --policy` does) and expired store items removed.
+    /// Only when some graph has a policy; 0 turns it off.
+    #[arg(long, default_value_t = 3600, value_name = "SECS")]
+    pub retention_every: u64,
 }
 
 fn parse_seconds(s: &str) -> Result<f64, String> {

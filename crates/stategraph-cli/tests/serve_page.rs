@@ -2,7 +2,10 @@
 //! chromedriver (WebDriver, with fantoccini) starts a research run from the page's form, sees
 //! it pause for the plan review, has an invalid plan edit refused with the CLI's message, edits
 //! the plan (drops a todo), approves, sees the run finish without the dropped todo, and finds
-//! the thread listed on the threads page. The model is the stand-in OpenAI-compatible server
+//! the thread listed on the threads page; the finished thread's page shows what it cost (the
+//! graph file sets prices) and its artifact `plan.md`, which opens with the text on disk, and a
+//! fork from one of its checkpoints is a new thread the threads page lists. The model is the
+//! stand-in OpenAI-compatible server
 //! on 127.0.0.1 the CLI's research tests use, the corpus a local folder: no network, no key.
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them); without them the
@@ -197,6 +200,9 @@ async fn a_research_run_is_started_paused_edited_answered_and_finished_in_the_pa
     let corpus = research.docs.path().display().to_string();
     project.graph_file("research", |text| {
         text.replace("# corpus = \"docs/\"", &format!("corpus = {corpus:?}"))
+            .replace("# [settings.pricing]", "[settings.pricing]")
+            .replace("# input_per_million", "input_per_million")
+            .replace("# output_per_million", "output_per_million")
     });
     // Graph files of the folder are assistants too, by path; one that cannot be used is not.
     let graphs = project.path().join("graphs");
@@ -284,6 +290,34 @@ async fn a_research_run_is_started_paused_edited_answered_and_finished_in_the_pa
     let log = events.text().await.unwrap();
     assert!(log.contains("finalize started"), "{log}");
 
+    // What it cost, priced as the graph file says; its artifacts, one opened as on disk.
+    let cost = until_text(&page, "#cost", "USD ").await;
+    assert!(
+        cost.contains("calls") && cost.contains("tokens in"),
+        "{cost}"
+    );
+    until_text(&page, "#artifact-files", "plan.md").await;
+    page.find(Locator::XPath("//button[@aria-label='Open plan.md']"))
+        .await
+        .expect("the plan's file")
+        .click()
+        .await
+        .unwrap();
+    let opened = until_text(&page, "#artifact-text", "t1").await;
+    // The harness gives the store's `output/` as GRAPH_OUT, which `graph serve` takes as `--out`.
+    let folders: Vec<PathBuf> = std::fs::read_dir(research.db.out())
+        .expect("the server wrote the run's folder under GRAPH_OUT")
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(folders.len(), 1, "one version folder: {folders:?}");
+    let on_disk = std::fs::read_to_string(folders[0].join("plan.md")).expect("plan.md");
+    assert_eq!(opened.trim(), on_disk.trim(), "the page shows the file");
+    assert!(
+        !opened.contains(T2),
+        "the file has the edited plan\n{opened}"
+    );
+    until_text(&page, "#artifact-name", "text/markdown").await;
+
     // The threads page lists it, done, with its graph and its steps.
     let here = page.current_url().await.unwrap();
     let thread = here
@@ -294,6 +328,38 @@ async fn a_research_run_is_started_paused_edited_answered_and_finished_in_the_pa
     page.goto(&format!("{url}/#/")).await.unwrap();
     let row = until_text(&page, "tbody tr", &thread).await;
     assert!(row.contains("research") && row.contains("idle"), "{row}");
+    assert!(row.contains("USD "), "its cost is listed: {row}");
+
+    // Fork it from its first checkpoint (the oldest on the timeline): a new thread, listed.
+    page.goto(&format!("{url}/#/thread/{thread}"))
+        .await
+        .unwrap();
+    let fork = page
+        .wait()
+        .at_most(PATIENCE)
+        .for_element(Locator::XPath(
+            "(//button[starts-with(@aria-label, 'Fork from here')])[last()]",
+        ))
+        .await
+        .expect("a fork button on the checkpoint timeline");
+    fork.click().await.unwrap();
+    let start = Instant::now();
+    let forked = loop {
+        let here = page.current_url().await.unwrap();
+        let shown = here
+            .fragment()
+            .and_then(|f| f.strip_prefix("/thread/"))
+            .map(String::from);
+        match shown {
+            Some(t) if t != thread => break t,
+            _ => assert!(start.elapsed() < PATIENCE, "the fork's page never opened"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    until_text(&page, "h1", &forked).await;
+    page.goto(&format!("{url}/#/")).await.unwrap();
+    until_text(&page, "tbody", &forked).await;
+    until_text(&page, "tbody", &thread).await;
 
     // What ran is what the page asked for: no summary of the dropped todo was paid for.
     assert_eq!(research.server.count("Summary", T2), 0, "t2 was dropped");

@@ -17,7 +17,12 @@
 //!   decomposes and solves (`graph decompose`, `tree`, `solve`).
 //! - [`RetentionPolicy`] is a graph file's `[retention]` table and [`sweep`] applies it to a
 //!   store's threads of that graph (`retention.rs`), for `graph prune --policy` and the
-//!   long-running processes' background sweeps.
+//!   long-running processes' background sweeps; its item settings (`items_ttl_days`,
+//!   `items_refresh_on_read`) become the runs' long-term store's `TtlConfig`
+//!   ([`RetentionPolicy::items_ttl`]).
+//! - [`Sweeper`] (`sweeper.rs`) is that background sweep: every interval, each graph's policy
+//!   applied and the long-term store's expired items removed, the newest round readable through
+//!   its [`SweeperHandle`], for long-running processes (a server, workers).
 //!
 //! Invariant: the registry knows graphs and the runtime, never a command line or a storage
 //! backend. The CLI sits above it; agents implement its traits without knowing the CLI.
@@ -32,6 +37,7 @@ mod listing;
 mod plan;
 mod retention;
 mod settings;
+mod sweeper;
 mod task_files;
 
 pub use erased::{DrawFormat, ErasedGraph, EventSender};
@@ -41,6 +47,7 @@ pub use listing::{BadFile, Listed, Listing};
 pub use plan::{DependencyChange, PlanEditor, PlanError, PlanOp, PlanPosition};
 pub use retention::{sweep, Pruned, Pruner, Removed, RetentionPolicy, Skipped, Sweep, SweepReport};
 pub use settings::{decode_settings, path_setting, settings_decode_error, SettingsSchema};
+pub use sweeper::{GraphSweep, Holder, SweepRound, Sweeper, SweeperHandle, SweeperStatus, Target};
 pub use task_files::{Decomposed, RunStart, Start, TaskFiles, TaskFilesError, TreeStatus};
 
 use stategraph::checkpoint::Checkpointer;

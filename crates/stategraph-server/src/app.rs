@@ -6,17 +6,28 @@ use super::runs::Runs;
 use super::threads::Catalog;
 use super::IdleHook;
 use stategraph::checkpoint::{now_ms, Checkpointer};
-use stategraph_registry::Registry;
+use stategraph::runtime::SharedStore;
+use stategraph_registry::{Registry, SweeperStatus};
 use std::sync::Arc;
+use tokio::sync::watch;
 
 pub(crate) struct App {
     pub store: Arc<dyn Checkpointer>,
     pub assistants: Assistants,
     pub threads: Catalog,
     pub runs: Runs,
-    idle: Option<IdleHook>,
+    pub(crate) idle: Option<IdleHook>,
+    /// The long-term store its runs' nodes reach (`ctx.store()`), when its owner gave one.
+    pub long_term: Option<SharedStore>,
+    /// The background retention sweep's progress, when its owner runs one (`GET /retention`).
+    pub retention: Option<watch::Receiver<SweeperStatus>>,
     /// When the server started (ms since the epoch): the assistants' creation time.
     pub started_at_ms: u64,
+    /// Where new threads' artifact folders go ([`ServerConfig::artifacts_dir`]), set from the
+    /// config a router is made with.
+    ///
+    /// [`ServerConfig::artifacts_dir`]: crate::ServerConfig::artifacts_dir
+    pub artifacts_dir: std::sync::RwLock<Option<std::path::PathBuf>>,
 }
 
 impl App {
@@ -27,7 +38,10 @@ impl App {
             store,
             runs: Runs::default(),
             idle,
+            long_term: None,
+            retention: None,
             started_at_ms: now_ms(),
+            artifacts_dir: Default::default(),
         }
     }
 

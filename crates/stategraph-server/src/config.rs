@@ -2,6 +2,7 @@
 
 use super::ServerError;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 
 /// `127.0.0.1:8123`, LangGraph's `langgraph dev` port, so its clients' examples work as they are.
 pub const DEFAULT_ADDR: SocketAddr =
@@ -33,6 +34,11 @@ pub struct ServerConfig {
     pub cors: Vec<String>,
     /// The largest request body taken, in bytes.
     pub body_limit: usize,
+    /// Where the artifact version folders of a thread that has none go when a run of the
+    /// server writes its graph's artifacts (absolute; `graph serve` gives `--out`, by default
+    /// `output/` in its folder). `None`: only threads that already have folders (made by
+    /// `graph run`) get their files written.
+    pub artifacts_dir: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -42,6 +48,7 @@ impl Default for ServerConfig {
             token: None,
             cors: Vec::new(),
             body_limit: DEFAULT_BODY_LIMIT,
+            artifacts_dir: None,
         }
     }
 }

@@ -22,7 +22,10 @@
 //!   store); below `threads.rs` and `runs/`, which read a thread's graph from it.
 //! - `routes/`: one file per resource: `assistants.rs`, `threads.rs` (create, get, search,
 //!   patch, copy, delete), `state.rs` (state, edits, history), `runs.rs` (create, stream, wait,
-//!   join, cancel, list), `plan.rs` (a plan kept by the thread's graph, read and edited).
+//!   join, cancel, list), `plan.rs` (a plan kept by the thread's graph, read and edited),
+//!   `retention.rs` (the owner's background retention sweep, when it runs one), and, not
+//!   LangGraph's, `cost.rs` (what a thread paid), `artifacts.rs` (its files listed and read),
+//!   `fork.rs` (a new thread from any checkpoint).
 //!   Each handler carries its `#[utoipa::path]` and is registered from it, so the OpenAPI
 //!   document served at `/openapi.json` is made from the routes themselves.
 //! - `shapes.rs`: the JSON shapes of LangGraph that several routes share (checkpoints, a thread's
@@ -38,6 +41,10 @@
 //!   `messages`, then `end`), and the streaming response over a run's log.
 //! - `threads.rs`: the server's own record of a thread (metadata, graph, times), kept in the
 //!   thread's journal under [`THREAD_RECORD_KEY`], read and written through its catalog.
+//! - `artifacts.rs`: a thread's artifact files (stategraph-artifacts): written after each run
+//!   and fork, listed, and read only from inside their version folder; `cost.rs`: what a
+//!   thread paid for model calls (its state's usage ledger and, through stategraph-spend, what
+//!   no ledger holds).
 //! - `page.rs`: the web page at `/` (threads, a thread's steps and state, its live run,
 //!   answering a pause, editing the plan, starting a run): `ui/index.html`, `ui/app.js` and
 //!   `ui/style.css` compiled in, calling the same API.
@@ -52,9 +59,11 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod app;
+mod artifacts;
 mod assistants;
 mod auth;
 mod config;
+mod cost;
 mod error;
 mod extract;
 mod page;
@@ -137,17 +146,64 @@ impl Server {
     /// # let _ = server;
     /// ```
     pub fn on_thread_idle(self, hook: impl Fn(&str) + Send + Sync + 'static) -> Self {
-        let app = App::new(
-            self.app.assistants.registry.clone(),
-            self.app.store.clone(),
-            Some(Arc::new(hook)),
+        self.rebuilt(|app| app.idle = Some(Arc::new(hook)))
+    }
+
+    /// Gives its runs' nodes this long-term store (`ctx.store()`), as `graph run` gives its own.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use stategraph::checkpoint::store::MemoryStore;
+    /// use stategraph::runtime::SharedStore;
+    /// # let threads = Arc::new(stategraph::checkpoint::MemoryCheckpointer::new());
+    /// let server = stategraph_server::Server::new(Default::default(), threads)
+    ///     .with_long_term_store(SharedStore(Arc::new(MemoryStore::new())));
+    /// # let _ = server;
+    /// ```
+    pub fn with_long_term_store(self, store: stategraph::runtime::SharedStore) -> Self {
+        self.rebuilt(|app| app.long_term = Some(store))
+    }
+
+    /// Serves the progress of a background retention sweep its owner runs
+    /// ([`stategraph_registry::Sweeper`]) at `GET /retention`; without one that route answers
+    /// 404.
+    ///
+    /// ```
+    /// # use std::{sync::Arc, time::Duration};
+    /// # use stategraph_registry::{Registry, Sweeper};
+    /// # async fn demo() {
+    /// let threads = Arc::new(stategraph::checkpoint::MemoryCheckpointer::new());
+    /// let sweeper = Sweeper::new(Registry::new(), threads.clone(), Duration::from_secs(3600)).spawn();
+    /// let server = stategraph_server::Server::new(Registry::new(), threads)
+    ///     .with_retention(sweeper.status());
+    /// # let _ = server;
+    /// # }
+    /// ```
+    pub fn with_retention(
+        self,
+        status: tokio::sync::watch::Receiver<stategraph_registry::SweeperStatus>,
+    ) -> Self {
+        self.rebuilt(|app| app.retention = Some(status))
+    }
+
+    /// The same server with one part changed (before it serves: its state is made anew).
+    fn rebuilt(self, change: impl FnOnce(&mut App)) -> Self {
+        let old = &self.app;
+        let mut app = App::new(
+            old.assistants.registry.clone(),
+            old.store.clone(),
+            old.idle.clone(),
         );
+        app.long_term = old.long_term.clone();
+        app.retention = old.retention.clone();
+        change(&mut app);
         Server { app: Arc::new(app) }
     }
 
     /// The HTTP routes with `config`'s token, CORS and body limit applied, for a program that
     /// serves them itself.
     pub fn router(&self, config: &ServerConfig) -> Result<axum::Router, ServerError> {
+        artifacts::configure(&self.app, config);
         routes::router(self.app.clone(), config)
     }
 

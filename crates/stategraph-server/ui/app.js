@@ -1,4 +1,5 @@
-// The page: threads, one thread (its graph, live run, pause, plan, state, history), and a form
+// The page: threads (with their cost), one thread (its graph, live run, pause, plan, state,
+// cost, artifacts, history with forks), and a form
 // that starts a run. It calls the server's JSON API, the one LangGraph's clients call, and
 // follows run streams (Server-Sent Events) with fetch, so it can send the token and rejoin a
 // dropped stream with Last-Event-ID. No framework, no build step.
@@ -98,6 +99,19 @@ const when = (iso) => (iso ? new Date(iso).toLocaleString() : "");
 const status = (s) => el("span", { class: `status ${s}` }, s);
 const enc = encodeURIComponent;
 
+/** A cost as the CLI shows it ("USD 0.0123"), else the calls it counts; "" for no ledger. */
+function money(cost) {
+  if (!cost) return "";
+  const calls = `${cost.calls} call${cost.calls === 1 ? "" : "s"}`;
+  if (cost.usd === null || cost.usd === undefined) return calls + (cost.calls ? ", no price set" : "");
+  return `USD ${cost.usd.toFixed(4)} (${calls})`;
+}
+
+/** A size in bytes, short. */
+function bytes(n) {
+  return n < 1024 ? `${n} B` : n < 1 << 20 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / (1 << 20)).toFixed(1)} MiB`;
+}
+
 /** Runs `fn` on a button press, showing what went wrong in `out`. */
 function action(out, fn) {
   return async (e) => {
@@ -144,7 +158,7 @@ async function threadsView(main) {
     el("h1", {}, "Threads"),
     el("table", {},
       el("caption", { class: "muted" }, "Newest first, refreshed every two seconds"),
-      el("thead", {}, el("tr", {}, ["Thread", "Graph", "Status", "Steps", "Last update"].map((h) => el("th", { scope: "col" }, h)))),
+      el("thead", {}, el("tr", {}, ["Thread", "Graph", "Status", "Steps", "Cost", "Last update"].map((h) => el("th", { scope: "col" }, h)))),
       body),
     note));
   every(2000, async () => {
@@ -155,8 +169,9 @@ async function threadsView(main) {
         el("td", {}, (t.metadata && t.metadata.graph_id) || ""),
         el("td", {}, status(t.status)),
         el("td", {}, t.step === null || t.step === undefined ? "" : String(t.step)),
+        el("td", {}, money(t.cost)),
         el("td", {}, when(t.updated_at)))));
-      if (!threads.length) body.append(el("tr", {}, el("td", { colspan: 5 }, "No threads yet: start a run.")));
+      if (!threads.length) body.append(el("tr", {}, el("td", { colspan: 6 }, "No threads yet: start a run.")));
       note.textContent = "";
     } catch (e) { note.textContent = e.message; }
   });
@@ -216,6 +231,8 @@ async function threadView(main, id) {
   document.title = `${id} · stategraph`;
   const v = { id, checkpoint: undefined, graph: null, drawing: null, running: null, following: null };
   const summary = el("p");
+  const cost = el("p", { id: "cost" });
+  const artifacts = el("section", { id: "artifacts", "aria-labelledby": "artifacts-h" });
   const live = el("p", { id: "live", role: "status" }, "");
   const events = el("ol", { id: "events", "aria-label": "Events of the run" });
   const drawing = el("div");
@@ -226,18 +243,29 @@ async function threadView(main, id) {
   const diff = el("div");
   const edit = editState(v);
   main.append(
-    el("h1", {}, `Thread ${id}`), summary,
+    el("h1", {}, `Thread ${id}`), summary, cost,
     el("div", { class: "grid" }, pause, plan),
     el("div", { class: "grid" },
       el("section", {}, el("h2", {}, "Run"), live, events),
       el("section", {}, el("h2", {}, "Graph"), drawing)),
-    el("section", {}, el("h2", {}, "State"), values),
+    el("div", { class: "grid" },
+      el("section", {}, el("h2", {}, "State"), values),
+      artifacts),
     el("section", {}, el("h2", {}, "Steps"),
       el("table", {}, el("thead", {}, el("tr", {}, ["Step", "Source", "Written by", "Time", ""].map((h) => el("th", { scope: "col" }, h)))), history),
       diff),
     edit.section);
 
-  async function refresh() {
+  // One refresh at a time, in order: a slow one that read an older checkpoint must not draw
+  // over a newer one (a saved plan's note, say).
+  let queue = Promise.resolve();
+  function refresh() {
+    const next = queue.then(refreshNow);
+    queue = next.catch(() => {});
+    return next;
+  }
+
+  async function refreshNow() {
     const t = await api("GET", `/threads/${enc(id)}`);
     const s = await api("GET", `/threads/${enc(id)}/state`);
     v.graph = (t.metadata && t.metadata.graph_id) || s.metadata.graph_id || null;
@@ -256,6 +284,8 @@ async function threadView(main, id) {
       showPause(pause, v, t, s, refresh);
       await showPlan(plan, v, t.status, refresh);
       await showHistory(history, diff, v).catch((e) => history.replaceChildren(el("tr", {}, el("td", { colspan: 5 }, e.message))));
+      await showCost(cost, v).catch((e) => { cost.textContent = e.message; });
+      await showArtifacts(artifacts, v).catch((e) => artifacts.replaceChildren(el("h2", { id: "artifacts-h" }, "Artifacts"), el("p", { class: "error" }, e.message)));
       edit.show(t.status !== "busy" && !!v.graph);
     }
     if (t.status === "busy" && !v.following) await join();
@@ -389,7 +419,8 @@ async function showPlan(box, v, threadStatus, refresh) {
     out);
 }
 
-/** The checkpoints, newest first: each one's state, a run again from it, and a diff of two. */
+/** The checkpoints, newest first: each one's state, a run again from it, a fork of the thread
+ * from it (a new thread), and a diff of two. */
 async function showHistory(body, diff, v) {
   const states = await api("POST", `/threads/${enc(v.id)}/history`, { limit: 50 });
   const note = el("p", { class: "error", role: "alert" });
@@ -412,6 +443,13 @@ async function showHistory(body, diff, v) {
             await v.refresh();
           }),
         }, "Run from here"),
+        el("button", {
+          type: "button", class: "quiet", "aria-label": `Fork from here: ${label(s)}`,
+          onclick: action(note, async () => {
+            const fork = await api("POST", `/threads/${enc(v.id)}/fork`, { checkpoint_id: cid });
+            location.hash = `#/thread/${enc(fork.thread_id)}`;
+          }),
+        }, "Fork"),
         shown));
   }));
   if (states.length < 2) { diff.replaceChildren(note); return; }
@@ -423,6 +461,49 @@ async function showHistory(body, diff, v) {
     el("div", {}, el("label", { for: "diff-b" }, "with"), b),
     el("button", { type: "button", class: "quiet", onclick: () => showDiff(table, states[a.value].values, states[b.value].values) }, "Compare")),
   table);
+}
+
+/** What the thread paid for model calls, as `graph state` tells it. */
+async function showCost(box, v) {
+  const c = (await api("GET", `/threads/${enc(v.id)}/cost`)).cost;
+  if (!c) { box.replaceChildren(); return; }
+  const off = c.off_ledger ? `; ${money(c.off_ledger)} of it off the ledger (failed attempts, set-aside results)` : "";
+  const tokens = `${c.input_tokens} tokens in, ${c.output_tokens} out`;
+  box.replaceChildren("Cost ", el("strong", {}, money(c) || "nothing yet"), ` · ${tokens}${off}`);
+}
+
+/** The thread's artifact files (its current version folder, or one picked), each opened in
+ * place as text. */
+async function showArtifacts(box, v, version) {
+  const q = version ? `?version=${enc(version)}` : "";
+  const list = await api("GET", `/threads/${enc(v.id)}/artifacts${q}`);
+  const head = el("h2", { id: "artifacts-h" }, "Artifacts");
+  if (!list.versions.length) {
+    box.replaceChildren(head, el("p", { class: "muted" }, "No files yet: a graph that declares artifacts writes them when a run ends."));
+    return;
+  }
+  const pick = el("select", { id: "artifact-version", "aria-label": "Version folder" },
+    list.versions.map((f) => el("option", { value: f.label, selected: f.label === list.version }, `${f.label} (${f.reason})`)));
+  pick.addEventListener("change", () => showArtifacts(box, v, pick.value).catch(() => {}));
+  const opened = el("pre", { id: "artifact-text", hidden: true, tabindex: "0" });
+  const title = el("p", { id: "artifact-name", class: "muted" });
+  const note = el("p", { class: "error", role: "alert" });
+  const open = (path) => action(note, async () => {
+    const res = await fetch(`/threads/${enc(v.id)}/artifacts/file?path=${enc(path)}&version=${enc(list.version)}`, { headers: headers(false) });
+    const text = await res.text();
+    if (!res.ok) { let m = text; try { m = JSON.parse(text).message; } catch (_) {} throw new Error(m); }
+    title.textContent = `${path} (${res.headers.get("content-type")})`;
+    opened.textContent = text;
+    opened.hidden = false;
+  });
+  const rows = list.files.map((f) => el("li", {},
+    el("button", { type: "button", class: "quiet", "aria-label": `Open ${f.path}`, onclick: open(f.path) }, f.path),
+    el("span", { class: "muted" }, ` ${bytes(f.size)}`)));
+  box.replaceChildren(head,
+    el("label", { for: "artifact-version" }, "Version folder"), pick,
+    el("p", { class: "muted" }, list.missing ? `${list.dir} is not there (moved or deleted).` : String(list.dir || "")),
+    el("ul", { id: "artifact-files" }, rows.length ? rows : [el("li", {}, "No files in this version.")]),
+    note, title, opened);
 }
 
 function showDiff(box, before, after) {

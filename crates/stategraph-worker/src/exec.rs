@@ -11,7 +11,7 @@ use crate::stop::{StopSignal, Why};
 use serde_json::Value;
 use stategraph::checkpoint::{CheckpointError, CheckpointId, Checkpointer};
 use stategraph::runtime::{Event, Resume, RunConfig, RunError, RunOutcome, RunStatus, StopReason};
-use stategraph_postgres::queue::{Claimed, Outcome, QueueError, Start, Stop};
+use stategraph_postgres::queue::{Claimed, Outcome, QueueError, Start, Status, Stop};
 use stategraph_registry::{ErasedGraph, EventSender, Override, Resolved};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,6 +38,17 @@ enum Action {
 
 /// Runs `run` to its end on this worker and records the outcome.
 pub(crate) async fn execute(shared: &Shared, run: Claimed) -> Ended {
+    // What an operator follows at the default level: a takeover is a warning (a worker died,
+    // froze or lost the database), a claim and an end are one line each.
+    match &run.taken_over_from {
+        Some(from) => tracing::warn!(
+            run = %run.id, thread = %run.thread, from = %from, claim = run.claims,
+            "taking over a run whose worker's lease lapsed: it continues from its thread's last checkpoint"
+        ),
+        None => {
+            tracing::info!(run = %run.id, graph = %run.graph, thread = %run.thread, claim = run.claims, "claimed a run")
+        }
+    }
     let signal = StopSignal::default();
     let outcome = tokio::select! {
         outcome = execute_run(shared, &run, &signal) => outcome,
@@ -47,6 +58,10 @@ pub(crate) async fn execute(shared: &Shared, run: Claimed) -> Ended {
     // What `execute_run` says, not `signal.lost()`: a heartbeat that lands just after the
     // outcome was recorded finds the run no longer running and reads as lost.
     match outcome {
+        Ok(Ended::Lost) => {
+            tracing::warn!(run = %run.id, "lease lost: the run was abandoned mid-step, for the worker that takes it over");
+            Ended::Lost
+        }
         Ok(ended) => ended,
         Err(QueueError::Lost { .. }) => {
             tracing::warn!(run = %run.id, "run taken over by another worker: nothing recorded");
@@ -94,6 +109,7 @@ async fn watch(shared: &Shared, run: &Claimed, signal: &StopSignal) -> std::conv
                 tracing::warn!(run = %run.id, error = %e, "cannot renew the run's lease");
                 // Past its lease another worker may hold the run: stop at once.
                 if last_renewed.elapsed() >= options.lease {
+                    tracing::warn!(run = %run.id, "the run's lease lapsed unrenewed: abandoning it");
                     signal.abandon();
                 }
             }
@@ -145,6 +161,9 @@ async fn execute_run(
         // Workers share the database's node cache, as the CLI's runs share their store's.
         .cache(Arc::new(shared.store.node_cache()));
     config.lease_ttl = shared.options.lease;
+    if let Some(store) = &shared.options.long_term {
+        config = config.with_store(store.clone());
+    }
     let result = drive(shared, graph.as_ref(), run, action, config, signal).await;
     if signal.lost() {
         return Ok(Ended::Lost);
@@ -164,6 +183,7 @@ async fn execute_run(
         // The database failed mid-run (a restart, a full disk), also under a subgraph: the run
         // goes back to the queue and continues from its last checkpoint, a few claims at most.
         Err(e) if may_pass(&e) && run.claims <= shared.options.retries => {
+            tracing::warn!(run = %run.id, error = %chain(&e), "the database failed under the run: it goes back to the queue");
             return give_back(shared, run).await;
         }
         Err(e) => Outcome::Failed(chain(&e)),
@@ -243,8 +263,10 @@ async fn drive(
 }
 
 /// The run's events, of which each node's start is logged (`info`, `node started` with run,
-/// thread, step, node, task and attempt): an operator sees what a worker runs (`graph worker
-/// -v`), and a test counts from the log how often each step of a thread was executed.
+/// thread, step, node, task and attempt) under the target [`NODE_LOG`](crate::NODE_LOG): an
+/// operator sees what a worker runs (`graph worker -v`), and a test counts from the log how
+/// often each step of a thread was executed. Its own target, so a default level may show the
+/// worker's other lines without one per node.
 fn node_log(run: &Claimed) -> EventSender {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let (id, thread) = (run.id, run.thread.clone());
@@ -264,7 +286,7 @@ fn node_log(run: &Claimed) -> EventSender {
                 } else {
                     format!("{thread}/{namespace}")
                 };
-                tracing::info!(run = %id, thread = %thread, step, node = %node, task, attempt, "node started");
+                tracing::info!(target: crate::NODE_LOG, run = %id, thread = %thread, step, node = %node, task, attempt, "node started");
             }
         }
     });
@@ -328,10 +350,19 @@ async fn where_to_start(
     }
 }
 
-/// Gives the run back to the queue, which hands it to the next worker free.
+/// Gives the run back to the queue, which hands it to the next worker free; a run asked to
+/// cancel or interrupt meanwhile ends there, cancelled.
 async fn give_back(shared: &Shared, run: &Claimed) -> Result<Ended, QueueError> {
-    shared.queue.release(run.id, run.epoch).await?;
-    Ok(Ended::Released)
+    match shared.queue.release(run.id, run.epoch).await? {
+        Status::Cancelled => {
+            tracing::info!(run = %run.id, "run cancelled (asked as it was given back)");
+            Ok(Ended::Cancelled)
+        }
+        _ => {
+            tracing::info!(run = %run.id, "run given back to the queue, its step saved");
+            Ok(Ended::Released)
+        }
+    }
 }
 
 /// A run that stopped as it was asked: cancelled, or (rolled back) with the checkpoints it saved
@@ -344,9 +375,7 @@ async fn stopped(
 ) -> Result<Ended, QueueError> {
     let message = match why {
         Why::Drain => return give_back(shared, run).await,
-        Why::Queue(Stop::Cancel) => "cancelled",
-        Why::Queue(Stop::Interrupt) => "interrupted by a newer run of its thread",
-        Why::Queue(Stop::Rollback) => "rolled back by a newer run of its thread",
+        Why::Queue(stop) => stop.message(),
     };
     finish(
         shared,
@@ -357,36 +386,49 @@ async fn stopped(
     .await
 }
 
-/// Records the outcome; a rollback asked meanwhile drops the run's checkpoints first.
-/// `started`: where the thread was when the run first started, if it did.
+/// Records the outcome; a rollback asked meanwhile drops the run's checkpoints first, and a
+/// cancel or an interrupt asked meanwhile (after the run's last step began) holds: the queue
+/// records the run cancelled. `started`: where the thread was when the run first started, if
+/// it did.
 async fn finish(
     shared: &Shared,
     run: &Claimed,
     started: Option<Option<CheckpointId>>,
     outcome: Outcome,
 ) -> Result<Ended, QueueError> {
-    let ended = match &outcome {
-        Outcome::Done => Ended::Done,
-        Outcome::Paused => Ended::Paused,
-        Outcome::Failed(_) => Ended::Failed,
-        Outcome::Cancelled(_) => Ended::Cancelled,
+    let rolling_back = matches!(&outcome, Outcome::Cancelled(m) if m == Stop::Rollback.message());
+    let failure = match &outcome {
+        Outcome::Failed(why) => Some(why.clone()),
+        _ => None,
     };
-    let rolling_back = matches!(&outcome, Outcome::Cancelled(m) if m.starts_with("rolled back"));
     if rolling_back {
         roll_back(shared, run, started).await?;
     }
-    match shared.queue.finish(run.id, run.epoch, outcome).await {
+    let recorded = match shared.queue.finish(run.id, run.epoch, outcome).await {
         Err(QueueError::RollbackAsked(_)) => {
             roll_back(shared, run, started).await?;
-            let message = "rolled back by a newer run of its thread".to_string();
+            let message = Stop::Rollback.message().to_string();
             shared
                 .queue
                 .finish(run.id, run.epoch, Outcome::Cancelled(message))
-                .await?;
-            Ok(Ended::Cancelled)
+                .await?
         }
-        other => other.map(|()| ended),
+        other => other?,
+    };
+    match (recorded, failure) {
+        (Status::Failed, Some(why)) => {
+            tracing::warn!(run = %run.id, thread = %run.thread, error = %why, "run failed")
+        }
+        (status, _) => tracing::info!(run = %run.id, thread = %run.thread, "run {status}"),
     }
+    Ok(match recorded {
+        Status::Done => Ended::Done,
+        Status::Paused => Ended::Paused,
+        Status::Failed => Ended::Failed,
+        Status::Cancelled => Ended::Cancelled,
+        // Not recorded by a finish; counted as given back.
+        Status::Queued | Status::Running => Ended::Released,
+    })
 }
 
 /// Drops the checkpoints the run saved: those after the thread's newest when it first started

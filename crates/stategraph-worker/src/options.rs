@@ -1,5 +1,6 @@
 //! What a worker is told: where the database is, how many runs at once, and its clocks.
 
+use stategraph::runtime::SharedStore;
 use stategraph_postgres::PostgresOptions;
 use std::time::Duration;
 
@@ -23,6 +24,8 @@ pub struct WorkerOptions {
     pub(crate) busy_wait: Duration,
     pub(crate) retries: u32,
     pub(crate) id: Option<String>,
+    /// The long-term store its runs' nodes reach (`ctx.store()`).
+    pub(crate) long_term: Option<SharedStore>,
 }
 
 impl WorkerOptions {
@@ -42,6 +45,7 @@ impl WorkerOptions {
             busy_wait: Duration::from_secs(60),
             retries: 3,
             id: None,
+            long_term: None,
         }
     }
 
@@ -98,6 +102,23 @@ impl WorkerOptions {
     /// The worker's name in the queue (by default `{host}:{pid}:{random}`).
     pub fn id(mut self, id: impl Into<String>) -> Self {
         self.id = Some(id.into());
+        self
+    }
+
+    /// Gives its runs' nodes this long-term store (`ctx.store()`), as `graph run` gives its own
+    /// (none by default: a node that asks for one is told there is none).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use stategraph::checkpoint::store::MemoryStore;
+    /// use stategraph::runtime::SharedStore;
+    /// use stategraph_worker::WorkerOptions;
+    /// let options = WorkerOptions::new("postgres://app@db.internal/agents")
+    ///     .long_term_store(SharedStore(Arc::new(MemoryStore::new())));
+    /// # let _ = options;
+    /// ```
+    pub fn long_term_store(mut self, store: SharedStore) -> Self {
+        self.long_term = Some(store);
         self
     }
 

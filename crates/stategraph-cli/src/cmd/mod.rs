@@ -1,6 +1,7 @@
 //! One file per group of commands; `dispatch` picks the command.
 
 mod artifacts;
+mod background_sweep;
 pub(crate) mod cache;
 mod edit;
 mod graphs;

@@ -4,6 +4,10 @@
 //! The server writes a thread only while it runs it (or saves an edit): then it lets the thread
 //! go, so `graph resume` in another terminal can take it, and while it runs, `graph state`
 //! reads it through this process.
+//!
+//! With `--retention-every SECS` (an hour by default; 0: off) and a graph with a `[retention]`
+//! policy, it also sweeps the store in the background (`cmd/background_sweep.rs`) and serves
+//! the newest sweep at `GET /retention`.
 
 use crate::args::ServeArgs;
 use crate::error::{bad_input, EXIT_DONE};
@@ -16,15 +20,28 @@ pub(crate) async fn serve(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<u8> {
         addr: args.addr,
         token: args.token.filter(|t| !t.is_empty()),
         cors: args.cors,
+        // Relative to this folder, as `graph run --out` is; absolute, as run folders are kept.
+        artifacts_dir: Some(std::path::absolute(
+            args.out.unwrap_or_else(|| "output".into()),
+        )?),
         ..ServerConfig::default()
     };
     let store = ctx.store.clone();
-    let server =
-        Server::new(ctx.registry.clone(), ctx.checkpointer()).on_thread_idle(move |thread| {
+    // Runs' nodes reach the long-term store beside the threads, as `graph run`'s do (opened
+    // when one first uses it); the background sweep removes its expired items.
+    let long_term = crate::long_term::for_runs(&ctx.store);
+    let mut server = Server::new(ctx.registry.clone(), ctx.checkpointer())
+        .with_long_term_store(long_term.clone())
+        .on_thread_idle(move |thread| {
             if let Err(e) = store.release(thread) {
                 tracing::warn!(thread, error = %e, "could not let the thread go");
             }
         });
+    // Stopped when this command ends (dropped), after its round in progress.
+    let sweeper = super::background_sweep::start(ctx, args.retention_every, &long_term);
+    if let Some(sweeper) = &sweeper {
+        server = server.with_retention(sweeper.status());
+    }
     let bound = server.bind(config).await.map_err(|e| match e {
         ServerError::TokenRequired { .. } | ServerError::BadOrigin { .. } => {
             bad_input(e.to_string())
@@ -41,6 +58,9 @@ pub(crate) async fn serve(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<u8> {
     say!("the web page: http://{}/", bound.local_addr());
     say!("threads in {}; stop with Ctrl+C", ctx.store.place());
     bound.serve(stopped()).await?;
+    if let Some(sweeper) = sweeper {
+        sweeper.stop().await;
+    }
     say!("stopped");
     Ok(EXIT_DONE)
 }

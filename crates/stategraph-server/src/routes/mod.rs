@@ -4,8 +4,12 @@
 //! documents its handler, so the OpenAPI document served at `/openapi.json` is made from the
 //! routes themselves and cannot name a path or method that is not served, or leave one out.
 
+mod artifacts;
 mod assistants;
+mod cost;
+mod fork;
 mod plan;
+mod retention;
 mod runs;
 mod state;
 mod threads;
@@ -94,6 +98,10 @@ fn documented() -> OpenApiRouter<AppState> {
         .merge(state::routes())
         .merge(runs::routes())
         .merge(plan::routes())
+        .merge(retention::routes())
+        .merge(artifacts::routes())
+        .merge(cost::routes())
+        .merge(fork::routes())
 }
 
 #[utoipa::path(get, path = "/ok", tag = "system", summary = "Health",

@@ -67,6 +67,9 @@ pub(crate) async fn thread_json(
         "values": newest.as_ref().map(|s| s.values.clone()),
         // Not LangGraph's: the steps the thread has taken, for a listing (the web page's).
         "step": newest.as_ref().map(|s| s.step),
+        // Not LangGraph's: what its state's usage ledger says it paid (`null`: it keeps none);
+        // GET /threads/{id}/cost adds what no ledger holds.
+        "cost": newest.as_ref().and_then(|s| crate::cost::listed(&s.values)),
         "interrupts": newest.as_ref().map_or(json!({}), interrupts_by_task),
         "config": {},
     }))

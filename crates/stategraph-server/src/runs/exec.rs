@@ -54,6 +54,10 @@ async fn execute(app: &App, run: &RunHandle) {
         super::ledger::record(app, run).await;
     }
     let before = newest_checkpoint(app, &run.thread_id).await;
+    let mut plan = plan;
+    if let Some(store) = &app.long_term {
+        plan.config = plan.config.with_store(store.clone());
+    }
     let result = drive(run, plan).await;
     if run.rolls_back() {
         if let Err(e) = roll_back(app, &run.thread_id, before).await {
@@ -61,6 +65,11 @@ async fn execute(app: &App, run: &RunHandle) {
             let error = json!({"error": "RollbackFailed", "message": e.to_string()});
             run.log.push("error", None, &error);
         }
+    }
+    // The files of the graph's artifacts, for the state the run left (before the thread is let
+    // go, so no other process writes it meanwhile); a stateless run's thread keeps none.
+    if !run.temporary {
+        crate::artifacts::write_after_run(app, &run.assistant_id, &run.thread_id).await;
     }
     match result {
         Ok(outcome) => {

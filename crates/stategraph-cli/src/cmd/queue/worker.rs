@@ -4,6 +4,10 @@
 //! goes back to the queue with its leases let go, so another worker continues it at once; then
 //! the command ends with 130 or 143. A second signal while draining ends at once: the runs'
 //! leases then lapse and other workers take them over from their last checkpoints.
+//!
+//! With `--retention-every SECS` (an hour by default; 0: off) and a graph with a `[retention]`
+//! policy, it also sweeps the database in the background (`cmd/background_sweep.rs`); every
+//! worker may, as a sweep skips a thread another process writes.
 
 use super::postgres;
 use crate::args::WorkerArgs;
@@ -27,6 +31,10 @@ pub(crate) async fn worker(ctx: &Ctx, args: WorkerArgs) -> anyhow::Result<u8> {
     if let Some(id) = args.id {
         options = options.id(id);
     }
+    // Runs' nodes reach the database's long-term store, as `graph run`'s do; the background
+    // sweep removes its expired items.
+    let long_term = crate::long_term::for_runs(&ctx.store);
+    options = options.long_term_store(long_term.clone());
     let worker = tokio::select! {
         connected = Worker::connect(ctx.registry.clone(), options) => connected?,
         code = signals.next() => return Ok(code),
@@ -39,6 +47,8 @@ pub(crate) async fn worker(ctx: &Ctx, args: WorkerArgs) -> anyhow::Result<u8> {
         graphs.join(", "),
         args.concurrency
     );
+    // Stopped when this command ends (dropped), after its round in progress.
+    let _sweeper = crate::cmd::background_sweep::start(ctx, args.retention_every, &long_term);
     let mut running = tokio::spawn({
         let worker = worker.clone();
         async move { worker.run().await }
