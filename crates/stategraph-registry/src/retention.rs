@@ -25,10 +25,12 @@
 
 use crate::ErasedGraph;
 use serde::{Deserialize, Serialize};
-use stategraph::checkpoint::store::TtlConfig;
+use stategraph::checkpoint::store::{TtlConfig, WithTtl};
 use stategraph::checkpoint::{
     is_root_thread, summarize, CheckpointError, Checkpointer, Lease, ThreadStatus,
 };
+use stategraph::runtime::SharedStore;
+use std::sync::Arc;
 
 const DAY_MS: u64 = 24 * 60 * 60 * 1000;
 
@@ -99,6 +101,29 @@ impl RetentionPolicy {
         TtlConfig {
             default_ttl_ms: self.items_ttl_days.map(days_ms),
             refresh_on_read: self.items_refresh_on_read,
+        }
+    }
+
+    /// The long-term store as a run of a graph with `policy` sees it: `shared`, the store every
+    /// run of the process shares, with the policy's item settings ([`items_ttl`](Self::items_ttl))
+    /// as its defaults; `shared` itself for a graph without a policy.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use stategraph::checkpoint::store::MemoryStore;
+    /// use stategraph::runtime::SharedStore;
+    /// use stategraph_registry::RetentionPolicy;
+    /// let shared = SharedStore(Arc::new(MemoryStore::new()));
+    /// let policy = RetentionPolicy { items_ttl_days: Some(30.0), ..Default::default() };
+    /// let for_runs = RetentionPolicy::store_for_runs(Some(&policy), &shared);
+    /// # let _ = for_runs;
+    /// ```
+    pub fn store_for_runs(policy: Option<&RetentionPolicy>, shared: &SharedStore) -> SharedStore {
+        match policy {
+            Some(policy) => {
+                SharedStore(Arc::new(WithTtl::new(shared.0.clone(), policy.items_ttl())))
+            }
+            None => shared.clone(),
         }
     }
 }

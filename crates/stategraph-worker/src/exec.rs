@@ -162,7 +162,12 @@ async fn execute_run(
         .cache(Arc::new(shared.store.node_cache()));
     config.lease_ttl = shared.options.lease;
     if let Some(store) = &shared.options.long_term {
-        config = config.with_store(store.clone());
+        // The graph file's `[retention]` item settings, over the store all runs share.
+        let store = stategraph_registry::RetentionPolicy::store_for_runs(
+            resolved.file.retention.as_ref(),
+            store,
+        );
+        config = config.with_store(store);
     }
     let result = drive(shared, graph.as_ref(), run, action, config, signal).await;
     if signal.lost() {

@@ -11,6 +11,8 @@
 //! - `clock.rs`: the time TTLs are measured against, which tests replace ([`TtlConfig`], here,
 //!   says how a store uses them: a default TTL, and whether reads refresh it);
 //! - `memory.rs`: [`MemoryStore`];
+//! - `ttl_defaults.rs`: [`WithTtl`], one run's view of a shared store with its graph's TTL
+//!   settings;
 //! - `error.rs`: [`StoreError`].
 //!
 //! Text and semantic queries need an index: a backend answers structural searches (namespace
@@ -26,11 +28,13 @@ mod clock;
 mod error;
 mod memory;
 mod select;
+mod ttl_defaults;
 
 pub use clock::{Clock, FakeClock, SystemClock};
 pub use error::StoreError;
 pub use memory::MemoryStore;
 pub use select::{filter_matches, namespace_matches, page, refresh_page, select_namespaces};
+pub use ttl_defaults::WithTtl;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

@@ -56,7 +56,12 @@ async fn execute(app: &App, run: &RunHandle) {
     let before = newest_checkpoint(app, &run.thread_id).await;
     let mut plan = plan;
     if let Some(store) = &app.long_term {
-        plan.config = plan.config.with_store(store.clone());
+        // The graph file's `[retention]` item settings, over the store all runs share.
+        let store = stategraph_registry::RetentionPolicy::store_for_runs(
+            plan.assistant.resolved.file.retention.as_ref(),
+            store,
+        );
+        plan.config = plan.config.with_store(store);
     }
     let result = drive(run, plan).await;
     if run.rolls_back() {
