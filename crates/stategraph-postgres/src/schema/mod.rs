@@ -11,7 +11,7 @@ use deadpool_postgres::{GenericClient, Object};
 use tokio_postgres::error::SqlState;
 
 /// The newest schema version this build creates and reads.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// One version of the schema.
 struct Migration {
@@ -41,6 +41,11 @@ const MIGRATIONS: &[Migration] = &[
         version: 4,
         what: "the long-term store: items by namespace and key",
         sql: include_str!("sql/v4.sql"),
+    },
+    Migration {
+        version: 5,
+        what: "the run queue: active runs indexed by thread, for the claim",
+        sql: include_str!("sql/v5.sql"),
     },
 ];
 
