@@ -1,14 +1,16 @@
 //! Two `graph serve` processes over one Postgres database (a throwaway cluster, see
 //! stategraph-postgres/tests/support): threads made through one are read and searched through
 //! the other, and a run started through one is streamed by a client of the other, which follows
-//! the run's checkpoints in the database until the run's record says it ended.
+//! the run's checkpoints in the database until the run's record says it ended. And a server
+//! beside `graph worker` on the same database: a thread the worker ran (from `graph submit`) is
+//! read, searched and answered through the server.
 
 #[path = "../../../tests/support/cli.rs"]
 mod harness;
-#[allow(dead_code)]
-#[path = "../../stategraph-postgres/tests/support/pg_cluster.rs"]
-mod pg_cluster;
+mod queue_support;
 mod serve_support;
+
+use queue_support::pg_cluster;
 
 use harness::{Running, TestCommand};
 use reqwest::Method;
@@ -125,4 +127,77 @@ async fn a_run_started_through_one_server_is_streamed_through_another() {
         let done = server.finish();
         assert_eq!(done.code, Some(0), "{}", done.stderr);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_a_worker_ran_is_read_searched_and_answered_through_a_server() {
+    let db = pg_cluster::cluster().database();
+    let out = tempfile::tempdir().unwrap();
+    let graph = queue_support::Graph::new(db.url(), out.path());
+    let (server, base) = serve(db.url(), out.path());
+    let mut worker = graph.worker("w1", &["--lease", "2"]);
+    let http = client();
+
+    // Submitted to the queue, run by the worker up to the pipeline's review.
+    let submitted = graph.ok(&[
+        "submit",
+        "pipeline",
+        "--input",
+        "queued agents",
+        "--thread",
+        "q",
+    ]);
+    let run_id = submitted.trim().to_string();
+    queue_support::wait_until(Duration::from_secs(60), "the worker pauses the run", || {
+        graph
+            .runs()
+            .iter()
+            .any(|r| r["run_id"] == run_id.as_str() && r["status"] == "paused")
+    });
+
+    // The server reads where the worker left the thread, and finds it by status.
+    let (status, state) = call(&http, &base, Method::GET, "/threads/q/state", None).await;
+    assert_eq!(status, 200, "{state}");
+    assert_eq!(state["next"], json!(["review"]), "{state}");
+    assert_eq!(state["values"]["topic"], "queued agents", "{state}");
+    let search = json!({"status": "interrupted"});
+    let (status, found) = call(&http, &base, Method::POST, "/threads/search", Some(search)).await;
+    assert_eq!(status, 200, "{found}");
+    let found: Vec<&str> = found
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|t| t["thread_id"].as_str())
+        .collect();
+    assert_eq!(found, ["q"]);
+
+    // Answered through the server, which runs the rest itself: the worker's lease on the
+    // thread went with its paused run.
+    let answer = json!({"assistant_id": "pipeline", "command": {"resume": "yes"}});
+    let (status, values) = call(
+        &http,
+        &base,
+        Method::POST,
+        "/threads/q/runs/wait",
+        Some(answer),
+    )
+    .await;
+    assert_eq!(status, 200, "{values}");
+    let (_, state) = call(&http, &base, Method::GET, "/threads/q/state", None).await;
+    assert_eq!(
+        state["next"],
+        json!([]),
+        "the thread ran to its end: {state}"
+    );
+    assert_eq!(values, state["values"]);
+    // The queue still tells the run it ran as paused; the CLI reads the server's ending.
+    let shown = graph.ok(&["state", "q", "--json"]);
+    let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(shown["next"], json!([]), "{shown}");
+
+    worker.signal(libc::SIGTERM);
+    worker.wait(Duration::from_secs(30));
+    server.signal(libc::SIGTERM);
+    let done = server.finish();
+    assert_eq!(done.code, Some(0), "{}", done.stderr);
 }
