@@ -376,8 +376,25 @@ fn failed(error: RunError, thread: &str) -> NodeError {
             },
             false,
         ),
+        // The child saw the run's cancellation (they share its token): the parent's end too.
+        RunError::Cancelled { .. } => NodeError::wrap(
+            ChildCancelled {
+                thread: thread.to_string(),
+            },
+            false,
+        ),
         other => NodeError::new(format!("subgraph `{thread}`: {other}")),
     }
+}
+
+/// A child run cancelled with its parent's run (the token they share): the parent run ends
+/// [`RunError::Cancelled`] as well (`executor/step.rs`), never as a failed node, whichever of
+/// the two noticed the cancellation first.
+#[derive(Debug, thiserror::Error)]
+#[error("subgraph `{thread}` was cancelled with its run")]
+pub(crate) struct ChildCancelled {
+    /// The child's thread (its namespace under the parent's).
+    pub(crate) thread: String,
 }
 
 /// A child run's store failure, carried as the source of its parent task's error: the parent

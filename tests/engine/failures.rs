@@ -322,3 +322,49 @@ async fn a_command_to_an_undeclared_destination_is_refused() {
         .unwrap_err();
     assert!(err.to_string().contains("a command of node `a`"), "{err}");
 }
+
+/// A run cancelled while a subgraph runs ends cancelled, not with a failed node, whether the
+/// subgraph's task runs alone in its step or beside a sibling: the child sees the same token
+/// and may end first, and its end is the cancellation's.
+#[tokio::test]
+async fn a_run_cancelled_inside_a_subgraph_ends_cancelled_not_failed() {
+    for with_sibling in [false, true] {
+        let mut child = StateGraph::<Log>::new();
+        child.add_node("slow", |_s: Arc<Log>, _c: Context| async move {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            Ok::<_, NodeError>(visit("slow"))
+        });
+        child.add_edge(START, "slow").add_edge("slow", END);
+        let mut g = StateGraph::<Log>::new();
+        g.add_node("child", child.compile().unwrap());
+        g.add_edge(START, "child").add_edge("child", END);
+        if with_sibling {
+            g.add_node("sibling", |_s: Arc<Log>, _c: Context| async move {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                Ok::<_, NodeError>(visit("sibling"))
+            });
+            g.add_edge(START, "sibling").add_edge("sibling", END);
+        }
+        let graph = g
+            .compile()
+            .unwrap()
+            .with_checkpointer(Arc::new(stategraph::checkpoint::MemoryCheckpointer::new()));
+        let token = tokio_util::sync::CancellationToken::new();
+        let cancel = token.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            cancel.cancel();
+        });
+        let config = RunConfig::new().thread("t").cancel_on(token);
+        let result = tokio::time::timeout(
+            Duration::from_secs(10),
+            graph.invoke(LogUpdate::default(), config),
+        )
+        .await
+        .expect("the cancellation ends the run at once");
+        assert!(
+            matches!(result, Err(RunError::Cancelled { .. })),
+            "with a sibling: {with_sibling}: {result:?}"
+        );
+    }
+}

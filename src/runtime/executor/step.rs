@@ -346,6 +346,13 @@ impl<S: State> Run<S> {
         if let Some(store) = store {
             return RunError::Checkpoint(store.clone());
         }
+        let cancelled =
+            source.and_then(|e| e.downcast_ref::<crate::runtime::subgraph::ChildCancelled>());
+        if cancelled.is_some() {
+            return RunError::Cancelled {
+                thread_id: self.thread_id.to_string(),
+            };
+        }
         let node = match &error.inner_path {
             Some(inner) => format!("{node} > {inner}"),
             None => node.to_string(),

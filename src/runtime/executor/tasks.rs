@@ -174,9 +174,12 @@ impl<S: State> Run<S> {
                 let index = task.index;
                 let fut = run_task(task, self.state.clone(), self.events.clone(), step);
                 let outcome = match &cancel {
+                    // The token first: a subgraph run by the task sees the same token and
+                    // may end at the same moment, and its end is the cancellation's.
                     Some(token) => tokio::select! {
-                        o = fut => o,
+                        biased;
                         _ = token.cancelled() => return Err(cancelled()),
+                        o = fut => o,
                     },
                     None => fut.await,
                 };
@@ -198,8 +201,9 @@ impl<S: State> Run<S> {
         loop {
             let joined = match &cancel {
                 Some(token) => tokio::select! {
-                    j = running.next() => j,
+                    biased;
                     _ = token.cancelled() => return Err(cancelled()),
+                    j = running.next() => j,
                 },
                 None => running.next().await,
             };
