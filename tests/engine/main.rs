@@ -8,6 +8,7 @@ mod failures;
 mod same_type_child;
 mod stream_modes;
 mod streaming;
+mod sync_writes;
 mod validation;
 
 use serde::{Deserialize, Serialize};

@@ -207,21 +207,29 @@ impl<S: State> Run<S> {
                 },
                 None => running.next().await,
             };
-            let Some((index, mut outcome)) = joined else {
+            let Some(first) = joined else {
                 break;
             };
-            self.save_finished(index, &mut outcome).await?;
-            outcomes[index] = Some(outcome);
+            // Siblings that have finished by now are saved with it, in one write: a fan-out's
+            // tasks that end together cost one commit, not one each, and every result is still
+            // on disk before any is used.
+            let mut finished = vec![first];
+            while let Some(Some(more)) = running.next().now_or_never() {
+                finished.push(more);
+            }
+            self.save_finished(&mut finished).await?;
+            for (index, outcome) in finished {
+                outcomes[index] = Some(outcome);
+            }
         }
         Ok(())
     }
 
-    /// Saves a finished task's result of a multi-task step as soon as it finishes (not in exit
-    /// mode), keeping its serialized form for the step's checkpoint.
+    /// Saves finished tasks' results of a multi-task step as soon as they finish (not in exit
+    /// mode), keeping each one's serialized form for the step's checkpoint.
     async fn save_finished(
         &mut self,
-        index: usize,
-        outcome: &mut Outcome<S>,
+        finished: &mut [(usize, Outcome<S>)],
     ) -> Result<(), RunError> {
         let Some(mode) = self.writer.as_ref().map(|w| w.mode()) else {
             return Ok(());
@@ -229,26 +237,28 @@ impl<S: State> Run<S> {
         if mode == Durability::Exit {
             return Ok(());
         }
-        let Outcome::Done { command, raw, .. } = outcome else {
-            return Ok(());
-        };
-        let update = persist::to_raw(&command.update)?;
-        *raw = Some(update.clone());
-        self.supersede_stale_staging(index).await?;
-        let write = PendingWrite {
-            task: index,
-            node: self.frontier.tasks[index].node.clone(),
-            kind: PendingKind::Update {
-                update,
-                goto: goto_records(&command.goto),
-            },
-        };
+        let mut writes = Vec::with_capacity(finished.len());
+        for (index, outcome) in finished.iter_mut() {
+            let Outcome::Done { command, raw, .. } = outcome else {
+                continue;
+            };
+            let update = persist::to_raw(&command.update)?;
+            *raw = Some(update.clone());
+            self.supersede_stale_staging(*index).await?;
+            writes.push(PendingWrite {
+                task: *index,
+                node: self.frontier.tasks[*index].node.clone(),
+                kind: PendingKind::Update {
+                    update,
+                    goto: goto_records(&command.goto),
+                },
+            });
+        }
         // In sync mode a finished task's result is on disk before its siblings' results are
         // used (ARCHITECTURE.md): a kill after it finished never runs it again. In async mode
         // it rides along with the step's checkpoint flush, and a crash before that costs
         // re-running this task.
-        self.save_pending(vec![write], mode == Durability::Sync)
-            .await
+        self.save_pending(writes, mode == Durability::Sync).await
     }
 }
 
