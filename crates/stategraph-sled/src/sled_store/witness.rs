@@ -1,7 +1,7 @@
 //! The per-thread layout's flush witness (`folders/layout.rs`, `flushed.json` beside a thread's
 //! store): the thread's newest checkpoint (id and step) that a finished flush made durable,
-//! written by the process writing the store after each flush, so that a store read back shorter
-//! than it was written (a truncated or damaged log: sled reads a log up to its first bad message
+//! written by the process writing the store after each flush, so that a store read back
+//! shorter than it was written (a truncated or damaged log: sled reads a log up to its first bad message
 //! and takes the rest for a torn write) is found without the thread's index, which a killed run
 //! never wrote.
 //!
@@ -11,10 +11,23 @@
 //! - the witness is written only once sled's flush (an fsync of the log) returned: it never names
 //!   a checkpoint that is not on disk. A crash between the two leaves the older witness, which
 //!   names less than the disk holds (a weaker check, never a wrong one);
-//! - it is replaced by a rename, and carries a checksum: a torn or damaged witness does not read
-//!   and is ignored (it is not fsynced: losing it to a power cut only weakens the check);
+//! - it carries a checksum, and is read whole or not at all: a torn or damaged witness does not
+//!   read and is ignored (it is not fsynced: losing it to a power cut only weakens the check);
 //! - a deletion of the checkpoint it names (repair removing an unreadable head) first makes the
-//!   witness name the newest checkpoint that stays, then deletes.
+//!   witness name the newest checkpoint that stays, durably (fsynced: a power cut must not bring
+//!   back the name of what the deletion then removed for good), then deletes.
+//!
+//! How it is written: overwritten in place, at offset 0 of a file the writer keeps open, always
+//! at the same length (its JSON padded with spaces to the length the thread's longest record
+//! takes). A write and a rename per flush cost the kernel an inode, a directory update and, on
+//! ext4, a flush of the new file's data at the rename; an overwrite in place of an allocated
+//! block is one `pwrite`. What the rename gave, the format keeps: a write cut short (a power
+//! cut mid-sector, a reader racing the writer) leaves bytes of two records, which fail the
+//! checksum (it covers every field) or the JSON, and so read as no witness: a weaker check,
+//! never a false alarm. Files written by the rename of earlier versions are the same JSON
+//! unpadded, and read as before; a reader of an earlier version reads the padded file too
+//! (JSON allows trailing spaces). The first write over an older, longer file cuts it to the
+//! new length after writing: a crash in between leaves trailing bytes, which do not read.
 //!
 //! Only the store's writer writes it: a read never writes.
 
@@ -52,46 +65,121 @@ fn checksum(thread: &str, flushed: &Flushed) -> String {
 
 /// Reads the witness of `thread` in `file`: `None` when there is none, or it does not read
 /// (torn, damaged or of another thread), which only costs the check it would have made.
+///
+/// A file that does not read is read once more before it is ignored: a reader racing the
+/// writer's overwrite in place (a reader of a thread whose holder does not answer reads while
+/// it may write) sees a torn record once, the next read a whole one.
 pub(crate) fn read_flushed(file: &Path, thread: &str) -> Option<Flushed> {
-    let bytes = std::fs::read(file).ok()?;
-    let parsed: WitnessFile = match serde_json::from_slice(&bytes) {
-        Ok(w) => w,
-        Err(e) => {
-            tracing::warn!(file = %file.display(), error = %e, "ignoring a flush witness that does not read");
-            return None;
+    let mut failure = None;
+    for _ in 0..2 {
+        let bytes = std::fs::read(file).ok()?;
+        match parse_flushed(&bytes, thread) {
+            Ok(flushed) => return Some(flushed),
+            Err(why) => failure = Some(why),
         }
-    };
-    if parsed.thread != thread || parsed.check != checksum(thread, &parsed.flushed) {
-        tracing::warn!(file = %file.display(), "ignoring a flush witness that fails its checksum");
-        return None;
     }
-    Some(parsed.flushed)
+    if let Some(why) = failure {
+        tracing::warn!(file = %file.display(), reason = %why, "ignoring a flush witness that does not read");
+    }
+    None
 }
 
-/// Replaces the witness file by a rename: it reads whole or not at all.
-fn write_flushed(file: &Path, thread: &str, flushed: Flushed) -> std::io::Result<()> {
+/// The witness of `thread` in `bytes`, or why they are none.
+fn parse_flushed(bytes: &[u8], thread: &str) -> Result<Flushed, String> {
+    let parsed: WitnessFile = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    if parsed.thread != thread {
+        return Err(format!("it is the witness of thread {}", parsed.thread));
+    }
+    if parsed.check != checksum(thread, &parsed.flushed) {
+        return Err("it fails its checksum".to_string());
+    }
+    Ok(parsed.flushed)
+}
+
+/// The witness file's bytes: its JSON, padded with spaces to `len` (when shorter).
+fn witness_bytes(thread: &str, flushed: Flushed, len: usize) -> std::io::Result<Vec<u8>> {
     let body = WitnessFile {
         thread: thread.to_string(),
         flushed,
         check: checksum(thread, &flushed),
     };
-    let name = file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = file.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let result = serde_json::to_vec(&body)
-        .map_err(std::io::Error::other)
-        .and_then(|bytes| std::fs::write(&tmp, bytes))
-        .and_then(|()| std::fs::rename(&tmp, file));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    let mut bytes = serde_json::to_vec(&body).map_err(std::io::Error::other)?;
+    if bytes.len() < len {
+        bytes.resize(len, b' ');
     }
-    result
+    Ok(bytes)
 }
 
-/// Removes the temporary files of witness writes a killed writer left: the caller is the
-/// store's only writer now.
+/// The length every witness of `thread` is written at: that of its longest record (the step
+/// with the most digits), so an overwrite in place always covers the one before.
+fn padded_len(thread: &str) -> usize {
+    let longest = Flushed {
+        checkpoint: CheckpointId::nil(),
+        step: u64::MAX,
+    };
+    witness_bytes(thread, longest, 0).map_or(0, |b| b.len())
+}
+
+/// The open witness file of a store's writer, overwritten in place.
+struct WitnessWriter {
+    file: std::fs::File,
+    /// Whether the file is known to be `len` bytes long (else the first write cuts it).
+    sized: bool,
+}
+
+impl Watch {
+    /// Overwrites the witness with `flushed` (see the module's documentation); with `durable`,
+    /// it is on disk when this returns.
+    fn write(&mut self, flushed: Flushed, durable: bool) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let bytes = witness_bytes(&self.thread, flushed, self.len)?;
+        if self.writer.is_none() {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&self.file)?;
+            self.writer = Some(WitnessWriter { file, sized: false });
+        }
+        let Some(writer) = self.writer.as_mut() else {
+            return Ok(());
+        };
+        let written = writer.file.write_all_at(&bytes, 0).and_then(|()| {
+            if !writer.sized {
+                // An older witness (unpadded, or of a longer record) is cut after the write.
+                if writer.file.metadata()?.len() != bytes.len() as u64 {
+                    writer.file.set_len(bytes.len() as u64)?;
+                }
+                writer.sized = true;
+            }
+            if durable {
+                writer.file.sync_data()?;
+            }
+            Ok(())
+        });
+        if written.is_err() {
+            // Opened afresh next time.
+            self.writer = None;
+        }
+        written
+    }
+
+    /// Removes the witness, durably: the store no longer holds anything it could name.
+    fn remove(&mut self) -> std::io::Result<()> {
+        self.writer = None;
+        match std::fs::remove_file(&self.file) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            other => other?,
+        }
+        match self.file.parent() {
+            Some(dir) => std::fs::File::open(dir)?.sync_all(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Removes the temporary files of witness writes (by a rename, as earlier versions wrote it) a
+/// killed writer left: the caller is the store's only writer now.
 fn remove_torn_writes(file: &Path) {
     let (Some(dir), Some(name)) = (file.parent(), file.file_name()) else {
         return;
@@ -114,6 +202,10 @@ pub(super) struct FlushWitness {
 struct Watch {
     file: PathBuf,
     thread: String,
+    /// The length the witness is written at ([`padded_len`]).
+    len: usize,
+    /// The file, once written by this store.
+    writer: Option<WitnessWriter>,
     /// The thread's newest checkpoint written to sled (not necessarily flushed).
     newest: Option<Flushed>,
     /// What the file says now (as this process wrote it).
@@ -152,7 +244,7 @@ impl FlushWitness {
             if w.on_disk.is_some_and(|d| d.checkpoint > flushed.checkpoint) {
                 return;
             }
-            match write_flushed(&w.file, &w.thread, flushed) {
+            match w.write(flushed, false) {
                 Ok(()) => w.on_disk = Some(flushed),
                 Err(e) => {
                     tracing::debug!(file = %w.file.display(), error = %e, "could not update the flush witness")
@@ -174,18 +266,15 @@ impl FlushWitness {
         })
     }
 
-    /// Makes the witness name `newest` (or removes it, for `None`) now: the caller has made
-    /// `newest` durable.
+    /// Makes the witness name `newest` (or removes it, for `None`) now, durably: the caller has
+    /// made `newest` durable, and deletes what the witness named once this returns.
     fn retreat_to(&self, newest: Option<Flushed>) {
         self.with(|w| {
             let Some(w) = w.as_mut() else { return };
             w.newest = newest;
             let result = match newest {
-                Some(n) => write_flushed(&w.file, &w.thread, n),
-                None => match std::fs::remove_file(&w.file) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-                    _ => Ok(()),
-                },
+                Some(n) => w.write(n, true),
+                None => w.remove(),
             };
             match result {
                 Ok(()) => w.on_disk = newest,
@@ -207,6 +296,8 @@ impl SledCheckpointer {
             *w = Some(Watch {
                 file,
                 thread: thread.to_string(),
+                len: padded_len(thread),
+                writer: None,
                 newest,
                 on_disk: None,
             })
@@ -310,5 +401,66 @@ mod tests {
         assert_eq!(read_flushed(&file, "t"), None);
         std::fs::write(&file, &bytes[..at]).unwrap();
         assert_eq!(read_flushed(&file, "t"), None);
+    }
+
+    #[tokio::test]
+    async fn the_witness_is_overwritten_in_place_at_one_length_and_an_earlier_versions_reads() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("flushed.json");
+        let flushed = |id: u128, step: u64| Flushed {
+            checkpoint: CheckpointId::from_u128(id),
+            step,
+        };
+        // As an earlier version wrote it (by a rename, unpadded), then padded past this
+        // version's length: both read.
+        let old = serde_json::to_vec(&WitnessFile {
+            thread: "t".into(),
+            flushed: flushed(1, 0),
+            check: checksum("t", &flushed(1, 0)),
+        })
+        .unwrap();
+        std::fs::write(&file, &old).unwrap();
+        assert_eq!(read_flushed(&file, "t"), Some(flushed(1, 0)));
+        let mut long = old.clone();
+        long.resize(1000, b' ');
+        std::fs::write(&file, &long).unwrap();
+        assert_eq!(read_flushed(&file, "t"), Some(flushed(1, 0)));
+
+        let store = SledCheckpointer::open(dir.path().join("store")).unwrap();
+        store.put_checkpoint(&record(1, 0), true).await.unwrap();
+        store.keep_flush_witness(file.clone(), "t", Some(flushed(1, 0)));
+        let inode = std::fs::metadata(&file).unwrap().ino();
+        let mut written = Vec::new();
+        for (id, step) in [(2, 1), (3, 10), (4, 12_345_678_901)] {
+            store.put_checkpoint(&record(id, step), true).await.unwrap();
+            assert_eq!(read_flushed(&file, "t"), Some(flushed(id, step)));
+            let meta = std::fs::metadata(&file).unwrap();
+            assert_eq!(meta.len(), padded_len("t") as u64, "cut to one length");
+            assert_eq!(meta.ino(), inode, "overwritten in place, not replaced");
+            written.push((flushed(id, step), std::fs::read(&file).unwrap()));
+        }
+        // A write cut short, or a reader racing the writer: bytes of two records, at any split,
+        // read as one of the two or as none, never as a third.
+        for (a, a_bytes) in &written {
+            for (b, b_bytes) in &written {
+                for at in 0..a_bytes.len() {
+                    let mut torn = a_bytes[..at].to_vec();
+                    torn.extend_from_slice(&b_bytes[at..]);
+                    std::fs::write(&file, &torn).unwrap();
+                    let read = read_flushed(&file, "t");
+                    assert!(
+                        read.is_none() || read == Some(*a) || read == Some(*b),
+                        "split at {at}: {read:?}"
+                    );
+                }
+            }
+        }
+        // Deleting everything it could name removes it; the next flush writes it afresh.
+        let all: Vec<_> = (1..=4).map(CheckpointId::from_u128).collect();
+        store.delete_checkpoints("t", &all).await.unwrap();
+        assert!(!file.exists());
+        store.put_checkpoint(&record(5, 0), true).await.unwrap();
+        assert_eq!(read_flushed(&file, "t"), Some(flushed(5, 0)));
     }
 }
