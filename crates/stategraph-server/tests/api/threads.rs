@@ -231,3 +231,57 @@ async fn what_does_not_fit_is_named() {
         "{answer}"
     );
 }
+
+/// A thread made with POST /threads stays taken for its first run (which then reads and writes
+/// the store its creation opened), and lets go within `LINGER` when no run comes: another
+/// process (here a second store over the same folder, which locks and serves as a process
+/// does) reads it through the server meanwhile, and its write waits, then succeeds. A run of
+/// the server takes it back, and lets it go when it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_thread_is_kept_for_its_first_run_then_let_go_to_other_processes() {
+    use stategraph::checkpoint::Checkpointer;
+    use std::time::{Duration, Instant};
+    let s = TestServer::start().await;
+    let other = stategraph_sled::FolderCheckpointer::open(s.store.root()).unwrap();
+
+    let t = s.thread(json!({"user": "ann"})).await;
+    assert!(
+        other.is_running(&t).await,
+        "the server holds the thread it made"
+    );
+    let record = other
+        .get_journal(&t, stategraph_server::THREAD_RECORD_KEY)
+        .await
+        .unwrap()
+        .expect("read through the server");
+    assert_eq!(record["metadata"], json!({"user": "ann"}));
+    let began = Instant::now();
+    other.put_journal(&t, "note", &json!(1)).await.unwrap();
+    let waited = began.elapsed();
+    assert!(
+        waited < stategraph_server::LINGER + Duration::from_secs(1),
+        "the write waited {waited:?} for a holder that runs nothing"
+    );
+    other.release(&t).unwrap();
+
+    // The server takes it back to run it; the write the other process made is there.
+    let out = s
+        .post(
+            &format!("/threads/{t}/runs/wait"),
+            json!({"assistant_id": "steps", "input": {"topic": "x"}}),
+        )
+        .await;
+    assert!(out.get("__error__").is_none(), "{out}");
+    assert_eq!(
+        s.store.get_journal(&t, "note").await.unwrap(),
+        Some(json!(1))
+    );
+    // Let go once the run ended (in the background: at once, or within moments).
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while other.is_running(&t).await {
+        assert!(Instant::now() < deadline, "still held after its run ended");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    other.put_journal(&t, "note", &json!(2)).await.unwrap();
+    other.release(&t).unwrap();
+}
