@@ -56,8 +56,14 @@ impl HeldEpochs {
 impl PostgresCheckpointer {
     /// The fence of a write of `thread`: the first statement of its transaction.
     pub(crate) fn fence(&self, thread: &str, keys: &ThreadKeys, lock: Lock) -> Stmt {
-        let held = self.held.get(root_thread(thread));
+        let held = self.held_epoch(thread);
         stmt!(FENCE, keys.root.clone(), held, lock == Lock::Exclusive)
+    }
+
+    /// The epoch of the lease this handle holds on `thread`'s root, if it holds one: what the
+    /// fence of a write compares with the root's.
+    pub(crate) fn held_epoch(&self, thread: &str) -> Option<i64> {
+        self.held.get(root_thread(thread))
     }
 
     /// The thread's lease, if any.

@@ -19,8 +19,9 @@
 //!   `failure.rs`).
 //! - `schema/`: the tables, created and migrated by the program in versions (`sql/`), and the
 //!   refusal to run on a database whose schema is newer than this build.
-//! - `transaction.rs`: how a write reaches the database: one transaction, the fence first, sent
-//!   in one round trip when no piece must be looked up.
+//! - `transaction.rs`: how a write reaches the database: a record's write is one statement (the
+//!   fence, the thread's row, the record) committed on its own; other writes one transaction,
+//!   the fence first, sent in one round trip when no piece must be looked up.
 //! - `leases.rs`: leases, their epochs, and the fence every write passes.
 //! - `write_failure.rs`: a failed write (the database's error or the store's) and whether the
 //!   fence refused it.

@@ -8,7 +8,7 @@
 
 use crate::keys::{hash16, journal_checkpoint, ThreadKeys};
 use crate::pieces::{self, Fetched, NewPieces};
-use crate::transaction::{stmt, Lock, Param};
+use crate::transaction::{fenced, stmt, Param};
 use crate::PostgresCheckpointer;
 use deadpool_postgres::GenericClient;
 use stategraph_checkpoint::backend::{corrupt, encode};
@@ -18,11 +18,13 @@ use stategraph_checkpoint::{CheckpointError, CheckpointId, CheckpointRecord, Pen
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{IsolationLevel, Row};
 
-const PUT_CHECKPOINT: &str =
+// Each write is one `fenced!` statement: $4 is the thread's key; its own parameters from $6.
+const PUT_CHECKPOINT: &str = fenced!(
     "INSERT INTO stategraph_checkpoints (thread_key, id, names_pieces, record)
-    VALUES ($1, $2, $3, $4)
+    SELECT $4, $6, $7, $8 FROM fence
     ON CONFLICT (thread_key, id)
-    DO UPDATE SET names_pieces = EXCLUDED.names_pieces, record = EXCLUDED.record";
+    DO UPDATE SET names_pieces = EXCLUDED.names_pieces, record = EXCLUDED.record"
+);
 const GET_CHECKPOINT: &str =
     "SELECT id, record FROM stategraph_checkpoints WHERE thread_key = $1 AND id = $2";
 const NEWEST_CHECKPOINT: &str = "SELECT id, record FROM stategraph_checkpoints
@@ -30,18 +32,20 @@ const NEWEST_CHECKPOINT: &str = "SELECT id, record FROM stategraph_checkpoints
 const LIST_CHECKPOINTS: &str = "SELECT id, record FROM stategraph_checkpoints
     WHERE thread_key = $1 AND ($2::uuid IS NULL OR id < $2) ORDER BY id DESC LIMIT $3";
 // Sequence numbers follow the order of the array: the writes read back in the order saved.
-const PUT_WRITES: &str =
+const PUT_WRITES: &str = fenced!(
     "INSERT INTO stategraph_writes (thread_key, checkpoint, names_pieces, record)
-    SELECT $1, $2, w.names_pieces, w.record
-    FROM unnest($3::boolean[], $4::bytea[]) WITH ORDINALITY AS w(names_pieces, record, n)
-    ORDER BY w.n";
+    SELECT $4, $6, w.names_pieces, w.record
+    FROM fence, unnest($7::boolean[], $8::bytea[]) WITH ORDINALITY AS w(names_pieces, record, n)
+    ORDER BY w.n"
+);
 const GET_WRITES: &str = "SELECT record FROM stategraph_writes
     WHERE thread_key = $1 AND checkpoint = $2 ORDER BY seq";
-const PUT_JOURNAL: &str =
+const PUT_JOURNAL: &str = fenced!(
     "INSERT INTO stategraph_journal (thread_key, key_hash, key, checkpoint, value)
-    VALUES ($1, $2, $3, $4, $5)
+    SELECT $4, $6, $7, $8, $9 FROM fence
     ON CONFLICT (thread_key, key_hash)
-    DO UPDATE SET key = EXCLUDED.key, checkpoint = EXCLUDED.checkpoint, value = EXCLUDED.value";
+    DO UPDATE SET key = EXCLUDED.key, checkpoint = EXCLUDED.checkpoint, value = EXCLUDED.value"
+);
 const GET_JOURNAL: &str =
     "SELECT key, value FROM stategraph_journal WHERE thread_key = $1 AND key_hash = $2";
 // `key` is BYTEA: ordered by its bytes, as the other backends list.
@@ -58,19 +62,8 @@ impl PostgresCheckpointer {
         let mut pieces = NewPieces::default();
         let bytes = chunks::encode_checkpoint(record, &mut pieces)?;
         let names_pieces = chunks::may_hold_pieces(&bytes);
-        let stmts = vec![
-            self.ensure_thread(thread, &keys),
-            stmt!(
-                PUT_CHECKPOINT,
-                keys.key.clone(),
-                record.id,
-                names_pieces,
-                bytes
-            ),
-        ];
-        self.write(thread, &keys, flush, Lock::Shared, pieces, stmts)
-            .await
-            .map(drop)
+        let write = stmt!(PUT_CHECKPOINT, record.id, names_pieces, bytes);
+        self.write_fenced(thread, &keys, flush, pieces, write).await
     }
 
     /// The checkpoint `id`, or the newest.
@@ -147,13 +140,8 @@ impl PostgresCheckpointer {
             names.push(chunks::may_hold_pieces(&bytes));
             records.push(bytes);
         }
-        let stmts = vec![
-            self.ensure_thread(thread, &keys),
-            stmt!(PUT_WRITES, keys.key.clone(), checkpoint, names, records),
-        ];
-        self.write(thread, &keys, flush, Lock::Shared, pieces, stmts)
-            .await
-            .map(drop)
+        let write = stmt!(PUT_WRITES, checkpoint, names, records);
+        self.write_fenced(thread, &keys, flush, pieces, write).await
     }
 
     pub(crate) async fn read_pending(
@@ -277,28 +265,16 @@ impl PostgresCheckpointer {
     ) -> Result<(), CheckpointError> {
         let keys = ThreadKeys::of(thread);
         let bytes = encode(thread, value)?;
-        let stmts = vec![
-            self.ensure_thread(thread, &keys),
-            stmt!(
-                PUT_JOURNAL,
-                keys.key.clone(),
-                hash16(key),
-                key.as_bytes().to_vec(),
-                journal_checkpoint(key),
-                bytes
-            ),
-        ];
+        let write = stmt!(
+            PUT_JOURNAL,
+            hash16(key),
+            key.as_bytes().to_vec(),
+            journal_checkpoint(key),
+            bytes
+        );
         // Always durable: the caller paid for the call it records.
-        self.write(
-            thread,
-            &keys,
-            true,
-            Lock::Shared,
-            NewPieces::default(),
-            stmts,
-        )
-        .await
-        .map(drop)
+        self.write_fenced(thread, &keys, true, NewPieces::default(), write)
+            .await
     }
 }
 

@@ -1,10 +1,15 @@
-//! How a write reaches the database. Every write of a thread is one transaction whose first
-//! statement is the fence (`leases.rs`), committed durably or lazily as the caller asked.
+//! How a write reaches the database. Every write of a thread is one transaction that passes the
+//! fence (`leases.rs`) before it commits, committed durably or lazily as the caller asked.
 //!
-//! A write that needs no answer before its last statement, nearly every one, is sent as one
-//! pipeline: BEGIN, the fence, the statements and COMMIT leave together and cost one round trip.
-//! That is safe because the fence *raises* when it refuses: the error aborts the transaction, the
-//! statements after it fail unexecuted, and the COMMIT only ends it. A write of new pieces first
+//! A write of one record, nearly every write, is *one statement* ([`fenced!`]): the fence, the
+//! thread's row and the record, committed on its own (no BEGIN, no COMMIT): one message out, one
+//! answer back, and the least work for the server, which pays most of a step's CPU. The fence
+//! *raises* when it refuses, and an error anywhere in a statement undoes all of it.
+//!
+//! Other writes (deletes, prunes) are sent as one pipeline: BEGIN, the fence, the statements and
+//! COMMIT leave together and cost one round trip. That is safe because the fence raises: the
+//! error aborts the transaction, the statements after it fail unexecuted, and the COMMIT only
+//! ends it. A write of new pieces first
 //! asks, after its fence and inside its transaction, which of them the thread holds already, so a
 //! sweep (which holds the root's row exclusively) cannot take one away before the record naming
 //! it commits.
@@ -42,6 +47,43 @@ macro_rules! stmt {
 }
 pub(crate) use stmt;
 
+/// `fenced!(TAIL)`: a whole write of a thread as one statement. `TAIL` is an INSERT whose rows
+/// come `FROM fence` (one row), with its own parameters from `$6`; the first five are
+/// [`PostgresCheckpointer::write_fenced`]'s: the root thread's key, the epoch this handle holds
+/// there (NULL: unfenced), whether the commit waits for the disk, the thread's key and its id.
+///
+/// - `fence` locks the root's row `FOR SHARE`, as `stategraph_fence` does: a lease swap in
+///   flight (`FOR UPDATE`) is waited for and its epoch read (a locked row is read as committed
+///   last), and a swap waits for this write to commit. When the epochs differ it calls
+///   `stategraph_refuse` (schema v6), whose error aborts the statement, so nothing of the write
+///   is kept. A lazy write turns `synchronous_commit` off for its own transaction only.
+///   A materialized CTE computes its whole row, so both run before any row is inserted.
+/// - `ensure` records the thread's row unless it is the root's row, just found locked (so no
+///   delete can remove it before this commits).
+macro_rules! fenced {
+    ($tail:literal) => {
+        concat!(
+            "WITH fence AS MATERIALIZED (
+    SELECT CASE WHEN $2::bigint IS NULL OR r.epoch IS NOT DISTINCT FROM $2
+                THEN r.epoch IS NOT NULL
+                ELSE stategraph_refuse($2, r.epoch) END AS root_found,
+           CASE WHEN $3::boolean THEN NULL
+                ELSE set_config('synchronous_commit', 'off', true) END AS lazy
+    FROM (SELECT 1) AS one
+    LEFT JOIN (SELECT t.epoch FROM stategraph_threads t WHERE t.thread_key = $1::bytea
+               FOR SHARE) AS r ON true
+), ensure AS (
+    INSERT INTO stategraph_threads (thread_key, thread, root_key)
+    SELECT $4::bytea, $5::text, $1 FROM fence WHERE NOT (fence.root_found AND $4 = $1)
+    ON CONFLICT (thread_key) DO NOTHING
+)
+",
+            $tail
+        )
+    };
+}
+pub(crate) use fenced;
+
 /// How a write holds its root thread's row.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lock {
@@ -56,8 +98,6 @@ const INSERT_PIECES: &str = "INSERT INTO stategraph_pieces (thread_key, hash, by
     ON CONFLICT (thread_key, hash) DO NOTHING";
 const STORED_PIECES: &str =
     "SELECT hash FROM stategraph_pieces WHERE thread_key = $1 AND hash = ANY($2)";
-const ENSURE_THREAD: &str = "INSERT INTO stategraph_threads (thread_key, thread, root_key)
-    VALUES ($1, $2, $3) ON CONFLICT (thread_key) DO NOTHING";
 const FLUSH: &str = "INSERT INTO stategraph_flushes (slot, flushes) VALUES ($1, 1)
     ON CONFLICT (slot) DO UPDATE SET flushes = stategraph_flushes.flushes + 1";
 /// Rows `flush` spreads its updates over, so flushing processes seldom wait for one another.
@@ -91,14 +131,52 @@ impl PostgresCheckpointer {
         }
     }
 
-    /// The statement that records a thread's row, if it has none yet.
-    pub(crate) fn ensure_thread(&self, thread: &str, keys: &ThreadKeys) -> Stmt {
-        stmt!(
-            ENSURE_THREAD,
-            keys.key.clone(),
-            thread.to_string(),
-            keys.root.clone()
-        )
+    /// Writes one record of `thread`: `write` is a [`fenced!`] statement with its own
+    /// parameters (from `$6`). Without new pieces it is one statement, committed on its own;
+    /// with them it ends the transaction that stores them (its fence then finds the row it
+    /// already holds).
+    pub(crate) async fn write_fenced(
+        &self,
+        thread: &str,
+        keys: &ThreadKeys,
+        durable: bool,
+        pieces: NewPieces,
+        write: Stmt,
+    ) -> Result<(), CheckpointError> {
+        let held = self.held_epoch(thread);
+        let mut params: Vec<Param> = vec![
+            Box::new(keys.root.clone()),
+            Box::new(held),
+            Box::new(durable),
+            Box::new(keys.key.clone()),
+            Box::new(thread.to_string()),
+        ];
+        params.extend(write.params);
+        let write = Stmt {
+            sql: write.sql,
+            params,
+        };
+        let outcome = if pieces.is_empty() {
+            self.one_statement(write).await
+        } else {
+            let fence = self.fence(thread, keys, Lock::Shared);
+            self.write_with_pieces(keys, durable, fence, pieces, vec![write])
+                .await
+                .map(drop)
+        };
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(failed) => Err(self.failed(thread, failed).await),
+        }
+    }
+
+    /// `write` as a transaction of its own: `execute` returns at the server's ReadyForQuery,
+    /// which follows the commit (and, when durable, the flush), or with the error that undid it.
+    async fn one_statement(&self, write: Stmt) -> Result<(), Failed> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached(write.sql).await?;
+        client.execute(&statement, &refs(&write.params)).await?;
+        Ok(())
     }
 
     /// What a failed write means: a refused fence is a thread another run holds now.

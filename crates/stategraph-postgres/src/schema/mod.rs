@@ -11,7 +11,7 @@ use deadpool_postgres::{GenericClient, Object};
 use tokio_postgres::error::SqlState;
 
 /// The newest schema version this build creates and reads.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// One version of the schema.
 struct Migration {
@@ -46,6 +46,11 @@ const MIGRATIONS: &[Migration] = &[
         version: 5,
         what: "the run queue: active runs indexed by thread, for the claim",
         sql: include_str!("sql/v5.sql"),
+    },
+    Migration {
+        version: 6,
+        what: "a write of a thread in one statement: the fence's refusal as a function",
+        sql: include_str!("sql/v6.sql"),
     },
 ];
 
