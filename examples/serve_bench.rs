@@ -21,7 +21,9 @@ use stategraph_cli::App;
 use workload_graphs::{Chain, Fanout};
 
 fn main() -> std::process::ExitCode {
-    return_large_blocks_to_the_system();
+    // What the `graph` binary does first thing in its `main`, from the same function, so this
+    // binary's memory is `graph serve`'s (stategraph-cli/src/process.rs says what it sets).
+    stategraph_cli::tune_process();
     App::new()
         .register(Chain {
             name: "chain10",
@@ -30,19 +32,4 @@ fn main() -> std::process::ExitCode {
         })
         .register(Fanout)
         .run()
-}
-
-/// What the `graph` binary does first thing in its `main` (crates/stategraph-cli/src/main.rs),
-/// so this binary's memory is `graph serve`'s: glibc's malloc serves every block of 1 MiB or
-/// more with its own mapping, given back when freed. Without it, the large blocks each thread's
-/// store allocates while it is open stay in malloc's arenas after it closes (peak RSS under the
-/// benchmark's 20 clients: ~150 MB instead of ~32 MB).
-fn return_large_blocks_to_the_system() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: `mallopt` takes no pointers; its one hazard is another thread's malloc reading the
-    // allocator's parameters while they change. This runs first thing in `main`, before any
-    // thread is started (the async runtime starts inside `App::run`).
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
-    }
 }

@@ -50,9 +50,11 @@ def tree(pid):
     return out
 
 
-def memory_kb(pid):
+def memory_kb(pid, parts=None):
     """(VmRSS, VmHWM) summed over the process tree, in KiB. The sum of peaks is an upper bound of
-    the tree's peak (the processes may not peak at once); langgraph dev --no-reload is one process."""
+    the tree's peak (the processes may not peak at once); langgraph dev --no-reload is one process.
+    With `parts` (a dict), also adds up RssAnon (heaps, stacks) and RssFile (the program's and
+    its libraries' pages mapped from disk) into it."""
     rss = hwm = 0
     for p in tree(pid):
         try:
@@ -62,6 +64,9 @@ def memory_kb(pid):
                         rss += int(line.split()[1])
                     elif line.startswith("VmHWM:"):
                         hwm += int(line.split()[1])
+                    elif parts is not None and line.startswith(("RssAnon:", "RssFile:")):
+                        key = line.split(":")[0]
+                        parts[key] = parts.get(key, 0) + int(line.split()[1])
         except OSError:
             pass
     return rss, hwm
@@ -126,10 +131,17 @@ class Server:
             self.proc.wait()
 
 
-# glibc's malloc serves blocks of 1 MiB or more with their own mappings, given back when freed:
-# what the `graph` binary (and examples/serve_bench.rs) sets in its main with mallopt, given to
-# both servers alike so neither gains from the allocator's setting.
-MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(1 << 20)}
+# The glibc malloc settings `graph` (and examples/serve_bench.rs) make first thing in main
+# (`stategraph_cli::tune_process`), given to both servers alike so neither gains from them: blocks
+# of 1 MiB or more in their own mappings, given back when freed; one arena per core; an arena's
+# top given back once 64 KiB of it is free, with no padding. (The once-a-second `malloc_trim`
+# thread tune_process also starts cannot be given to the peer from outside.)
+MALLOC = {
+    "MALLOC_MMAP_THRESHOLD_": str(1 << 20),
+    "MALLOC_ARENA_MAX": str(max(2, os.cpu_count() or 2)),
+    "MALLOC_TRIM_THRESHOLD_": str(64 << 10),
+    "MALLOC_TOP_PAD_": "0",
+}
 
 
 def start_ours(a, work, port):
@@ -168,16 +180,22 @@ def one_round(a, rnd, which, out):
     rows = []
     try:
         time.sleep(1)  # let start-up work settle before reading idle memory
-        idle_rss, _ = memory_kb(server.proc.pid)
+        idle_parts = {}
+        idle_rss, _ = memory_kb(server.proc.pid, idle_parts)
         for graph, mode, clients in PHASES:
             runs = a.runs if clients is None else a.single_runs
             clients = clients or a.clients
             cpu0 = cpu_s(server.proc.pid)
             row = asyncio.run(load.drive(server.url, graph, mode, clients, runs, a.cap))
             cpu1 = cpu_s(server.proc.pid)
-            rss, hwm = memory_kb(server.proc.pid)
+            parts = {}
+            rss, hwm = memory_kb(server.proc.pid, parts)
             row.update(server=which, round=rnd, startup_s=round(server.startup_s, 2),
                        idle_rss_mb=round(idle_rss / 1024, 1), rss_mb=round(rss / 1024, 1),
+                       idle_rss_anon_mb=round(idle_parts.get("RssAnon", 0) / 1024, 1),
+                       idle_rss_file_mb=round(idle_parts.get("RssFile", 0) / 1024, 1),
+                       rss_anon_mb=round(parts.get("RssAnon", 0) / 1024, 1),
+                       rss_file_mb=round(parts.get("RssFile", 0) / 1024, 1),
                        peak_rss_mb=round(hwm / 1024, 1), server_cpu_s=round(cpu1 - cpu0, 2),
                        server_cpu_ms_per_run=round((cpu1 - cpu0) * 1000 / max(1, row["runs"]), 2),
                        processes=len(tree(server.proc.pid)))
@@ -238,6 +256,11 @@ def table(rows, default_clients):
     lines.append(f"Peak RSS over a round (median, range): ours {o[0]} MB ({o[1]}-{o[2]}), peer {p[0]} MB "
                  f"({p[1]}-{p[2]}): ours is {o[0] / p[0]:.3f} of the peer's. Idle after start-up: ours {o[3]} MB, "
                  f"peer {p[3]} MB.")
+    for w in ("ours", "peer"):
+        last = [r for r in rows if r["server"] == w and (r["graph"], r["mode"], r["clients"]) == ("fanout", "stream", 1)]
+        if last:
+            lines.append(f"{w}: RSS idle {med(last, 'idle_rss_anon_mb')} MB anonymous + {med(last, 'idle_rss_file_mb')} MB "
+                         f"mapped from files; at the round's end {med(last, 'rss_anon_mb')} + {med(last, 'rss_file_mb')} MB.")
     return "\n".join(lines)
 
 

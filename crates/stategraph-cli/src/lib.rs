@@ -17,7 +17,8 @@
 //! `args.rs` is the command line; `cmd/` holds one file per group of commands;
 //! `long_term.rs` opens the long-term store beside the threads (`<db>/items/`, or Postgres's
 //! table) for `graph store` (`cmd/store.rs`) and, lazily, for runs' nodes;
-//! `origin.rs` is how a thread was started (kept in its store); `progress.rs` draws a run's
+//! `origin.rs` is how a thread was started (kept in its store); `process.rs` is how the
+//! allocator behaves, set first thing by `main` ([`tune_process`]); `progress.rs` draws a run's
 //! events; `output.rs` is every write to stdout and stderr (never a panic on a closed pipe);
 //! `error.rs` maps the library's typed errors to exit codes; `store/` is where threads are
 //! kept: a directory (`stategraph_sled::FolderCheckpointer`, which owns the on-disk layout) or a
@@ -49,9 +50,12 @@ mod error;
 mod long_term;
 mod origin;
 mod pause;
+mod process;
 mod progress;
 mod store;
 mod traces;
+
+pub use process::tune_process;
 
 pub use error::{
     EXIT_DONE, EXIT_FAILURE, EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_PAUSED, EXIT_TERMINATED,
@@ -170,6 +174,10 @@ impl App {
         let json = cli.command.json();
         let runtime = match tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
+            // The folder store's file work (a store's open, copy and close) runs on the
+            // blocking pool, off these two threads; a few such threads are enough for the
+            // disk, and each new one can cost a malloc arena (BENCHMARKS.md, the server).
+            .max_blocking_threads(4)
             .enable_all()
             .build()
         {
