@@ -157,10 +157,9 @@ impl FolderCheckpointer {
         let deadline = Instant::now() + WRITE_PATIENCE;
         let mut waiting = Waiting::default();
         let store = loop {
-            // Inline, not on the blocking pool: a caller that drops this future (a stop of the
-            // `graph` command) must find nothing taken, and an open left running on a blocking
-            // thread would make the thread's store after the lock was let go.
-            match SledCheckpointer::open_with(&store_dir, self.options) {
+            // sled's open reads and rewrites files (recovery, a snapshot): off the async threads.
+            let (dir, options) = (store_dir.clone(), self.options);
+            match blocking(move || SledCheckpointer::open_with(&dir, options)).await {
                 Ok(store) => break Arc::new(store),
                 // A reader is copying it.
                 Err(CheckpointError::Locked { .. }) if Instant::now() < deadline => {
