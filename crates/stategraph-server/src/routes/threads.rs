@@ -139,8 +139,7 @@ async fn create(
     }
     let record = ThreadRecord::new(now_ms(), metadata);
     app.threads.write(&id, &record).await?;
-    // Kept a moment for its first run, which clients start right after making a thread.
-    app.idle_later(&id);
+    app.thread_idle(&id);
     Ok(Json(thread_json(&app, &id, &record).await?))
 }
 

@@ -223,15 +223,6 @@ struct Lane {
     active: Option<Arc<RunHandle>>,
     waiting: VecDeque<Arc<RunHandle>>,
     order: Vec<String>,
-    /// Requests taking the thread to start a run (`App::claim`): it is not let go meanwhile.
-    claims: usize,
-}
-
-impl Lane {
-    /// True while a run of this server has the thread, or a request is starting one.
-    fn busy(&self) -> bool {
-        self.active.is_some() || !self.waiting.is_empty() || self.claims > 0
-    }
 }
 
 #[derive(Default)]
@@ -306,43 +297,19 @@ impl Runs {
         let lane = inner.lanes.get_mut(&run.thread_id)?;
         lane.active = lane.waiting.pop_front();
         let next = lane.active.clone();
-        if !lane.busy() {
+        if next.is_none() {
             idle(&run.thread_id);
         }
         next
     }
 
-    /// Marks the thread as being taken by a request that is about to start a run on it.
-    pub fn claim(&self, thread: &str) {
-        self.lock()
-            .lanes
-            .entry(thread.to_string())
-            .or_default()
-            .claims += 1;
-    }
-
-    /// Ends a [`claim`](Self::claim): `idle` is called with the thread unless a run has it (or
-    /// another request is starting one), under the lock admissions take.
-    pub fn unclaim(&self, thread: &str, idle: impl FnOnce(&str)) {
-        let mut inner = self.lock();
-        let Some(lane) = inner.lanes.get_mut(thread) else {
-            return;
-        };
-        lane.claims = lane.claims.saturating_sub(1);
-        if !lane.busy() {
-            // A lane of no run (the request failed) is not kept: ids of threads that do not
-            // exist would pile up.
-            if lane.order.is_empty() {
-                inner.lanes.remove(thread);
-            }
-            idle(thread);
-        }
-    }
-
     /// Calls `idle` with the thread unless a run has it, under the lock admissions take.
     pub fn when_idle(&self, thread: &str, idle: impl FnOnce(&str)) {
         let inner = self.lock();
-        let busy = inner.lanes.get(thread).is_some_and(Lane::busy);
+        let busy = inner
+            .lanes
+            .get(thread)
+            .is_some_and(|l| l.active.is_some() || !l.waiting.is_empty());
         if !busy {
             idle(thread);
         }

@@ -1,13 +1,14 @@
-//! Taking a thread for this process (lock, verify, open, serve); where reads of a thread go.
-//! Letting it go is `letting.rs`.
+//! Taking a thread for this process (lock, verify, open, serve) and letting it go; where reads
+//! of a thread go.
 
 use super::blobs::damaged_blob;
 use super::held_copy::process_stopped;
 use super::index::{IndexEntry, ThreadListing};
 use super::layout::flushed_beside;
-use super::layout::{fingerprint, io_error, lock_holder, FileLock};
+use super::layout::{blob_names, file_stamp, fingerprint, io_error, lock_holder, FileLock};
 use super::owner::{self, OwnerServer, Request, Response};
 use super::read_copy::{open_copy, Copied, ReadCopy};
+use super::required::with_required_checked;
 use super::unwritten::remove_trash;
 use super::{
     wait_for_sole, Damage, FolderCheckpointer, Held, Slot, Source, Take, READ_PATIENCE, RETRY,
@@ -16,6 +17,7 @@ use super::{
 use crate::sled_store::{read_flushed, remove_mark, Flushed};
 use crate::SledCheckpointer;
 use stategraph_checkpoint::root_thread;
+use stategraph_checkpoint::summarize;
 use stategraph_checkpoint::Checkpointer;
 use stategraph_checkpoint::{validate_thread_id, CheckpointError};
 use std::path::{Path, PathBuf};
@@ -40,14 +42,13 @@ impl FolderCheckpointer {
         }
         match self.slot(root) {
             Some(Slot::Held(held)) => {
-                if matches!(how, Take::Existing | Take::New) {
+                if how != Take::Any {
                     self.check_presence(root, &held.store, how).await?;
                 }
                 return Ok(held.store.clone());
             }
-            // Read through its holder before: the lock says whether that holder still has it,
-            // and one holding it between runs is waited for (`lock_thread`).
-            Some(Slot::Remote(_)) | Some(Slot::Copy(_)) => {
+            Some(Slot::Remote(socket)) => return Err(self.busy(root, Some(&socket)).await),
+            Some(Slot::Copy(_)) => {
                 self.take_slot(root);
             }
             None => {}
@@ -85,13 +86,12 @@ impl FolderCheckpointer {
         let deadline = Instant::now() + WRITE_PATIENCE;
         let mut waiting = Waiting::default();
         loop {
-            let stored = matches!(how, Take::Existing | Take::Stored);
-            if stored && !self.layout.store_dir(root).is_dir() {
+            if how == Take::Existing && !self.layout.store_dir(root).is_dir() {
                 return Err(CheckpointError::ThreadNotFound {
                     thread: root.to_string(),
                 });
             }
-            if !stored {
+            if how != Take::Existing {
                 std::fs::create_dir_all(&dir)
                     .map_err(|e| io_error("cannot create the thread's folder", &dir, e))?;
             }
@@ -115,16 +115,7 @@ impl FolderCheckpointer {
                 None => {
                     if let Ok(socket) = owner::socket_path(&dir) {
                         if owner::ping(&socket).await {
-                            // A holder running the thread (its lease live) keeps it for the
-                            // run: refused at once. One holding it between runs (a server's new
-                            // thread before its first run, a thread being let go, an edit being
-                            // saved) lets go within moments: waited for, as below.
-                            if Instant::now() >= deadline || !holds_idle(&socket, root).await {
-                                return Err(self.busy(root, Some(&socket)).await);
-                            }
-                            waiting.say(root, "another process holds it between runs");
-                            tokio::time::sleep(RETRY).await;
-                            continue;
+                            return Err(self.busy(root, Some(&socket)).await);
                         }
                     }
                     // A stopped holder lets go only once it goes on: waiting is no use.
@@ -147,7 +138,7 @@ impl FolderCheckpointer {
     ) -> Result<Arc<Held>, CheckpointError> {
         let store_dir = self.layout.store_dir(root);
         let marker = self.layout.new_marker(root);
-        if matches!(how, Take::New | Take::Any) && !store_dir.exists() {
+        if how != Take::Existing && !store_dir.exists() {
             // Before sled makes the store: a process that dies before its first record reaches
             // the disk leaves a folder marked as never written, not one that looks emptied.
             std::fs::write(&marker, b"")
@@ -157,9 +148,7 @@ impl FolderCheckpointer {
         let deadline = Instant::now() + WRITE_PATIENCE;
         let mut waiting = Waiting::default();
         let store = loop {
-            // sled's open reads and rewrites files (recovery, a snapshot): off the async threads.
-            let (dir, options) = (store_dir.clone(), self.options);
-            match blocking(move || SledCheckpointer::open_with(&dir, options)).await {
+            match SledCheckpointer::open_with(&store_dir, self.options) {
                 Ok(store) => break Arc::new(store),
                 // A reader is copying it.
                 Err(CheckpointError::Locked { .. }) if Instant::now() < deadline => {
@@ -240,7 +229,6 @@ impl FolderCheckpointer {
             Take::New if newest.is_some() => Err(CheckpointError::ThreadExists {
                 thread: root.to_string(),
             }),
-            // Its store exists (the lock was taken with it there): with or without a checkpoint.
             _ => Ok(newest),
         }
     }
@@ -267,10 +255,7 @@ impl FolderCheckpointer {
             // copy below is not made, so the blobs are checked here, in the store itself.
             unindexed_or_unchanged => {
                 let blobs = unindexed_or_unchanged.map(|e| e.blobs).unwrap_or_default();
-                // Reads every blob file: off the async threads.
-                let (dir, options) = (store_dir.to_path_buf(), self.options);
-                let damaged = blocking(move || Ok(damaged_blob(&dir, &dir, &blobs, options)));
-                return match damaged.await? {
+                return match damaged_blob(store_dir, store_dir, &blobs, self.options) {
                     Some(d) => Err(CheckpointError::Damaged {
                         thread: root.to_string(),
                         file: d.file,
@@ -284,12 +269,7 @@ impl FolderCheckpointer {
             .as_ref()
             .map(|e| e.blobs.as_slice())
             .unwrap_or_default();
-        let copied = {
-            let (dir, root, options) = (store_dir.to_path_buf(), root.to_string(), self.options);
-            let blobs = blobs.to_vec();
-            blocking(move || open_copy(&dir, &root, options, &blobs)).await?
-        };
-        match copied {
+        match open_copy(store_dir, root, self.options, blobs)? {
             Copied::Open(copy) => {
                 let witness = entry.as_ref().map(|e| &e.listing);
                 let listing = ThreadListing::of_store(&copy, root, witness, store_dir).await?;
@@ -354,6 +334,58 @@ impl FolderCheckpointer {
         lock_holder(&self.layout.lock_path(root)).is_some_and(process_stopped)
     }
 
+    /// Closes a held thread: flushes, lists it, closes the store, records the index entry with
+    /// the closed store's fingerprint, then unlocks.
+    pub(super) fn let_go(&self, root: &str, held: Arc<Held>) -> Result<(), CheckpointError> {
+        let Held {
+            store,
+            lock,
+            server,
+        } = match Arc::try_unwrap(wait_for_sole(held)) {
+            Ok(held) => held,
+            // Still in use after all: flush, and leave closing to the last user.
+            Err(held) => return held.store.flush_now(),
+        };
+        drop(server);
+        // Removes the thread's mark of being new when this is its first flush of a record.
+        let flushed = store.flush_now();
+        let store_dir = self.layout.store_dir(root);
+        let legacy = self.layout.legacy_meta_path(root);
+        let listing = futures::executor::block_on(async {
+            let summary = summarize(store.as_ref(), root).await.ok().flatten();
+            let listing = ThreadListing {
+                thread_id: root.to_string(),
+                summary,
+                created_at_ms: store.first_checkpoint_time(root).ok().flatten(),
+                damage: None,
+            };
+            // The index is what `threads` trusts while the store is unchanged: it says so too.
+            with_required_checked(
+                self.required.as_ref(),
+                Some(listing),
+                store.as_ref(),
+                &store_dir,
+                &legacy,
+            )
+            .await
+        });
+        let closed = Arc::try_unwrap(wait_for_sole(store)).is_ok();
+        if flushed.is_ok() && closed && lock.still_at(&self.layout.lock_path(root)) {
+            if let (Some(print), Some(listing)) = (fingerprint(&store_dir), listing) {
+                IndexEntry {
+                    fingerprint: print,
+                    listing,
+                    blobs: blob_names(&store_dir),
+                    legacy_meta: file_stamp(&legacy),
+                    required: self.required.map(|r| r.key.to_string()),
+                }
+                .write(&self.layout.index_path(root));
+            }
+        }
+        drop(lock);
+        flushed
+    }
+
     /// Where reads of `thread` go; `None` when it has no store.
     pub(super) async fn source(&self, thread: &str) -> Result<Option<Source>, CheckpointError> {
         // One store holds every thread of a single store: one copy serves them all.
@@ -385,17 +417,7 @@ impl FolderCheckpointer {
         let deadline = Instant::now() + READ_PATIENCE;
         let mut waiting = Waiting::default();
         loop {
-            // Copying and opening a store reads and writes files: off the async threads.
-            let copied = {
-                let (dir, root, options, blobs) = (
-                    store_dir.clone(),
-                    root.to_string(),
-                    self.options,
-                    blobs.clone(),
-                );
-                blocking(move || open_copy(&dir, &root, options, &blobs)).await?
-            };
-            match copied {
+            match open_copy(&store_dir, root, self.options, &blobs)? {
                 Copied::Missing => {
                     self.keep_for_reads(root, None);
                     return Ok(None);
@@ -572,39 +594,6 @@ impl FolderCheckpointer {
         thread: &str,
     ) -> Result<Arc<SledCheckpointer>, CheckpointError> {
         self.take(thread, Take::Any).await
-    }
-}
-
-/// True when the process answering on `socket` holds `root` without running it (no live lease):
-/// it lets go within moments, so a writer waits for it rather than refusing at once.
-async fn holds_idle(socket: &Path, root: &str) -> bool {
-    let request = Request::GetLease {
-        thread: root.to_string(),
-    };
-    match owner::request(socket, &request).await {
-        Ok(Response::Lease(lease)) => {
-            lease.is_none_or(|l| l.expires_at_ms <= stategraph_checkpoint::now_ms())
-        }
-        _ => false,
-    }
-}
-
-/// Runs `work`, which blocks on the file system, on tokio's blocking threads when there is a
-/// runtime (its async threads go on serving other tasks meanwhile), else here.
-pub(super) async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, CheckpointError> + Send + 'static,
-) -> Result<T, CheckpointError> {
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => match runtime.spawn_blocking(work).await {
-            Ok(done) => done,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => Err(CheckpointError::Storage(
-                "the store's work was cancelled: the program is shutting down; nothing was \
-                 changed by it"
-                    .to_string(),
-            )),
-        },
-        Err(_) => work(),
     }
 }
 
