@@ -174,9 +174,8 @@ impl App {
         let json = cli.command.json();
         let runtime = match tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
-            // The folder store's file work (a store's open, copy and close) runs on the
-            // blocking pool, off these two threads; a few such threads are enough for the
-            // disk, and each new one can cost a malloc arena (BENCHMARKS.md, the server).
+            // A few blocking threads are enough for the disk, and each new one can cost a
+            // malloc arena (BENCHMARKS.md, the server).
             .max_blocking_threads(4)
             .enable_all()
             .build()
