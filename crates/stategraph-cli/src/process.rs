@@ -26,20 +26,17 @@ const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// - glibc's malloc serves every block of 1 MiB or more with its own mapping, given back to the
 ///   system when freed. By default the threshold rises with each large block freed (up to
 ///   32 MiB), and blocks under it stay in the allocator's arenas after they are freed: a run over
-///   a large state (a 100 MB state's snapshots, results and their JSON, 1-40 MB each) kept
-///   ~100 MB it no longer used (peak RSS 392 MB against 288 MB with this, BENCHMARKS.md), and
-///   `graph serve` under 20 clients, whose per-thread stores allocate such blocks while open,
-///   peaked at ~150 MB instead of ~32 MB.
+///   a large state, or a server whose per-thread stores allocate such blocks while open, would
+///   keep memory it no longer uses (figures: BENCHMARKS.md).
 /// - At most one malloc arena per core (glibc's default: eight per core). Every thread that
 ///   allocates while the others hold theirs gets an arena of its own, and each keeps the memory
-///   its threads freed; a server's blocking threads (store opens, closes, fsyncs: dozens under
-///   20 clients) made 16 arenas, most holding a few hundred KiB they did not use. And the top of
+///   its threads freed, so a server's many short-lived blocking threads would leave arenas
+///   holding memory they do not use. And the top of
 ///   an arena is given back once 64 KiB of it is free, with no padding added when it grows.
 /// - A thread of its own gives the free pages of every arena back to the system once a second
 ///   (`malloc_trim`). glibc only ever shrinks an arena from its top, so the pages freed inside it
-///   by runs that ended (a thread's store, a request's buffers) stayed resident until reused:
-///   ~4 MB of `graph serve`'s ~35 MB after 800 runs. A trim with nothing to give back costs a few
-///   microseconds.
+///   by runs that ended (a thread's store, a request's buffers) would stay resident until
+///   reused. A trim with nothing to give back is cheap.
 ///
 /// ```no_run
 /// fn main() -> std::process::ExitCode {
