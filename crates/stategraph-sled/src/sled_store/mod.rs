@@ -8,9 +8,11 @@
 //! layout and tests read beyond the contract (checkpoint ids from keys alone, whether a store is
 //! empty, the stored bytes) and the tampering hooks of the corruption tests; `mark.rs` removes
 //! the per-thread layout's mark of a store never written once a flush made a record durable;
-//! `witness.rs` writes the per-thread layout's flush witness after each flush.
+//! `witness.rs` writes the per-thread layout's flush witness after each flush; `closing.rs`
+//! remembers the stores this process just closed, whose lock sled may hold a moment longer.
 
 mod checkpointer;
+mod closing;
 mod inspect;
 mod keys;
 mod mark;
@@ -219,5 +221,6 @@ impl Drop for SledCheckpointer {
             }
             ManuallyDrop::drop(&mut self.db);
         }
+        closing::closed(&self.path);
     }
 }

@@ -59,6 +59,7 @@ impl SledCheckpointer {
             },
             opened => opened,
         };
+        let open = || super::closing::open_past_own_close(&path, open, is_locked);
         let db = match open() {
             Err(sled::Error::Corruption { .. }) if clear_unfinished_snapshots(&path)? => open(),
             opened => opened,
@@ -175,17 +176,22 @@ fn open_error(path: &Path, e: sled::Error) -> CheckpointError {
             return CheckpointError::DiskFull { path };
         }
     }
-    let text = e.to_string();
-    let locked = match &e {
-        sled::Error::Io(io) => io.kind() == std::io::ErrorKind::WouldBlock || text.contains("lock"),
-        _ => false,
-    };
-    if locked {
+    if is_locked(&e) {
         CheckpointError::Locked {
             path: path.display().to_string(),
         }
     } else {
-        CheckpointError::Storage(format!("cannot open store at {}: {text}", path.display()))
+        CheckpointError::Storage(format!("cannot open store at {}: {e}", path.display()))
+    }
+}
+
+/// sled's refusal of a store another handle holds.
+fn is_locked(e: &sled::Error) -> bool {
+    match e {
+        sled::Error::Io(io) => {
+            io.kind() == std::io::ErrorKind::WouldBlock || e.to_string().contains("lock")
+        }
+        _ => false,
     }
 }
 
@@ -381,10 +387,11 @@ mod tests {
             b"half a snapshot, no checksum",
         )
         .unwrap();
-        let plain = sled::Config::new()
+        let config = sled::Config::new()
             .path(dir.path())
-            .segment_size(SledOptions::default().segment_size)
-            .open();
+            .segment_size(SledOptions::default().segment_size);
+        let plain =
+            super::super::closing::open_past_own_close(dir.path(), || config.open(), is_locked);
         assert!(
             matches!(plain, Err(sled::Error::Corruption { .. })),
             "sled alone refuses the store: {plain:?}"
