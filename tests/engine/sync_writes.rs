@@ -5,7 +5,7 @@
 use super::{visit, Log, LogUpdate};
 use async_trait::async_trait;
 use stategraph::checkpoint::{
-    CheckpointError, CheckpointId, CheckpointRecord, Checkpointer, Lease, MemoryCheckpointer,
+    CheckpointError, CheckpointId, Checkpointer, CheckpointerLayer, MemoryCheckpointer,
     PendingWrite,
 };
 use stategraph::runtime::{Context, Durability, RunConfig};
@@ -27,29 +27,11 @@ impl CountingWrites {
 }
 
 #[async_trait]
-impl Checkpointer for CountingWrites {
-    async fn put_checkpoint(
-        &self,
-        r: &CheckpointRecord,
-        flush: bool,
-    ) -> Result<(), CheckpointError> {
-        self.inner.put_checkpoint(r, flush).await
+impl CheckpointerLayer for CountingWrites {
+    fn inner(&self) -> &dyn Checkpointer {
+        &self.inner
     }
-    async fn get_checkpoint(
-        &self,
-        thread: &str,
-        id: Option<CheckpointId>,
-    ) -> Result<Option<CheckpointRecord>, CheckpointError> {
-        self.inner.get_checkpoint(thread, id).await
-    }
-    async fn list_checkpoints(
-        &self,
-        thread: &str,
-        before: Option<CheckpointId>,
-        limit: usize,
-    ) -> Result<Vec<CheckpointRecord>, CheckpointError> {
-        self.inner.list_checkpoints(thread, before, limit).await
-    }
+
     async fn put_writes(
         &self,
         thread: &str,
@@ -61,61 +43,6 @@ impl Checkpointer for CountingWrites {
         self.inner
             .put_writes(thread, checkpoint, writes, flush)
             .await
-    }
-    async fn get_writes(
-        &self,
-        thread: &str,
-        checkpoint: CheckpointId,
-    ) -> Result<Vec<PendingWrite>, CheckpointError> {
-        self.inner.get_writes(thread, checkpoint).await
-    }
-    async fn get_journal(
-        &self,
-        thread: &str,
-        key: &str,
-    ) -> Result<Option<serde_json::Value>, CheckpointError> {
-        self.inner.get_journal(thread, key).await
-    }
-    async fn put_journal(
-        &self,
-        thread: &str,
-        key: &str,
-        value: &serde_json::Value,
-    ) -> Result<(), CheckpointError> {
-        self.inner.put_journal(thread, key, value).await
-    }
-    async fn list_journal(&self, thread: &str) -> Result<Vec<String>, CheckpointError> {
-        self.inner.list_journal(thread).await
-    }
-    async fn list_namespaces(&self, thread: &str) -> Result<Vec<String>, CheckpointError> {
-        self.inner.list_namespaces(thread).await
-    }
-    async fn list_threads(&self) -> Result<Vec<String>, CheckpointError> {
-        self.inner.list_threads().await
-    }
-    async fn delete_thread(&self, thread: &str) -> Result<(), CheckpointError> {
-        self.inner.delete_thread(thread).await
-    }
-    async fn delete_checkpoints(
-        &self,
-        thread: &str,
-        ids: &[CheckpointId],
-    ) -> Result<(), CheckpointError> {
-        self.inner.delete_checkpoints(thread, ids).await
-    }
-    async fn get_lease(&self, thread: &str) -> Result<Option<Lease>, CheckpointError> {
-        self.inner.get_lease(thread).await
-    }
-    async fn swap_lease(
-        &self,
-        thread: &str,
-        expected: Option<&Lease>,
-        new: Option<&Lease>,
-    ) -> Result<Result<(), Option<Lease>>, CheckpointError> {
-        self.inner.swap_lease(thread, expected, new).await
-    }
-    async fn flush(&self) -> Result<(), CheckpointError> {
-        self.inner.flush().await
     }
 }
 

@@ -16,6 +16,8 @@
 //! - `status.rs`: where a thread stands, from its records alone.
 //! - `thread_key.rs`: how a subgraph's records are keyed inside its root thread's.
 //! - [`MemoryCheckpointer`] (`memory.rs`): records in memory (tests, short-lived runs).
+//! - [`CheckpointerLayer`] (`layer.rs`): a store in front of another that changes some calls
+//!   (counts, fails, logs them) and passes every other one through, new ones included.
 //! - [`store`]: the long-term store's contract (items across threads, `put`/`get`/`search`),
 //!   its records and [`MemoryStore`](store::MemoryStore); beside checkpoints because its
 //!   on-disk backends live in the same crates as theirs.
@@ -36,6 +38,7 @@ pub mod codec;
 mod compact;
 mod error;
 pub mod group_commit;
+mod layer;
 mod memory;
 mod record;
 mod status;
@@ -47,6 +50,7 @@ pub use cache::{
     NodeCache,
 };
 pub use error::{validate_thread_id, CheckpointError, SealFault};
+pub use layer::CheckpointerLayer;
 pub use memory::MemoryCheckpointer;
 pub use record::*;
 pub use status::{
