@@ -13,7 +13,10 @@
 //! readers and writers check them before sled opens a store (see `blobs.rs`). A thread folder
 //! whose store has not held a record on disk yet is marked new (see `layout.rs`): when its
 //! process died first, it is no thread, and `unwritten.rs` removes it once nobody holds it
-//! (`graph prune`).
+//! (`graph prune`). Opening a taken thread's store is `opening.rs`, whose guard removes what a
+//! take made when the take is dropped before it completes (a stopped command): a take leaves a
+//! whole thread, or the thread as it was, or nothing. Letting a thread go (flush, index, close,
+//! unlock) is `letting.rs`, at once or on a blocking thread.
 //!
 //! A subgraph's checkpoints (thread `{root}/{ns}`) are stored in the root thread's folder, only
 //! root threads are listed, and deleting a root thread deletes its folder, children included.
@@ -24,6 +27,8 @@ mod damage;
 mod held_copy;
 mod index;
 mod layout;
+mod letting;
+mod opening;
 mod owner;
 mod read_copy;
 mod repair;
@@ -40,6 +45,7 @@ pub use required::{RecordUnreadable, RequiredRecord};
 use crate::{SledCheckpointer, SledOptions};
 use index::IndexEntry;
 use layout::{file_stamp, fingerprint, io_error, FileLock, Layout};
+use letting::Closings;
 use owner::{OwnerServer, Request, Response};
 use read_copy::{open_copy, Copied, ReadCopy};
 use required::with_required_checked;
@@ -85,6 +91,8 @@ pub struct FolderCheckpointer {
     required: Option<RequiredRecord>,
     // A std mutex: never held across an await.
     slots: Mutex<HashMap<String, Slot>>,
+    /// Threads let go in the background (`letting.rs`) whose stores are still closing.
+    closings: Closings,
 }
 
 #[derive(Clone)]
@@ -112,6 +120,9 @@ enum Take {
     New,
     /// Either (a write through the `Checkpointer` trait).
     Any,
+    /// Its store must exist, with a checkpoint or only journal records (a thread a server made
+    /// and has not run yet): taken to write it, never created.
+    Stored,
 }
 
 /// Where reads of a thread go.
@@ -149,6 +160,7 @@ impl FolderCheckpointer {
             options,
             required: None,
             slots: Mutex::new(HashMap::new()),
+            closings: Closings::default(),
         })
     }
 
@@ -218,6 +230,23 @@ impl FolderCheckpointer {
         self.take(thread, Take::Existing).await.map(drop)
     }
 
+    /// Holds a thread whose store exists, with or without a checkpoint (one made with journal
+    /// records only, as a server makes a thread before its first run), to write it: what a
+    /// program about to read a thread and then write it takes first, so that its reads go to the
+    /// store it writes rather than to a private copy. Fails like [`hold`](Self::hold), except
+    /// that a store holding no checkpoint is taken.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: stategraph_sled::FolderCheckpointer) -> Result<(), stategraph_checkpoint::CheckpointError> {
+    /// store.hold_stored("thread-1").await?;
+    /// // ... read the thread, run it ...
+    /// store.release("thread-1")?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn hold_stored(&self, thread: &str) -> Result<(), CheckpointError> {
+        self.take(thread, Take::Stored).await.map(drop)
+    }
+
     /// Makes the thread's writes durable, closes its store and lets other processes have it.
     /// Its index entry is brought up to date. Does nothing for a thread this process does not
     /// hold.
@@ -250,6 +279,7 @@ impl FolderCheckpointer {
                 }
             }
         }
+        self.closings.wait();
     }
 
     /// True when another process holds the thread now.

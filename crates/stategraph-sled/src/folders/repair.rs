@@ -143,7 +143,7 @@ impl FolderCheckpointer {
             });
             store.keep_flush_witness(file, &root, head);
         }
-        let held = self.held_from(&root, lock, std::sync::Arc::new(store))?;
+        let held = self.held_from(&root, lock, std::sync::Arc::new(store));
         self.set_slot(&root, super::Slot::Held(held));
         self.release(&root)?;
         let gone = now.is_none();

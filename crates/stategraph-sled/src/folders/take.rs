@@ -1,24 +1,23 @@
-//! Taking a thread for this process (lock, verify, open, serve) and letting it go; where reads
-//! of a thread go.
+//! Taking a thread for this process (lock, verify, serve); where reads of a thread go. Opening
+//! its store, and undoing a take dropped on the way, is `opening.rs`; letting it go is
+//! `letting.rs`.
 
 use super::blobs::damaged_blob;
 use super::held_copy::process_stopped;
 use super::index::{IndexEntry, ThreadListing};
 use super::layout::flushed_beside;
-use super::layout::{blob_names, file_stamp, fingerprint, io_error, lock_holder, FileLock};
+use super::layout::{fingerprint, io_error, lock_holder, FileLock};
+use super::opening::check_presence;
 use super::owner::{self, OwnerServer, Request, Response};
 use super::read_copy::{open_copy, Copied, ReadCopy};
-use super::required::with_required_checked;
 use super::unwritten::remove_trash;
 use super::{
     wait_for_sole, Damage, FolderCheckpointer, Held, Slot, Source, Take, READ_PATIENCE, RETRY,
     WRITE_PATIENCE,
 };
-use crate::sled_store::{read_flushed, remove_mark, Flushed};
+use crate::sled_store::read_flushed;
 use crate::SledCheckpointer;
 use stategraph_checkpoint::root_thread;
-use stategraph_checkpoint::summarize;
-use stategraph_checkpoint::Checkpointer;
 use stategraph_checkpoint::{validate_thread_id, CheckpointError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -42,17 +41,20 @@ impl FolderCheckpointer {
         }
         match self.slot(root) {
             Some(Slot::Held(held)) => {
-                if how != Take::Any {
-                    self.check_presence(root, &held.store, how).await?;
+                if matches!(how, Take::Existing | Take::New) {
+                    check_presence(root, &held.store, how).await?;
                 }
                 return Ok(held.store.clone());
             }
-            Some(Slot::Remote(socket)) => return Err(self.busy(root, Some(&socket)).await),
-            Some(Slot::Copy(_)) => {
+            // Read through its holder before: the lock says whether that holder still has it,
+            // and one holding it between runs is waited for (`lock_thread`).
+            Some(Slot::Remote(_)) | Some(Slot::Copy(_)) => {
                 self.take_slot(root);
             }
             None => {}
         }
+        // No await between the lock taken and `open_held` guarding it (`opening.rs`): a take
+        // dropped from here on is undone.
         let lock = self.lock_thread(root, how).await?;
         let held = self.open_held(root, lock, how).await?;
         let store = held.store.clone();
@@ -86,12 +88,13 @@ impl FolderCheckpointer {
         let deadline = Instant::now() + WRITE_PATIENCE;
         let mut waiting = Waiting::default();
         loop {
-            if how == Take::Existing && !self.layout.store_dir(root).is_dir() {
+            let stored = matches!(how, Take::Existing | Take::Stored);
+            if stored && !self.layout.store_dir(root).is_dir() {
                 return Err(CheckpointError::ThreadNotFound {
                     thread: root.to_string(),
                 });
             }
-            if how != Take::Existing {
+            if !stored {
                 std::fs::create_dir_all(&dir)
                     .map_err(|e| io_error("cannot create the thread's folder", &dir, e))?;
             }
@@ -115,7 +118,16 @@ impl FolderCheckpointer {
                 None => {
                     if let Ok(socket) = owner::socket_path(&dir) {
                         if owner::ping(&socket).await {
-                            return Err(self.busy(root, Some(&socket)).await);
+                            // A holder running the thread (its lease live) keeps it for the
+                            // run: refused at once. One holding it between runs (a server's new
+                            // thread before its first run, a thread being let go, an edit being
+                            // saved) lets go within moments: waited for, as below.
+                            if Instant::now() >= deadline || !holds_idle(&socket, root).await {
+                                return Err(self.busy(root, Some(&socket)).await);
+                            }
+                            waiting.say(root, "another process holds it between runs");
+                            tokio::time::sleep(RETRY).await;
+                            continue;
                         }
                     }
                     // A stopped holder lets go only once it goes on: waiting is no use.
@@ -129,64 +141,13 @@ impl FolderCheckpointer {
         }
     }
 
-    /// Opens the store of a thread whose lock this process now holds.
-    pub(super) async fn open_held(
-        &self,
-        root: &str,
-        lock: FileLock,
-        how: Take,
-    ) -> Result<Arc<Held>, CheckpointError> {
-        let store_dir = self.layout.store_dir(root);
-        let marker = self.layout.new_marker(root);
-        if how != Take::Existing && !store_dir.exists() {
-            // Before sled makes the store: a process that dies before its first record reaches
-            // the disk leaves a folder marked as never written, not one that looks emptied.
-            std::fs::write(&marker, b"")
-                .map_err(|e| io_error("cannot mark the new thread's folder", &marker, e))?;
-        }
-        self.verify_before_writing(root, &store_dir).await?;
-        let deadline = Instant::now() + WRITE_PATIENCE;
-        let mut waiting = Waiting::default();
-        let store = loop {
-            match SledCheckpointer::open_with(&store_dir, self.options) {
-                Ok(store) => break Arc::new(store),
-                // A reader is copying it.
-                Err(CheckpointError::Locked { .. }) if Instant::now() < deadline => {
-                    waiting.say(root, "a reader is copying its store");
-                    tokio::time::sleep(RETRY).await;
-                }
-                Err(CheckpointError::Damaged { file, reason, .. }) => {
-                    return Err(CheckpointError::Damaged {
-                        thread: root.to_string(),
-                        file: store_dir.join(file).display().to_string(),
-                        reason,
-                    })
-                }
-                Err(e) => return Err(e),
-            }
-        };
-        let newest = self.check_presence(root, &store, how).await?;
-        if let Some(file) = flushed_beside(&store_dir) {
-            store.keep_flush_witness(file, root, newest);
-        }
-        if store.holds_nothing()? {
-            // Marked now, or by a run that died before its first record reached the disk: the
-            // first flush that makes a record durable removes it.
-            store.remove_once_written(marker);
-        } else {
-            // What it holds was read from the disk: a leftover mark is no longer true.
-            remove_mark(&marker);
-        }
-        self.held_from(root, lock, store)
-    }
-
     /// A held thread, served to other processes (when there is a tokio runtime to serve from).
     pub(super) fn held_from(
         &self,
         root: &str,
         lock: FileLock,
         store: Arc<SledCheckpointer>,
-    ) -> Result<Arc<Held>, CheckpointError> {
+    ) -> Arc<Held> {
         let server = if tokio::runtime::Handle::try_current().is_ok() {
             let created = store.first_checkpoint_time(root).ok().flatten();
             match OwnerServer::start(
@@ -204,33 +165,11 @@ impl FolderCheckpointer {
         } else {
             None
         };
-        Ok(Arc::new(Held {
+        Arc::new(Held {
             store,
             lock,
             server,
-        }))
-    }
-
-    /// Checks the thread is there (or not) as `how` asks; returns its newest checkpoint.
-    pub(super) async fn check_presence(
-        &self,
-        root: &str,
-        store: &SledCheckpointer,
-        how: Take,
-    ) -> Result<Option<Flushed>, CheckpointError> {
-        let newest = store.get_checkpoint(root, None).await?.map(|r| Flushed {
-            checkpoint: r.id,
-            step: r.step,
-        });
-        match how {
-            Take::Existing if newest.is_none() => Err(CheckpointError::ThreadNotFound {
-                thread: root.to_string(),
-            }),
-            Take::New if newest.is_some() => Err(CheckpointError::ThreadExists {
-                thread: root.to_string(),
-            }),
-            _ => Ok(newest),
-        }
+        })
     }
 
     /// Before a store is opened for writing (sled's recovery would make any damage permanent):
@@ -255,7 +194,10 @@ impl FolderCheckpointer {
             // copy below is not made, so the blobs are checked here, in the store itself.
             unindexed_or_unchanged => {
                 let blobs = unindexed_or_unchanged.map(|e| e.blobs).unwrap_or_default();
-                return match damaged_blob(store_dir, store_dir, &blobs, self.options) {
+                // Reads every blob file: off the async threads.
+                let (dir, options) = (store_dir.to_path_buf(), self.options);
+                let damaged = blocking(move || Ok(damaged_blob(&dir, &dir, &blobs, options)));
+                return match damaged.await? {
                     Some(d) => Err(CheckpointError::Damaged {
                         thread: root.to_string(),
                         file: d.file,
@@ -269,7 +211,12 @@ impl FolderCheckpointer {
             .as_ref()
             .map(|e| e.blobs.as_slice())
             .unwrap_or_default();
-        match open_copy(store_dir, root, self.options, blobs)? {
+        let copied = {
+            let (dir, root, options) = (store_dir.to_path_buf(), root.to_string(), self.options);
+            let blobs = blobs.to_vec();
+            blocking(move || open_copy(&dir, &root, options, &blobs)).await?
+        };
+        match copied {
             Copied::Open(copy) => {
                 let witness = entry.as_ref().map(|e| &e.listing);
                 let listing = ThreadListing::of_store(&copy, root, witness, store_dir).await?;
@@ -334,58 +281,6 @@ impl FolderCheckpointer {
         lock_holder(&self.layout.lock_path(root)).is_some_and(process_stopped)
     }
 
-    /// Closes a held thread: flushes, lists it, closes the store, records the index entry with
-    /// the closed store's fingerprint, then unlocks.
-    pub(super) fn let_go(&self, root: &str, held: Arc<Held>) -> Result<(), CheckpointError> {
-        let Held {
-            store,
-            lock,
-            server,
-        } = match Arc::try_unwrap(wait_for_sole(held)) {
-            Ok(held) => held,
-            // Still in use after all: flush, and leave closing to the last user.
-            Err(held) => return held.store.flush_now(),
-        };
-        drop(server);
-        // Removes the thread's mark of being new when this is its first flush of a record.
-        let flushed = store.flush_now();
-        let store_dir = self.layout.store_dir(root);
-        let legacy = self.layout.legacy_meta_path(root);
-        let listing = futures::executor::block_on(async {
-            let summary = summarize(store.as_ref(), root).await.ok().flatten();
-            let listing = ThreadListing {
-                thread_id: root.to_string(),
-                summary,
-                created_at_ms: store.first_checkpoint_time(root).ok().flatten(),
-                damage: None,
-            };
-            // The index is what `threads` trusts while the store is unchanged: it says so too.
-            with_required_checked(
-                self.required.as_ref(),
-                Some(listing),
-                store.as_ref(),
-                &store_dir,
-                &legacy,
-            )
-            .await
-        });
-        let closed = Arc::try_unwrap(wait_for_sole(store)).is_ok();
-        if flushed.is_ok() && closed && lock.still_at(&self.layout.lock_path(root)) {
-            if let (Some(print), Some(listing)) = (fingerprint(&store_dir), listing) {
-                IndexEntry {
-                    fingerprint: print,
-                    listing,
-                    blobs: blob_names(&store_dir),
-                    legacy_meta: file_stamp(&legacy),
-                    required: self.required.map(|r| r.key.to_string()),
-                }
-                .write(&self.layout.index_path(root));
-            }
-        }
-        drop(lock);
-        flushed
-    }
-
     /// Where reads of `thread` go; `None` when it has no store.
     pub(super) async fn source(&self, thread: &str) -> Result<Option<Source>, CheckpointError> {
         // One store holds every thread of a single store: one copy serves them all.
@@ -417,7 +312,17 @@ impl FolderCheckpointer {
         let deadline = Instant::now() + READ_PATIENCE;
         let mut waiting = Waiting::default();
         loop {
-            match open_copy(&store_dir, root, self.options, &blobs)? {
+            // Copying and opening a store reads and writes files: off the async threads.
+            let copied = {
+                let (dir, root, options, blobs) = (
+                    store_dir.clone(),
+                    root.to_string(),
+                    self.options,
+                    blobs.clone(),
+                );
+                blocking(move || open_copy(&dir, &root, options, &blobs)).await?
+            };
+            match copied {
                 Copied::Missing => {
                     self.keep_for_reads(root, None);
                     return Ok(None);
@@ -597,6 +502,39 @@ impl FolderCheckpointer {
     }
 }
 
+/// True when the process answering on `socket` holds `root` without running it (no live lease):
+/// it lets go within moments, so a writer waits for it rather than refusing at once.
+async fn holds_idle(socket: &Path, root: &str) -> bool {
+    let request = Request::GetLease {
+        thread: root.to_string(),
+    };
+    match owner::request(socket, &request).await {
+        Ok(Response::Lease(lease)) => {
+            lease.is_none_or(|l| l.expires_at_ms <= stategraph_checkpoint::now_ms())
+        }
+        _ => false,
+    }
+}
+
+/// Runs `work`, which blocks on the file system, on tokio's blocking threads when there is a
+/// runtime (its async threads go on serving other tasks meanwhile), else here.
+pub(super) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, CheckpointError> + Send + 'static,
+) -> Result<T, CheckpointError> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => match runtime.spawn_blocking(work).await {
+            Ok(done) => done,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Err(CheckpointError::Storage(
+                "the store's work was cancelled: the program is shutting down; nothing was \
+                 changed by it"
+                    .to_string(),
+            )),
+        },
+        Err(_) => work(),
+    }
+}
+
 /// A wait for a thread that another process has, said once (at info level: `graph -v` shows
 /// it), so that a command that pauses for it says why.
 ///
@@ -604,12 +542,12 @@ impl FolderCheckpointer {
 /// dropped there (a caller's timeout, a stop of the `graph` command) lets go of the lock and
 /// leaves the thread as a failed wait would have.
 #[derive(Default)]
-struct Waiting {
+pub(super) struct Waiting {
     said: bool,
 }
 
 impl Waiting {
-    fn say(&mut self, root: &str, why: &str) {
+    pub(super) fn say(&mut self, root: &str, why: &str) {
         if !std::mem::replace(&mut self.said, true) {
             tracing::info!(thread = %root, "waiting for the thread: {why}");
         }

@@ -6,7 +6,6 @@
 //! "another process". Opening waits out that moment for the stores named here, and only for
 //! them: a lock held by another process is reported at once as before.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
