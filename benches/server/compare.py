@@ -2,14 +2,15 @@
 """`graph serve` beside `langgraph dev`, in one run (see README.md for what it needs).
 
 Each round starts each server fresh (ours over a new folder store, the peer in a new app folder),
-drives the same phases with load.py's driver, reads the server's CPU time and memory from /proc,
-and stops it; rounds alternate which server goes first. Prints one JSON line per phase to stdout
-(and to --out), then a Markdown table of the medians over rounds with the ratios.
+drives the same phases with the same load driver (a child process: `load_driver`, built from
+driver.rs, by default; load.py with `--driver python`), reads the server's CPU time and memory
+from /proc and the driver's CPU time from its rusage, and stops the server; rounds alternate
+which server goes first. Prints one JSON line per phase to stdout (and to --out), then a Markdown
+table of the medians over rounds with the ratios.
 
     target/serve-bench-venv/bin/python benches/server/compare.py --rounds 3
 """
 import argparse
-import asyncio
 import json
 import os
 import shutil
@@ -22,8 +23,6 @@ import time
 import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ in the repo
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import load  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -163,6 +162,29 @@ def start_peer(a, work, port):
     return s
 
 
+def drive(a, url, graph, mode, clients, runs):
+    """One phase: runs the load driver as a child process and returns its JSON line, with the
+    driver's whole CPU time (start-up included) from the kernel's rusage of the child added as
+    `driver_process_cpu_s`; `driver_cpu_s` is the driver's own count over the phase alone."""
+    args = ["--url", url, "--graph", graph, "--mode", mode, "--clients", str(clients), "--runs", str(runs),
+            "--cap", str(a.cap)]
+    cmd = [a.driver_bin] + args if a.driver == "rust" else [sys.executable, os.path.join(HERE, "load.py")] + args
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
+        # wait4 rather than Popen.wait: it hands back the child's rusage, reaped with it.
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        text, errors = out.read().decode(), err.read().decode()
+    try:
+        row = json.loads(text.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        sys.exit(f"the load driver ({' '.join(cmd)}) exited with {proc.returncode} and no result: {errors[-2000:]}")
+    row["driver_process_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
+    return row
+
+
 PHASES = [  # (graph, mode, clients: None for --clients, 1 for one client and --single-runs)
     ("chain10", "wait", None),
     ("chain10", "stream", None),
@@ -186,8 +208,9 @@ def one_round(a, rnd, which, out):
             runs = a.runs if clients is None else a.single_runs
             clients = clients or a.clients
             cpu0 = cpu_s(server.proc.pid)
-            row = asyncio.run(load.drive(server.url, graph, mode, clients, runs, a.cap))
+            row = drive(a, server.url, graph, mode, clients, runs)
             cpu1 = cpu_s(server.proc.pid)
+            wall = row["seconds"] or None
             parts = {}
             rss, hwm = memory_kb(server.proc.pid, parts)
             row.update(server=which, round=rnd, startup_s=round(server.startup_s, 2),
@@ -198,6 +221,10 @@ def one_round(a, rnd, which, out):
                        rss_file_mb=round(parts.get("RssFile", 0) / 1024, 1),
                        peak_rss_mb=round(hwm / 1024, 1), server_cpu_s=round(cpu1 - cpu0, 2),
                        server_cpu_ms_per_run=round((cpu1 - cpu0) * 1000 / max(1, row["runs"]), 2),
+                       driver_cpu_ms_per_run=round(row["driver_cpu_s"] * 1000 / max(1, row["runs"]), 2),
+                       # Cores each kept busy over the phase's wall time (2 = the whole machine here).
+                       server_cores=round((cpu1 - cpu0) / wall, 2) if wall else None,
+                       driver_cores=round(row["driver_cpu_s"] / wall, 2) if wall else None,
                        processes=len(tree(server.proc.pid)))
             line = json.dumps(row)
             print(line, flush=True)
@@ -216,16 +243,17 @@ def one_round(a, rnd, which, out):
     return rows
 
 
-def med(rows, key):
+def med(rows, key, digits=1):
     xs = [r[key] for r in rows if r.get(key) is not None]
-    return round(statistics.median(xs), 1) if xs else None
+    return round(statistics.median(xs), digits) if xs else None
 
 
 def table(rows, default_clients):
     lines = [
         "| graph | phase | ours runs/s | peer runs/s | ratio | ours first event p50 / p95 ms | "
-        "peer first event p50 / p95 ms | ours CPU ms/run | peer CPU ms/run |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "peer first event p50 / p95 ms | ours CPU ms/run | peer CPU ms/run | driver CPU ms/run, ours / peer | "
+        "cores, server + driver: ours / peer |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for graph, mode, clients in PHASES:
         n = clients or default_clients
@@ -243,7 +271,10 @@ def table(rows, default_clients):
             continue
         ro, rp = med(o, "runs_per_s"), med(p, "runs_per_s")
         lines.append(f"| {graph} | {mode}, {n} client(s) | {ro} | {rp} | **{ro / rp:.1f}×** | {first(o)} | {first(p)} | "
-                     f"{med(o, 'server_cpu_ms_per_run')} | {med(p, 'server_cpu_ms_per_run')} |")
+                     f"{med(o, 'server_cpu_ms_per_run')} | {med(p, 'server_cpu_ms_per_run')} | "
+                     f"{med(o, 'driver_cpu_ms_per_run')} / {med(p, 'driver_cpu_ms_per_run')} | "
+                     f"{med(o, 'server_cores', 2)} + {med(o, 'driver_cores', 2)} / "
+                     f"{med(p, 'server_cores', 2)} + {med(p, 'driver_cores', 2)} |")
     peak = {}
     for w in ("ours", "peer"):
         rounds = sorted({r["round"] for r in rows if r["server"] == w})
@@ -274,13 +305,21 @@ def about(a):
         except metadata.PackageNotFoundError:
             return None
 
+    def built(path):
+        if not os.path.exists(path):
+            return None
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(os.path.getmtime(path)))
+
     head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     return {
         "meta": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "nproc": os.cpu_count(),
         "loadavg": open("/proc/loadavg").read().split()[:3],
         "ours": a.ours,
-        "ours_built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(os.path.getmtime(a.ours))) if os.path.exists(a.ours) else None,
+        "ours_built": built(a.ours),
+        "driver": a.driver,
+        "driver_bin": a.driver_bin if a.driver == "rust" else os.path.join(HERE, "load.py"),
+        "driver_built": built(a.driver_bin) if a.driver == "rust" else None,
         "git_head": head.stdout.strip(),
         "peer": {p: version(p) for p in ("langgraph-cli", "langgraph-api", "langgraph-runtime-inmem", "langgraph",
                                          "langgraph-checkpoint", "uvicorn", "httpx")},
@@ -305,8 +344,17 @@ def main():
     ap.add_argument("--tmp", default=os.path.join(ROOT, "target", "tmp"))
     ap.add_argument("--out", default=os.path.join(ROOT, "target", "serve-bench-results.jsonl"))
     ap.add_argument("--keep", action="store_true", help="keep each round's store, app folder and logs")
+    ap.add_argument("--driver", choices=["rust", "python"], default="rust",
+                    help="the load driver for both servers: load_driver (driver.rs) or load.py (needs httpx)")
+    ap.add_argument("--driver-bin", default=os.path.join(ROOT, "target", "release", "examples", "load_driver"),
+                    help="the Rust driver; built with cargo when missing")
     a = ap.parse_args()
-    a.ours, a.venv, a.tmp = (os.path.abspath(p) for p in (a.ours, a.venv, a.tmp))
+    a.ours, a.venv, a.tmp, a.driver_bin = (os.path.abspath(p) for p in (a.ours, a.venv, a.tmp, a.driver_bin))
+    if a.driver == "rust" and not os.path.exists(a.driver_bin):
+        build = ["cargo", "build", "--release", "-p", "stategraph-server", "--example", "load_driver"]
+        print(f"{a.driver_bin} is missing: {' '.join(build)}", file=sys.stderr, flush=True)
+        if subprocess.run(build, cwd=ROOT).returncode != 0 or not os.path.exists(a.driver_bin):
+            sys.exit(f"could not build the load driver: {' '.join(build)}")
     if a.only != "peer" and not os.path.exists(a.ours):
         sys.exit(f"{a.ours} is missing: cargo build --release -p stategraph-cli --example serve_bench")
     if not a.only and not os.path.exists(os.path.join(a.venv, "bin", "langgraph")):

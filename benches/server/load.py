@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""The load driver of the server benchmark, the same for both servers (see README.md).
+"""The load driver of the server benchmark in Python, kept as a cross-check of the Rust one
+(driver.rs, `load_driver`), which does the same requests at a fraction of the CPU; compare.py
+runs this one with `--driver python` (see README.md).
 
 Speaks LangGraph's Agent Server API over plain HTTP/1.1 (httpx), to 127.0.0.1 only:
 - `wait`: CLIENTS concurrent clients, each in a loop: create a thread (POST /threads), then
@@ -136,6 +138,7 @@ async def drive(url, graph, mode, clients, runs, cap):
         "latency_ms_p50": pct(lat, 50),
         "latency_ms_p95": pct(lat, 95),
         "driver_cpu_s": round(driver_cpu, 3),
+        "driver": "python",
     }
     if mode == "stream":
         out["first_event_ms_p50"] = pct([r["first_any"] for r in results], 50)
