@@ -21,30 +21,52 @@ use std::time::{Duration, Instant};
 /// How long [`FolderCheckpointer::close`] waits for closings still running in the background.
 const CLOSINGS_PATIENCE: Duration = Duration::from_secs(10);
 
-/// The count of threads being let go in the background.
+/// The threads being let go in the background (one entry per closing, a thread may have two).
 #[derive(Default)]
-pub(super) struct Closings(Arc<(Mutex<usize>, Condvar)>);
+pub(super) struct Closings(Arc<(Mutex<Vec<String>>, Condvar)>);
 
 /// One closing in the background (or a take being undone, `opening.rs`); counted until
 /// dropped.
-pub(super) struct Closing(Arc<(Mutex<usize>, Condvar)>);
+pub(super) struct Closing {
+    closings: Arc<(Mutex<Vec<String>>, Condvar)>,
+    root: String,
+}
 
 impl Closings {
-    pub(super) fn start(&self) -> Closing {
-        *self.0 .0.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-        Closing(self.0.clone())
+    pub(super) fn start(&self, root: &str) -> Closing {
+        self.0
+             .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(root.to_string());
+        Closing {
+            closings: self.0.clone(),
+            root: root.to_string(),
+        }
+    }
+
+    /// Whether this process is still closing `root`: its lock is this process's own, and a
+    /// writer here waits for it rather than asking the thread's holder (itself, until the
+    /// store closes) whether it is busy.
+    pub(super) fn is_closing(&self, root: &str) -> bool {
+        self.0
+             .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|r| r == root)
     }
 
     /// Waits (at most [`CLOSINGS_PATIENCE`]) until no closing runs.
     pub(super) fn wait(&self) {
         let deadline = Instant::now() + CLOSINGS_PATIENCE;
-        let (count, done) = &*self.0;
-        let mut running = count.lock().unwrap_or_else(|p| p.into_inner());
-        while *running > 0 {
+        let (roots, done) = &*self.0;
+        let mut running = roots.lock().unwrap_or_else(|p| p.into_inner());
+        while !running.is_empty() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 tracing::warn!(
-                    closing = *running,
+                    closing = running.len(),
                     "threads still closing after {} s: their index lines are written by the next \
                      process that lists them",
                     CLOSINGS_PATIENCE.as_secs()
@@ -61,9 +83,11 @@ impl Closings {
 
 impl Drop for Closing {
     fn drop(&mut self) {
-        let (count, done) = &*self.0;
-        let mut running = count.lock().unwrap_or_else(|p| p.into_inner());
-        *running = running.saturating_sub(1);
+        let (roots, done) = &*self.closings;
+        let mut running = roots.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = running.iter().position(|r| *r == self.root) {
+            running.swap_remove(at);
+        }
         done.notify_all();
     }
 }
@@ -91,7 +115,7 @@ impl FolderCheckpointer {
             None => return,
         };
         let (layout, required) = (self.layout.clone(), self.required);
-        let closing = self.closings.start();
+        let closing = self.closings.start(&root);
         let close = move || {
             if let Err(e) = let_go(&layout, required.as_ref(), &root, held) {
                 tracing::warn!(thread = %root, error = %e, "could not close the thread's store cleanly");

@@ -81,7 +81,7 @@ impl FolderCheckpointer {
             making,
             lock: Some(lock),
             store: None,
-            _closing: self.closings.start(),
+            _closing: self.closings.start(root),
         };
         if making {
             // Before sled makes the store: a process that dies before its first record reaches

@@ -21,7 +21,11 @@ use stategraph_checkpoint::root_thread;
 use stategraph_checkpoint::{validate_thread_id, CheckpointError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How often a writer looks again at a thread this process is closing: a closing is a flush
+/// and a few small files, milliseconds.
+const CLOSING_POLL: Duration = Duration::from_millis(2);
 
 impl FolderCheckpointer {
     /// Takes a thread for this process (see [`Take`]) and returns its store.
@@ -115,6 +119,11 @@ impl FolderCheckpointer {
                 Some(lock) if lock.still_at(&lock_path) => return Ok(lock),
                 // Renamed away (deleted) while we opened it: look again.
                 Some(_) => continue,
+                None if self.closings.is_closing(root) && Instant::now() < deadline => {
+                    // This process is letting it go (or undoing a take of it): its own lock.
+                    waiting.say(root, "this process is closing it");
+                    tokio::time::sleep(CLOSING_POLL).await;
+                }
                 None => {
                     if let Ok(socket) = owner::socket_path(&dir) {
                         if owner::ping(&socket).await {
