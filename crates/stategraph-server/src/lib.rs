@@ -17,7 +17,8 @@
 //! - `config.rs`: what a server is started with (address, token, CORS origins, body limit) and
 //!   the refusal to listen beyond loopback without a token.
 //! - `app.rs`: what every request shares: the store, the assistants, the server's record of
-//!   each thread, the live runs, and the hook that lets a quiet thread go.
+//!   each thread, the live runs, the hook that lets a quiet thread go and the one that takes a
+//!   thread before a run reads it (a request's claim on the thread keeps the first off it).
 //! - `assistants.rs`: the registered graphs as assistants (one per graph, built once over the
 //!   store); below `threads.rs` and `runs/`, which read a thread's graph from it.
 //! - `routes/`: one file per resource: `assistants.rs`, `threads.rs` (create, get, search,
@@ -53,7 +54,8 @@
 //!
 //! Invariant: the server knows the registry, the engine and the checkpoint contract, never a
 //! backend or the CLI; what a backend needs when a thread goes quiet (the folder store lets it
-//! go, so the CLI can take it) is a hook its owner passes in ([`Server::on_thread_idle`]).
+//! go, so the CLI can take it) is a hook its owner passes in ([`Server::on_thread_idle`]), and so
+//! is taking a thread before a run reads it ([`Server::on_thread_busy`]).
 
 // Library code never prints: it returns what it has to say (see the engine's lib.rs).
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -78,15 +80,37 @@ pub use error::ApiError;
 pub use threads::THREAD_RECORD_KEY;
 
 use app::App;
-use stategraph::checkpoint::Checkpointer;
+use axum::serve::ListenerExt;
+use stategraph::checkpoint::{CheckpointError, Checkpointer};
 use stategraph_registry::Registry;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// Called with a thread's id when the server has stopped writing it for now (its runs ended, an
-/// edit was saved): a store that holds threads for the process writing them lets it go here.
+/// edit was saved, a thread it made has waited for a run [`LINGER`]): a store that holds threads
+/// for the process writing them lets it go here. Called while the server admits no run, so it
+/// must not wait for the file system (the folder store detaches the thread and closes it on a
+/// blocking thread).
 pub type IdleHook = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Called with a thread's id before the server reads a thread it is about to run: a store that
+/// holds threads for the process writing them takes it here, so the run's reads and writes go to
+/// the one store it opens (not to a private copy first). A thread that does not exist is no
+/// error ([`CheckpointError::ThreadNotFound`] is ignored: the request's checks answer 404);
+/// a thread another process runs is a 409.
+///
+/// [`CheckpointError::ThreadNotFound`]: stategraph::checkpoint::CheckpointError::ThreadNotFound
+pub type BusyHook = Arc<
+    dyn Fn(String) -> std::pin::Pin<Box<dyn Future<Output = Result<(), CheckpointError>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// How long a thread made with `POST /threads` stays taken (see [`BusyHook`]) waiting for its
+/// first run, which then starts on the store its creation opened. A writer in another process
+/// waits for it (a holder that runs nothing lets go within moments).
+pub const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Why a server could not start or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -149,6 +173,27 @@ impl Server {
         self.rebuilt(|app| app.idle = Some(Arc::new(hook)))
     }
 
+    /// Calls `hook` before the server reads a thread to run it (see [`BusyHook`]).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # let store = Arc::new(stategraph::checkpoint::MemoryCheckpointer::new());
+    /// let server = stategraph_server::Server::new(Default::default(), store)
+    ///     .on_thread_busy(|thread| async move {
+    ///         tracing::debug!(thread, "about to run");
+    ///         Ok(())
+    ///     });
+    /// # let _ = server;
+    /// ```
+    pub fn on_thread_busy<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(String) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), CheckpointError>> + Send + 'static,
+    {
+        let hook: BusyHook = Arc::new(move |thread| Box::pin(hook(thread)));
+        self.rebuilt(|app| app.busy = Some(hook))
+    }
+
     /// Gives its runs' nodes this long-term store (`ctx.store()`), as `graph run` gives its own.
     ///
     /// ```
@@ -195,6 +240,7 @@ impl Server {
             old.idle.clone(),
         );
         app.long_term = old.long_term.clone();
+        app.busy = old.busy.clone();
         app.retention = old.retention.clone();
         change(&mut app);
         Server { app: Arc::new(app) }
@@ -257,7 +303,14 @@ impl Bound {
             shutdown.await;
             app.runs.cancel_all();
         };
-        let result = axum::serve(self.listener, self.router)
+        // Nagle's algorithm would hold a stream's next event until the client acknowledged the
+        // last one, and clients delay acknowledgements: the first update waited ~40 ms.
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "could not send a connection's writes without delay");
+            }
+        });
+        let result = axum::serve(listener, self.router)
             .with_graceful_shutdown(stop)
             .await
             .map_err(ServerError::Serve);

@@ -97,8 +97,8 @@ impl Mapper {
             return;
         }
         let name = |mode: StreamMode| match ns.is_empty() {
-            true => mode_name(mode).to_string(),
-            false => format!("{}|{}", mode_name(mode), ns.replace('/', "|")),
+            true => std::borrow::Cow::Borrowed(mode_name(mode)),
+            false => format!("{}|{}", mode_name(mode), ns.replace('/', "|")).into(),
         };
         let out: Vec<(StreamMode, Value)> = match event {
             Event::Values {
@@ -150,7 +150,7 @@ impl Mapper {
         };
         for (mode, data) in out {
             if self.modes.contains(&mode) {
-                log.push(name(mode), Some(mode_name(mode)), &data);
+                log.push(&name(mode), Some(mode_name(mode)), &data);
             }
         }
     }
@@ -240,7 +240,6 @@ pub(crate) type Guard = Option<Box<dyn Send + Sync>>;
 struct Reader {
     log: Arc<EventLog>,
     next: u64,
-    rx: tokio::sync::watch::Receiver<u64>,
     modes: Option<BTreeSet<&'static str>>,
     _guard: Guard,
 }
@@ -250,24 +249,19 @@ impl Reader {
     /// read to its end.
     async fn batch(mut self) -> Option<(Vec<Arc<Frame>>, Reader)> {
         loop {
-            self.rx.borrow_and_update();
-            let (frames, closed) = self.log.from(self.next);
-            if let Some(last) = frames.last() {
-                self.next = last.id + 1;
-                let wanted: Vec<Arc<Frame>> = frames
-                    .into_iter()
-                    .filter(|f| match (&self.modes, f.mode) {
-                        (Some(modes), Some(mode)) => modes.contains(mode),
-                        _ => true,
-                    })
-                    .collect();
-                if !wanted.is_empty() {
-                    return Some((wanted, self));
-                }
-                continue;
-            }
-            if closed || self.rx.changed().await.is_err() {
-                return None;
+            // Empty only once the log is closed and read to its end.
+            let (frames, _closed) = self.log.next(self.next).await;
+            let last = frames.last()?;
+            self.next = last.id + 1;
+            let wanted: Vec<Arc<Frame>> = frames
+                .into_iter()
+                .filter(|f| match (&self.modes, f.mode) {
+                    (Some(modes), Some(mode)) => modes.contains(mode),
+                    _ => true,
+                })
+                .collect();
+            if !wanted.is_empty() {
+                return Some((wanted, self));
             }
         }
     }
@@ -282,7 +276,6 @@ pub(crate) fn respond(
     guard: Guard,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
     let reader = Reader {
-        rx: log.watch(),
         next: last_seen.map_or(0, |id| id + 1),
         log,
         modes,
@@ -292,8 +285,8 @@ pub(crate) fn respond(
     let events = frames.map(|frame| {
         Ok(SseEvent::default()
             .id(frame.id.to_string())
-            .event(&frame.event)
-            .data(&frame.data))
+            .event(frame.event())
+            .data(frame.data()))
     });
     Sse::new(events).keep_alive(KeepAlive::default())
 }

@@ -1,8 +1,9 @@
 //! `graph serve`: the registered graphs and the store's threads over HTTP, in the shape of
 //! LangGraph's Agent Server API (see stategraph-server), until Ctrl+C or SIGTERM.
 //!
-//! The server writes a thread only while it runs it (or saves an edit): then it lets the thread
-//! go, so `graph resume` in another terminal can take it, and while it runs, `graph state`
+//! The server writes a thread only while it runs it (or saves an edit, or keeps a thread it just
+//! made a second for its first run): then it lets the thread go, so `graph resume` in another
+//! terminal can take it (waiting for that second if need be), and while it runs, `graph state`
 //! reads it through this process.
 //!
 //! With `--retention-every SECS` (an hour by default; 0: off) and a graph with a `[retention]`
@@ -11,6 +12,7 @@
 
 use crate::args::ServeArgs;
 use crate::error::{bad_input, EXIT_DONE};
+use crate::store::Store;
 use crate::Ctx;
 use stategraph_server::{Server, ServerConfig, ServerError};
 
@@ -32,11 +34,21 @@ pub(crate) async fn serve(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<u8> {
     let long_term = crate::long_term::for_runs(&ctx.store);
     let mut server = Server::new(ctx.registry.clone(), ctx.checkpointer())
         .with_long_term_store(long_term.clone())
+        // Detached at once, closed on a blocking thread: the server calls this while it admits
+        // no run (Postgres: nothing to let go).
         .on_thread_idle(move |thread| {
-            if let Err(e) = store.release(thread) {
-                tracing::warn!(thread, error = %e, "could not let the thread go");
+            if let Store::Folder(folder) = &store {
+                folder.release_in_background(thread);
             }
         });
+    // A thread is taken before a run reads it, so the run opens its store once.
+    if let Store::Folder(folder) = &ctx.store {
+        let folder = (**folder).clone();
+        server = server.on_thread_busy(move |thread| {
+            let folder = folder.clone();
+            async move { folder.hold_stored(&thread).await }
+        });
+    }
     // Stopped when this command ends (dropped), after its round in progress.
     let sweeper = super::background_sweep::start(ctx, args.retention_every, &long_term);
     if let Some(sweeper) = &sweeper {

@@ -52,6 +52,10 @@ async fn start(
     };
     threads::check_id(&thread)?;
     let plan = plan::plan(&app.assistants, &thread, temporary, &req)?;
+    // Taken before it is read: the reads below and the run's go to the store the run writes
+    // (the folder store would otherwise read it from a private copy first). Let go when this
+    // request ends without a run having it.
+    let _claim = app.claim(&thread).await?;
     let mut record = match app.threads.read(&thread).await? {
         Some(r) => r,
         None if temporary || req.if_not_exists == Some(IfNotExists::Create) => {

@@ -139,7 +139,8 @@ async fn create(
     }
     let record = ThreadRecord::new(now_ms(), metadata);
     app.threads.write(&id, &record).await?;
-    app.thread_idle(&id);
+    // Kept a moment for its first run, which clients start right after making a thread.
+    app.idle_later(&id);
     Ok(Json(thread_json(&app, &id, &record).await?))
 }
 

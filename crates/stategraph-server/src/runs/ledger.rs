@@ -193,11 +193,11 @@ pub(crate) fn joined(log: &EventLog) -> Value {
     let mut out = frames
         .iter()
         .rev()
-        .find(|f| f.event == "values")
-        .map_or_else(|| json!({}), |f| parse(&f.data));
-    if let Some(error) = frames.iter().find(|f| f.event == "error") {
+        .find(|f| f.event() == "values")
+        .map_or_else(|| json!({}), |f| parse(f.data()));
+    if let Some(error) = frames.iter().find(|f| f.event() == "error") {
         if let Value::Object(map) = &mut out {
-            map.insert("__error__".into(), parse(&error.data));
+            map.insert("__error__".into(), parse(error.data()));
         }
     }
     out

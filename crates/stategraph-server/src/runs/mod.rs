@@ -1,9 +1,11 @@
 //! The runs of this process: one active run per thread, the others queued behind it or refused,
 //! as the request's `multitask_strategy` says; each with its stream kept in memory (`log.rs`).
 //!
-//! Runs live as long as the process, the newest [`KEEP_FINISHED`] finished ones with their
-//! streams; what outlives the server is a thread's checkpoints and its ledger of recent runs
-//! (`ledger.rs`: ids, statuses, the process running each), not their streams.
+//! Runs live as long as the process, the newest [`KEEP_FINISHED`] finished ones, the newest
+//! [`KEEP_STREAMS`] of those with their whole streams (older ones keep how they went: see
+//! `log.rs`, `EventLog::expire`); what outlives the server is a thread's checkpoints and its
+//! ledger of recent runs (`ledger.rs`: ids, statuses, the process running each), not their
+//! streams.
 
 pub(crate) mod exec;
 pub(crate) mod ledger;
@@ -15,6 +17,7 @@ use super::shapes::iso;
 use log::EventLog;
 use plan::Plan;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 use stategraph::checkpoint::now_ms;
 use std::collections::{HashMap, VecDeque};
@@ -24,6 +27,10 @@ use tokio_util::sync::CancellationToken;
 
 /// Finished runs kept (with their streams) before the oldest are forgotten.
 pub(crate) const KEEP_FINISHED: usize = 1000;
+
+/// Finished runs whose streams are kept whole (a client rejoining a stream does so within
+/// seconds; the steps of a finished run are in its thread's checkpoints).
+pub(crate) const KEEP_STREAMS: usize = 100;
 
 /// What a run started on a busy thread does.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -81,8 +88,10 @@ impl Status {
 struct RunState {
     status: Status,
     updated_at_ms: u64,
-    /// What `wait` and `join` answer: the final values, with `__interrupt__` or `__error__`.
-    output: Value,
+    /// What `wait` and `join` answer: the final values, with `__interrupt__` or `__error__`;
+    /// kept as JSON text, which takes a tenth of the memory of a `Value` (finished runs are
+    /// kept, `KEEP_FINISHED` of them).
+    output: Box<RawValue>,
     cancel_reason: Option<String>,
 }
 
@@ -94,8 +103,9 @@ pub(crate) struct RunHandle {
     pub created_at_ms: u64,
     pub strategy: Strategy,
     pub metadata: Map<String, Value>,
-    /// The request's run arguments, as `GET .../runs/{id}` shows them.
-    pub kwargs: Value,
+    /// The request's run arguments, as `GET .../runs/{id}` shows them (as JSON text, see
+    /// `RunState::output`).
+    kwargs: Box<RawValue>,
     /// A stateless run's thread, deleted when it ends.
     pub temporary: bool,
     pub log: Arc<EventLog>,
@@ -103,7 +113,8 @@ pub(crate) struct RunHandle {
     /// Set when its cancellation is a rollback: the checkpoints it wrote go when it ends.
     rollback: AtomicBool,
     state: Mutex<RunState>,
-    plan: Mutex<Option<Plan>>,
+    /// Boxed: most runs kept are finished, and hold none.
+    plan: Mutex<Option<Box<Plan>>>,
 }
 
 impl RunHandle {
@@ -116,7 +127,7 @@ impl RunHandle {
             created_at_ms: now,
             strategy: plan.strategy,
             metadata,
-            kwargs,
+            kwargs: raw(&kwargs),
             temporary: plan.temporary,
             log: Arc::new(EventLog::default()),
             cancel: CancellationToken::new(),
@@ -124,10 +135,10 @@ impl RunHandle {
             state: Mutex::new(RunState {
                 status: Status::Pending,
                 updated_at_ms: now,
-                output: Value::Null,
+                output: Box::default(),
                 cancel_reason: None,
             }),
-            plan: Mutex::new(Some(plan)),
+            plan: Mutex::new(Some(Box::new(plan))),
         };
         // Every stream of the run starts with its id, also while it waits for its turn.
         run.log.push(
@@ -156,7 +167,7 @@ impl RunHandle {
     pub fn finish(&self, status: Status, output: Value, cancel_reason: Option<String>) {
         let mut s = self.state();
         s.status = status;
-        s.output = output;
+        s.output = raw(&output);
         s.updated_at_ms = now_ms();
         if cancel_reason.is_some() {
             s.cancel_reason = cancel_reason;
@@ -187,11 +198,12 @@ impl RunHandle {
     }
 
     pub fn output(&self) -> Value {
-        self.state().output.clone()
+        value(&self.state().output)
     }
 
     pub fn take_plan(&self) -> Option<Plan> {
-        self.plan.lock().unwrap_or_else(|p| p.into_inner()).take()
+        let plan = self.plan.lock().unwrap_or_else(|p| p.into_inner()).take();
+        plan.map(|p| *p)
     }
 
     /// The run as LangGraph's `Run`.
@@ -206,7 +218,7 @@ impl RunHandle {
             "status": s.status.as_str(),
             "metadata": self.metadata,
             "multitask_strategy": self.strategy.as_str(),
-            "kwargs": self.kwargs,
+            "kwargs": value(&self.kwargs),
             "cancel_reason": s.cancel_reason,
         })
     }
@@ -223,6 +235,15 @@ struct Lane {
     active: Option<Arc<RunHandle>>,
     waiting: VecDeque<Arc<RunHandle>>,
     order: Vec<String>,
+    /// Requests taking the thread to start a run (`App::claim`): it is not let go meanwhile.
+    claims: usize,
+}
+
+impl Lane {
+    /// True while a run of this server has the thread, or a request is starting one.
+    fn busy(&self) -> bool {
+        self.active.is_some() || !self.waiting.is_empty() || self.claims > 0
+    }
 }
 
 #[derive(Default)]
@@ -297,19 +318,43 @@ impl Runs {
         let lane = inner.lanes.get_mut(&run.thread_id)?;
         lane.active = lane.waiting.pop_front();
         let next = lane.active.clone();
-        if next.is_none() {
+        if !lane.busy() {
             idle(&run.thread_id);
         }
         next
     }
 
+    /// Marks the thread as being taken by a request that is about to start a run on it.
+    pub fn claim(&self, thread: &str) {
+        self.lock()
+            .lanes
+            .entry(thread.to_string())
+            .or_default()
+            .claims += 1;
+    }
+
+    /// Ends a [`claim`](Self::claim): `idle` is called with the thread unless a run has it (or
+    /// another request is starting one), under the lock admissions take.
+    pub fn unclaim(&self, thread: &str, idle: impl FnOnce(&str)) {
+        let mut inner = self.lock();
+        let Some(lane) = inner.lanes.get_mut(thread) else {
+            return;
+        };
+        lane.claims = lane.claims.saturating_sub(1);
+        if !lane.busy() {
+            // A lane of no run (the request failed) is not kept: ids of threads that do not
+            // exist would pile up.
+            if lane.order.is_empty() {
+                inner.lanes.remove(thread);
+            }
+            idle(thread);
+        }
+    }
+
     /// Calls `idle` with the thread unless a run has it, under the lock admissions take.
     pub fn when_idle(&self, thread: &str, idle: impl FnOnce(&str)) {
         let inner = self.lock();
-        let busy = inner
-            .lanes
-            .get(thread)
-            .is_some_and(|l| l.active.is_some() || !l.waiting.is_empty());
+        let busy = inner.lanes.get(thread).is_some_and(Lane::busy);
         if !busy {
             idle(thread);
         }
@@ -371,6 +416,7 @@ impl Runs {
         if let Some(lane) = inner.lanes.get_mut(&run.thread_id) {
             lane.order.retain(|id| id != &run.id);
         }
+        drop_if_empty(&mut inner, &run.thread_id);
         Ok(())
     }
 
@@ -426,8 +472,25 @@ fn busy_error(busy: &RunHandle) -> ApiError {
     )
 }
 
-/// Forgets the oldest finished runs beyond [`KEEP_FINISHED`].
+/// Forgets the oldest finished runs beyond [`KEEP_FINISHED`], and expires the stream of the
+/// one that has just fallen out of the newest [`KEEP_STREAMS`].
 fn forget_oldest(inner: &mut Inner) {
+    if let Some(id) = inner
+        .finished
+        .len()
+        .checked_sub(KEEP_STREAMS + 1)
+        .and_then(|at| inner.finished.get(at))
+    {
+        // Not while a reader streams it (one slow to read would miss steps): that one stays
+        // whole until its run is forgotten.
+        if let Some(run) = inner
+            .runs
+            .get(id)
+            .filter(|r| Arc::strong_count(&r.log) == 1)
+        {
+            run.log.expire();
+        }
+    }
     while inner.finished.len() > KEEP_FINISHED {
         let Some(id) = inner.finished.pop_front() else {
             break;
@@ -436,6 +499,30 @@ fn forget_oldest(inner: &mut Inner) {
             if let Some(lane) = inner.lanes.get_mut(&run.thread_id) {
                 lane.order.retain(|r| r != &id);
             }
+            drop_if_empty(inner, &run.thread_id);
         }
     }
+}
+
+/// Removes the thread's lane once it holds nothing: no run kept, none running or waiting, no
+/// request starting one (every thread served would otherwise leave one behind).
+fn drop_if_empty(inner: &mut Inner, thread: &str) {
+    if inner
+        .lanes
+        .get(thread)
+        .is_some_and(|l| l.order.is_empty() && !l.busy())
+    {
+        inner.lanes.remove(thread);
+    }
+}
+
+/// `value` as JSON text. Serializing a `Value` cannot fail (its map keys are strings); should
+/// it ever, `null` is kept rather than the request failing.
+fn raw(value: &Value) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).unwrap_or_default()
+}
+
+/// What `raw` kept, as a `Value` again (text it wrote always reads back).
+fn value(raw: &RawValue) -> Value {
+    serde_json::from_str(raw.get()).unwrap_or(Value::Null)
 }

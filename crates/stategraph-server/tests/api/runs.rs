@@ -455,3 +455,49 @@ async fn a_run_cancelled_with_rollback_leaves_no_checkpoint() {
     assert_eq!(thread["status"], "idle");
     assert_eq!(s.get(&run).await["cancel_reason"], "rolled back by request");
 }
+
+/// A finished run's stream is kept whole while it is among the newest 100 finished runs; after,
+/// it keeps how the run went (`metadata`, its last `values`, `end`) at the ids they had, for a
+/// late joiner and for a reader rejoining after an id it saw.
+#[tokio::test]
+async fn an_old_finished_runs_stream_keeps_how_it_went_at_its_ids() {
+    let s = TestServer::start().await;
+    let t = s.thread(json!({})).await;
+    let body = json!({"assistant_id": "steps", "input": {}, "stream_mode": ["updates", "values"]});
+    let mut first = s
+        .open(&format!("/threads/{t}/runs/stream"), Some(body), None)
+        .await;
+    let rejoin = first.location.clone().unwrap();
+    let whole = first.rest().await;
+    drop(first);
+    assert_eq!(s.open(&rejoin, None, None).await.rest().await, whole);
+    // 100 newer runs: it is no longer among the newest kept whole (`runs::KEEP_STREAMS`).
+    for _ in 0..100 {
+        let other = s.thread(json!({})).await;
+        let out = s
+            .post(
+                &format!("/threads/{other}/runs/wait"),
+                json!({"assistant_id": "steps", "input": {}}),
+            )
+            .await;
+        assert!(out["log"].is_array(), "{out}");
+    }
+    let last_values = whole.iter().rev().find(|e| e.event == "values").unwrap();
+    let kept = vec![
+        whole[0].clone(),
+        last_values.clone(),
+        whole.last().unwrap().clone(),
+    ];
+    assert_eq!(names(&kept), ["metadata", "values", "end"]);
+    assert_eq!(s.open(&rejoin, None, None).await.rest().await, kept);
+    let seen = whole[2].id.clone().unwrap();
+    let rest = s.open(&rejoin, None, Some(&seen)).await.rest().await;
+    assert_eq!(rest, kept[1..]);
+    // The run's record and result are still there.
+    let run = s.get(&rejoin.replace("/stream", "")).await;
+    assert_eq!(run["status"], "success");
+    let modes = run["kwargs"]["stream_mode"].as_array().unwrap();
+    assert!(modes.contains(&json!("updates")) && modes.contains(&json!("values")));
+    let joined = s.get(&rejoin.replace("/stream", "/join")).await;
+    assert_eq!(joined, last_values.data);
+}

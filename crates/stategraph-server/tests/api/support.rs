@@ -232,10 +232,14 @@ impl TestServer {
             name: "gated",
             gate: Some(gate.clone()),
         });
-        let releasing = store.clone();
-        let server = Server::new(registry, store.clone()).on_thread_idle(move |thread| {
-            let _ = releasing.release(thread);
-        });
+        // The hooks `graph serve` gives (crates/stategraph-cli/src/cmd/serve.rs).
+        let (releasing, holding) = (store.clone(), store.clone());
+        let server = Server::new(registry, store.clone())
+            .on_thread_idle(move |thread| releasing.release_in_background(thread))
+            .on_thread_busy(move |thread| {
+                let holding = holding.clone();
+                async move { holding.hold_stored(&thread).await }
+            });
         config.addr = "127.0.0.1:0".parse().unwrap();
         let bound = server.bind(config).await.unwrap();
         let addr = bound.local_addr();

@@ -1,6 +1,6 @@
 //! Assistants, threads, state and history, and the errors that name what is wrong.
 
-use super::support::TestServer;
+use super::support::{names, TestServer};
 use serde_json::json;
 
 #[tokio::test]
@@ -230,4 +230,84 @@ async fn what_does_not_fit_is_named() {
             .starts_with("thread_id: "),
         "{answer}"
     );
+}
+
+/// A thread made with POST /threads stays taken for its first run (which then reads and writes
+/// the store its creation opened), and lets go within `LINGER` when no run comes: another
+/// process (here a second store over the same folder, which locks and serves as a process
+/// does) reads it through the server meanwhile, and its write waits, then succeeds. A run of
+/// the server takes it back, and lets it go when it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_thread_is_kept_for_its_first_run_then_let_go_to_other_processes() {
+    use stategraph::checkpoint::Checkpointer;
+    use std::time::{Duration, Instant};
+    let s = TestServer::start().await;
+    let other = stategraph_sled::FolderCheckpointer::open(s.store.root()).unwrap();
+
+    let t = s.thread(json!({"user": "ann"})).await;
+    assert!(
+        other.is_running(&t).await,
+        "the server holds the thread it made"
+    );
+    let record = other
+        .get_journal(&t, stategraph_server::THREAD_RECORD_KEY)
+        .await
+        .unwrap()
+        .expect("read through the server");
+    assert_eq!(record["metadata"], json!({"user": "ann"}));
+    let began = Instant::now();
+    other.put_journal(&t, "note", &json!(1)).await.unwrap();
+    let waited = began.elapsed();
+    assert!(
+        waited < stategraph_server::LINGER + Duration::from_secs(1),
+        "the write waited {waited:?} for a holder that runs nothing"
+    );
+    other.release(&t).unwrap();
+
+    // The server takes it back to run it; the write the other process made is there.
+    let out = s
+        .post(
+            &format!("/threads/{t}/runs/wait"),
+            json!({"assistant_id": "steps", "input": {"topic": "x"}}),
+        )
+        .await;
+    assert!(out.get("__error__").is_none(), "{out}");
+    assert_eq!(
+        s.store.get_journal(&t, "note").await.unwrap(),
+        Some(json!(1))
+    );
+    // Let go once the run ended (in the background: at once, or within moments).
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while other.is_running(&t).await {
+        assert!(Instant::now() < deadline, "still held after its run ended");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    other.put_journal(&t, "note", &json!(2)).await.unwrap();
+    other.release(&t).unwrap();
+}
+
+/// A thread's next run, asked for the moment its last one's stream ended, runs: the server may
+/// still be letting the thread go in the background (its own lock, its own holder answering),
+/// and the new run waits for that rather than being told another process holds the thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_asked_for_as_the_last_one_ends_is_not_refused_as_busy() {
+    let s = TestServer::start().await;
+    let t = s.thread(json!({})).await;
+    for round in 0..20 {
+        let body = json!({"assistant_id": "steps", "input": {"topic": format!("s{round}")}});
+        let events = s
+            .open(&format!("/threads/{t}/runs/stream"), Some(body), None)
+            .await
+            .rest()
+            .await;
+        assert_eq!(names(&events).last(), Some(&"end"), "round {round}");
+        let (status, out) = s
+            .call(
+                "POST",
+                &format!("/threads/{t}/runs/wait"),
+                Some(json!({"assistant_id": "steps", "input": {"topic": format!("w{round}")}})),
+            )
+            .await;
+        assert_eq!(status, 200, "round {round}: {out}");
+    }
 }
