@@ -16,7 +16,8 @@
 //! (`graph prune`). Opening a taken thread's store is `opening.rs`, whose guard removes what a
 //! take made when the take is dropped before it completes (a stopped command): a take leaves a
 //! whole thread, or the thread as it was, or nothing. Letting a thread go (flush, index, close,
-//! unlock) is `letting.rs`, at once or on a blocking thread.
+//! unlock) is `letting.rs`, at once or on a blocking thread. Taking a thread is `take.rs`;
+//! how a take waits (file work on tokio's blocking pool, a wait said once) is `waiting.rs`.
 //!
 //! A subgraph's checkpoints (thread `{root}/{ns}`) are stored in the root thread's folder, only
 //! root threads are listed, and deleting a root thread deletes its folder, children included.
@@ -36,6 +37,7 @@ mod required;
 mod take;
 mod temp_copy;
 mod unwritten;
+mod waiting;
 
 pub use damage::Damage;
 pub use index::ThreadListing;

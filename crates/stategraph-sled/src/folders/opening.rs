@@ -31,11 +31,12 @@
 
 use super::layout::{flushed_beside, io_error, FileLock, Layout};
 use super::letting::Closing;
-use super::take::{blocking, Waiting};
 use super::unwritten::remove_trash;
+use super::waiting::{blocking, Waiting};
 use super::{FolderCheckpointer, Held, Take, RETRY, WRITE_PATIENCE};
 use crate::sled_store::{remove_mark, Flushed};
 use crate::{SledCheckpointer, SledOptions};
+use futures::FutureExt;
 use stategraph_checkpoint::{CheckpointError, Checkpointer};
 use std::path::Path;
 use std::sync::Arc;
@@ -130,8 +131,19 @@ impl Opening {
         };
         // The guard's from now on: an error below closes it before the lock goes.
         self.store = Some(store.clone());
-        // sled reads in memory, without awaiting anything: no runtime needed to finish it.
-        let newest = futures::executor::block_on(check_presence(&self.root, &store, self.how))?;
+        // sled reads without awaiting anything, so this is ready at its first poll; polled
+        // here rather than with an executor of its own, which would panic when the take's
+        // caller is itself on a `futures` executor (without a tokio runtime the work runs
+        // inline, inside the caller's poll).
+        let newest = check_presence(&self.root, &store, self.how)
+            .now_or_never()
+            .unwrap_or_else(|| {
+                Err(CheckpointError::Storage(format!(
+                    "thread `{}`: its store did not answer at once when opened; nothing was \
+                     made, try again",
+                    self.root
+                )))
+            })?;
         if let Some(file) = flushed_beside(&store_dir) {
             store.keep_flush_witness(file, &self.root, newest);
         }

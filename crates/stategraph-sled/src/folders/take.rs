@@ -11,6 +11,7 @@ use super::opening::check_presence;
 use super::owner::{self, OwnerServer, Request, Response};
 use super::read_copy::{open_copy, Copied, ReadCopy};
 use super::unwritten::remove_trash;
+use super::waiting::{blocking, Waiting};
 use super::{
     wait_for_sole, Damage, FolderCheckpointer, Held, Slot, Source, Take, READ_PATIENCE, RETRY,
     WRITE_PATIENCE,
@@ -522,43 +523,5 @@ async fn holds_idle(socket: &Path, root: &str) -> bool {
             lease.is_none_or(|l| l.expires_at_ms <= stategraph_checkpoint::now_ms())
         }
         _ => false,
-    }
-}
-
-/// Runs `work`, which blocks on the file system, on tokio's blocking threads when there is a
-/// runtime (its async threads go on serving other tasks meanwhile), else here.
-pub(super) async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, CheckpointError> + Send + 'static,
-) -> Result<T, CheckpointError> {
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => match runtime.spawn_blocking(work).await {
-            Ok(done) => done,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => Err(CheckpointError::Storage(
-                "the store's work was cancelled: the program is shutting down; nothing was \
-                 changed by it"
-                    .to_string(),
-            )),
-        },
-        Err(_) => work(),
-    }
-}
-
-/// A wait for a thread that another process has, said once (at info level: `graph -v` shows
-/// it), so that a command that pauses for it says why.
-///
-/// Every wait of this file sleeps between tries, holding at most the thread's lock: its future
-/// dropped there (a caller's timeout, a stop of the `graph` command) lets go of the lock and
-/// leaves the thread as a failed wait would have.
-#[derive(Default)]
-pub(super) struct Waiting {
-    said: bool,
-}
-
-impl Waiting {
-    pub(super) fn say(&mut self, root: &str, why: &str) {
-        if !std::mem::replace(&mut self.said, true) {
-            tracing::info!(thread = %root, "waiting for the thread: {why}");
-        }
     }
 }
