@@ -156,7 +156,10 @@ fn let_go(
     let flushed = store.flush_now();
     let store_dir = layout.store_dir(root);
     let legacy = layout.legacy_meta_path(root);
-    let listing = futures::executor::block_on(async {
+    // The store answers without awaiting anything, so this is ready at its first poll; polled
+    // here rather than with an executor of its own, which would panic when `release` is called
+    // from a `futures` executor. Not ready: no index line, which the next listing writes.
+    let listing = futures::FutureExt::now_or_never(async {
         let summary = summarize(store.as_ref(), root).await.ok().flatten();
         let listing = ThreadListing {
             thread_id: root.to_string(),
@@ -166,7 +169,8 @@ fn let_go(
         };
         // The index is what `threads` trusts while the store is unchanged: it says so too.
         with_required_checked(required, Some(listing), store.as_ref(), &store_dir, &legacy).await
-    });
+    })
+    .flatten();
     let closed = Arc::try_unwrap(wait_for_sole(store)).is_ok();
     if flushed.is_ok() && closed && lock.still_at(&layout.lock_path(root)) {
         if let (Some(print), Some(listing)) = (fingerprint(&store_dir), listing) {
