@@ -304,7 +304,7 @@ impl Bound {
             app.runs.cancel_all();
         };
         // Nagle's algorithm would hold a stream's next event until the client acknowledged the
-        // last one, and clients delay acknowledgements: the first update waited ~40 ms.
+        // last one, and clients delay acknowledgements: each event would wait for that delay.
         let listener = self.listener.tap_io(|tcp| {
             if let Err(e) = tcp.set_nodelay(true) {
                 tracing::debug!(error = %e, "could not send a connection's writes without delay");

@@ -71,8 +71,8 @@ struct Frames {
 #[derive(Default)]
 pub(crate) struct EventLog {
     frames: Mutex<Frames>,
-    /// Woken on every push and on close; readers wait on it. (A `Notify` lives inside the log,
-    /// where a watch channel took an allocation of its own per run kept.)
+    /// Woken on every push and on close; readers wait on it. A `Notify` lives inside the log:
+    /// nothing allocated apart for each of the runs kept.
     changed: Notify,
 }
 
