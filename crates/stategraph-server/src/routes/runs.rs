@@ -56,10 +56,10 @@ async fn start(
     // (the folder store would otherwise read it from a private copy first). Let go when this
     // request ends without a run having it.
     let _claim = app.claim(&thread).await?;
-    let mut record = match app.threads.read(&thread).await? {
-        Some(r) => r,
+    let (mut record, made) = match app.threads.read(&thread).await? {
+        Some(r) => (r, false),
         None if temporary || req.if_not_exists == Some(IfNotExists::Create) => {
-            ThreadRecord::new(now_ms(), Map::new())
+            (ThreadRecord::new(now_ms(), Map::new()), true)
         }
         None => return Err(threads::not_found(&thread)),
     };
@@ -87,7 +87,11 @@ async fn start(
             .metadata
             .insert("graph_id".into(), json!(plan.assistant.id));
         record.updated_at_ms = now_ms();
-        app.threads.write(&thread, &record).await?;
+        if made {
+            app.threads.create(&thread, &record).await?;
+        } else {
+            app.threads.write(&thread, &record).await?;
+        }
     }
     let metadata = req.metadata.clone().unwrap_or_default();
     let kwargs = plan::kwargs(&req, &plan);

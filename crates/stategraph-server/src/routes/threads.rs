@@ -138,7 +138,7 @@ async fn create(
         };
     }
     let record = ThreadRecord::new(now_ms(), metadata);
-    app.threads.write(&id, &record).await?;
+    app.threads.create(&id, &record).await?;
     // Kept a moment for its first run, which clients start right after making a thread.
     app.idle_later(&id);
     Ok(Json(thread_json(&app, &id, &record).await?))
@@ -194,10 +194,14 @@ async fn matching(app: &App, req: &SearchRequest) -> Result<Vec<Value>, ApiError
     }
     let mut ids = match &req.ids {
         Some(ids) => ids.clone(),
-        None => app.store.list_threads().await?,
+        None => {
+            let listed = app.store.list_threads().await?;
+            app.threads.listed(&listed);
+            listed
+        }
     };
     if req.ids.is_none() {
-        ids.extend(app.threads.ids());
+        ids.extend(app.threads.unlisted());
     }
     ids.sort();
     ids.dedup();

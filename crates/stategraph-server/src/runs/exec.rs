@@ -84,6 +84,8 @@ async fn execute(app: &App, run: &RunHandle) {
                     interrupts: waits, ..
                 } => (Status::Interrupted, with_interrupts(outcome.state, waits)),
             };
+            // A run that ran has written its thread's first checkpoint: a listing names it now.
+            app.threads.listed([&run.thread_id]);
             run.finish(status, output, None);
         }
         Err(RunError::Cancelled { .. }) => {
