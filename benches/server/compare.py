@@ -331,7 +331,7 @@ def about(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ours", default=os.path.join(ROOT, "target", "release", "examples", "serve_bench"))
+    ap.add_argument("--ours", default=os.path.join(ROOT, "target", "dist", "examples", "serve_bench"))
     ap.add_argument("--venv", default=os.path.join(ROOT, "target", "serve-bench-venv"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runs", type=int, default=400, help="runs per 20-client phase")
@@ -356,7 +356,7 @@ def main():
         if subprocess.run(build, cwd=ROOT).returncode != 0 or not os.path.exists(a.driver_bin):
             sys.exit(f"could not build the load driver: {' '.join(build)}")
     if a.only != "peer" and not os.path.exists(a.ours):
-        sys.exit(f"{a.ours} is missing: cargo build --release -p stategraph-cli --example serve_bench")
+        sys.exit(f"{a.ours} is missing: cargo build --profile dist -p stategraph-cli --example serve_bench")
     if not a.only and not os.path.exists(os.path.join(a.venv, "bin", "langgraph")):
         sys.exit(f"no langgraph in {a.venv}: see benches/server/README.md")
     os.makedirs(a.tmp, exist_ok=True)
