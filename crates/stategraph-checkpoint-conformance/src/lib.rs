@@ -16,7 +16,8 @@
 //! - [`conformance_suite!`] and [`subgraph_suite!`]: the same checks as one `#[tokio::test]`
 //!   each, so a failure names its check and the checks run in parallel.
 //! - `checks/`: the checks, one file per promise; `common.rs`: the small graphs they run;
-//!   [`faulty_store`]: a store that logs and fails writes on demand.
+//!   [`faulty_store`]: a store that logs and fails writes on demand; [`records`]: checkpoint
+//!   records made by hand, for tests that write a store directly.
 //! - [`store_checks`]: the long-term store's checks ([`store_suite!`]), for every
 //!   [`Store`](stategraph::checkpoint::store::Store) backend.
 //!
@@ -39,6 +40,7 @@ mod backends;
 pub mod checks;
 mod common;
 pub mod faulty_store;
+pub mod records;
 pub mod store_checks;
 
 pub use backends::{Backend, Memory};

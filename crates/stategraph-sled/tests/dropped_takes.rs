@@ -8,10 +8,8 @@
 //! a moment later (that work done, its result never collected). The counts go up until the take
 //! completes, so every await of it is a place where one was dropped.
 
-use stategraph_checkpoint::{
-    CheckpointError, CheckpointId, CheckpointMetadata, CheckpointRecord, Checkpointer, Frontier,
-    Source, StateData,
-};
+use stategraph_checkpoint::{CheckpointError, CheckpointId, Checkpointer};
+use stategraph_checkpoint_conformance::records::chained;
 use stategraph_sled::FolderCheckpointer;
 use std::future::Future;
 use std::path::Path;
@@ -23,25 +21,6 @@ use std::time::{Duration, Instant};
 const MOST_POLLS: usize = 12;
 /// Longer than a take's work on a blocking thread takes here.
 const SETTLE: Duration = Duration::from_millis(40);
-
-fn checkpoint(thread: &str, n: u128) -> CheckpointRecord {
-    CheckpointRecord {
-        thread_id: thread.into(),
-        id: CheckpointId::from_u128(n),
-        parent_id: None,
-        step: n as u64,
-        state: StateData::Snapshot(serde_json::value::to_raw_value(&[n]).unwrap()),
-        frontier: Frontier::default(),
-        metadata: CheckpointMetadata {
-            source: Source::Loop,
-            writers: vec![],
-            created_at_ms: n as u64,
-            schema_version: 0,
-            run_id: "r".into(),
-            graph: None,
-        },
-    }
-}
 
 /// The names in the store's `threads` folder, the layout's own dot-folders included.
 fn entries(db: &Path) -> Vec<String> {
@@ -135,10 +114,7 @@ where
                     // Whole: held here and served to others, then written and listed.
                     let other = FolderCheckpointer::open(db).unwrap();
                     assert!(other.is_running("t").await, "{context}");
-                    store
-                        .put_checkpoint(&checkpoint("t", 1), true)
-                        .await
-                        .unwrap();
+                    store.put_checkpoint(&chained("t", 1), true).await.unwrap();
                     store.release("t").unwrap();
                     let listed = other.threads().await.unwrap();
                     assert_eq!(listed.len(), 1, "{context}");
@@ -191,10 +167,7 @@ async fn a_first_write_dropped_at_any_await_leaves_a_whole_thread_or_nothing() {
 /// before it wrote one: the take then checks the store on a copy, one await more).
 async fn a_thread_let_go(db: &Path, unindexed: bool) {
     let store = FolderCheckpointer::open(db).unwrap();
-    store
-        .put_checkpoint(&checkpoint("t", 1), true)
-        .await
-        .unwrap();
+    store.put_checkpoint(&chained("t", 1), true).await.unwrap();
     store.release("t").unwrap();
     if unindexed {
         std::fs::remove_file(db.join("threads/t/index.json")).unwrap();
@@ -256,7 +229,7 @@ async fn takes_given_up_after_any_time_leave_only_whole_threads() {
         if let Ok(created) = tokio::time::timeout(patience, store.create(&thread)).await {
             created.unwrap();
             store
-                .put_checkpoint(&checkpoint(&thread, 1), true)
+                .put_checkpoint(&chained(&thread, 1), true)
                 .await
                 .unwrap();
             store.release(&thread).unwrap();

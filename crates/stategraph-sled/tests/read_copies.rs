@@ -4,30 +4,10 @@
 //! last, whether the writer holds the thread now or has let it go, and the private copies the
 //! reads made are gone once replaced.
 
-use stategraph_checkpoint::{
-    CheckpointId, CheckpointMetadata, CheckpointRecord, Checkpointer, Frontier, Source, StateData,
-};
+use stategraph_checkpoint::{CheckpointId, Checkpointer};
+use stategraph_checkpoint_conformance::records::chained;
 use stategraph_sled::FolderCheckpointer;
 use std::path::Path;
-
-fn checkpoint(n: u128) -> CheckpointRecord {
-    CheckpointRecord {
-        thread_id: "t".into(),
-        id: CheckpointId::from_u128(n),
-        parent_id: (n > 1).then(|| CheckpointId::from_u128(n - 1)),
-        step: n as u64,
-        state: StateData::Snapshot(serde_json::value::to_raw_value(&[n]).unwrap()),
-        frontier: Frontier::default(),
-        metadata: CheckpointMetadata {
-            source: Source::Loop,
-            writers: vec![],
-            created_at_ms: n as u64,
-            schema_version: 0,
-            run_id: "r".into(),
-            graph: None,
-        },
-    }
-}
 
 async fn newest(store: &FolderCheckpointer) -> CheckpointId {
     store.get_checkpoint("t", None).await.unwrap().unwrap().id
@@ -59,7 +39,7 @@ fn a_reader_sees_what_another_writer_saved_since_it_last_read() {
     runtime.block_on(async {
         let db = tempfile::tempdir_in(tmp.path()).unwrap();
         let writer = FolderCheckpointer::open(db.path()).unwrap();
-        writer.put_checkpoint(&checkpoint(1), true).await.unwrap();
+        writer.put_checkpoint(&chained("t", 1), true).await.unwrap();
         writer.release("t").unwrap();
 
         let reader = FolderCheckpointer::open(db.path()).unwrap();
@@ -67,25 +47,25 @@ fn a_reader_sees_what_another_writer_saved_since_it_last_read() {
         assert_eq!(read_copies(tmp.path()), 1);
 
         // Written again and let go, unseen: the next read copies the store afresh.
-        writer.put_checkpoint(&checkpoint(2), true).await.unwrap();
+        writer.put_checkpoint(&chained("t", 2), true).await.unwrap();
         writer.release("t").unwrap();
         assert_eq!(newest(&reader).await, CheckpointId::from_u128(2));
         assert_eq!(read_copies(tmp.path()), 1, "the stale copy is removed");
 
         // Read while the writer holds it (through the writer), then after it let go.
-        writer.put_checkpoint(&checkpoint(3), true).await.unwrap();
+        writer.put_checkpoint(&chained("t", 3), true).await.unwrap();
         writer
             .put_journal("t", "call", &serde_json::json!(1))
             .await
             .unwrap();
-        let mut child = checkpoint(1);
+        let mut child = chained("t", 1);
         child.thread_id = "t/sub:1".into();
         writer.put_checkpoint(&child, true).await.unwrap();
         assert_eq!(newest(&reader).await, CheckpointId::from_u128(3));
         // The journal's keys and the namespaces, asked of the holder.
         assert_eq!(reader.list_journal("t").await.unwrap(), vec!["call"]);
         assert_eq!(reader.list_namespaces("t").await.unwrap(), vec!["t/sub:1"]);
-        writer.put_checkpoint(&checkpoint(4), true).await.unwrap();
+        writer.put_checkpoint(&chained("t", 4), true).await.unwrap();
         writer.release("t").unwrap();
         assert_eq!(newest(&reader).await, CheckpointId::from_u128(4));
         assert_eq!(
