@@ -3,8 +3,8 @@
 //!
 //! Why: a position-independent binary carries one 24-byte relocation per pointer in its
 //! read-only data (vtables, string tables), and the loader reads them all at start-up, so they
-//! stay resident in every process: over a megabyte for `graph`, a tenth of what `graph serve`
-//! holds idle. Packed, they take a few kilobytes. Binutils 2.38 and glibc 2.36 brought them;
+//! stay resident in every process, a long-running `graph serve` included. Packed, a run of
+//! neighbouring pointers takes one word. Binutils 2.38 and glibc 2.36 brought them;
 //! an older linker ignores the option with a warning and an older glibc refuses to run such a
 //! binary, so a small program is linked with it and run first (on the build machine, for a
 //! native build only), and the option is used only when that works.

@@ -64,7 +64,7 @@ struct Records {
     /// early, which only costs a read.
     order: VecDeque<String>,
     /// Threads made with a record and maybe no checkpoint, which a store's listing leaves out;
-    /// each goes once a run of it has ended or a listing names it.
+    /// each goes once a run of it has finished or paused, or a listing names it.
     unlisted: BTreeSet<String>,
 }
 
@@ -103,7 +103,8 @@ impl Catalog {
         self.lock().unlisted.iter().cloned().collect()
     }
 
-    /// Notes that these threads have checkpoints (a listing named them, or a run of one ended).
+    /// Notes that these threads have checkpoints (a listing named them, or a run of one finished
+    /// or paused).
     pub fn listed<'a>(&self, threads: impl IntoIterator<Item = &'a String>) {
         let mut records = self.lock();
         if records.unlisted.is_empty() {
