@@ -13,6 +13,9 @@
 //! // in a test: current_exe() with own_binary::child_test_args("cli_child"),
 //! // env CHILD_ENV = own_binary::command_line(&args); read own_binary::after_mark(&stdout)
 //! ```
+//!
+//! A child is named as the test harness matches it with `--exact`: by its path below the
+//! crate, so in a test binary of several modules `"cli_hints::cli_child"`.
 #![allow(dead_code)]
 
 use std::io::Write as _;
@@ -36,7 +39,8 @@ pub fn run_if_child(env: &str, app: impl FnOnce() -> stategraph_cli::App) {
     std::process::exit(i32::from(code));
 }
 
-/// The test harness's arguments that run only the ignored test `name` (the child).
+/// The test harness's arguments that run only the ignored test `name` (the child, by its path
+/// below the crate).
 pub fn child_test_args(name: &str) -> [&str; 5] {
     [
         name,

@@ -9,7 +9,7 @@
 //! the `off-ledger` line) and the run's summary (rows marked `(failed)`) count the failed
 //! attempts beside the ledger, once per branch: a rerun of a step that finished on another
 //! branch does not count them again. A fork into a new thread shows what its shared history
-//! paid, as its source does, and counts it once. (Inside subgraphs: cli_usage_subgraphs.rs.)
+//! paid, as its source does, and counts it once. (Inside subgraphs: app/cli_usage_subgraphs.rs.)
 //! No network, no key.
 
 #[path = "../../../tests/support/fake_openai.rs"]

@@ -1,6 +1,6 @@
 //! Faults, end to end with the real binary: damaged stores, killed commands, races, bad input.
 //! Each test says which promise of the store it checks; the full disk is in `faults_disk.rs`,
-//! kills at an exact point of a run in `faults_kill.rs`.
+//! kills at an exact point of a run in `app/faults_kill.rs`.
 
 #[path = "../../../tests/support/cli.rs"]
 mod harness;

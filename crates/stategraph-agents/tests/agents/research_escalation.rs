@@ -1,8 +1,7 @@
 //! A todo that keeps failing is escalated, not looped on: zoomed in (split into sub-todos),
 //! and given up only when the sub-todos fail too, with the reason kept on every todo.
 
-#[path = "../../../tests/support/research_agent.rs"]
-mod support;
+use crate::support;
 
 use serde_json::json;
 use stategraph_agents::research::{PlanStateUpdate, Status};

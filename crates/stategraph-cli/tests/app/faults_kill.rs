@@ -2,8 +2,7 @@
 //! whose slow task waits on files the test controls, run by this test binary as a user's own
 //! `graph` binary (`App::new().register(..)`) would be (the hidden `gated_child` test).
 
-#[path = "../../../tests/support/cli.rs"]
-mod harness;
+use crate::harness;
 
 use harness::{Db, Running, TestCommand};
 use serde::{Deserialize, Serialize};
@@ -102,7 +101,7 @@ fn gated_child() {
 fn gated(db: &Db, args: &[&str]) -> TestCommand {
     let exe = std::env::current_exe().expect("the test binary's path");
     let child = [
-        "gated_child",
+        "faults_kill::gated_child",
         "--exact",
         "--ignored",
         "--nocapture",

@@ -8,8 +8,7 @@
 //! `cli_child` test) running the `graph` app with a `fan` graph registered, as a user's own
 //! binary would.
 
-#[path = "../../../tests/support/own_binary.rs"]
-mod own_binary;
+use crate::own_binary;
 
 use own_binary::Out;
 use serde::{Deserialize, Serialize};
@@ -78,7 +77,7 @@ fn cli_child() {
 
 /// `graph --db DB ARGS...` with `fan` registered, expecting exit `code`.
 fn expect(db: &Path, args: &[&str], code: i32) -> Out {
-    let out = own_binary::graph_at("cli_child", CHILD_ENV, db, args);
+    let out = own_binary::graph_at("cli_hints::cli_child", CHILD_ENV, db, args);
     assert_eq!(out.code, code, "graph {args:?}\n{out}");
     out
 }

@@ -8,8 +8,7 @@
 //! test binary again (`current_exe`, the hidden `cli_child` test) running the `graph` app with
 //! a `notes` graph registered, as a user's own binary would.
 
-#[path = "../../../tests/support/own_binary.rs"]
-mod own_binary;
+use crate::own_binary;
 
 use own_binary::Out;
 use serde::{Deserialize, Serialize};
@@ -95,7 +94,7 @@ fn cli_child() {
 
 /// `graph --db DB ARGS...` with `notes` registered, its artifacts under `DB/output`.
 fn graph(db: &Path, args: &[&str]) -> Out {
-    own_binary::graph_at("cli_child", CHILD_ENV, db, args)
+    own_binary::graph_at("cli_subgraph_artifacts::cli_child", CHILD_ENV, db, args)
 }
 
 /// Runs `notes` with `extra` flags on a new thread `t` in a new store; the run must finish,

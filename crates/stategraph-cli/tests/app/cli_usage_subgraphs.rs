@@ -15,16 +15,10 @@
 //! 127.0.0.1 that counts the requests it answers; each test compares that count with the
 //! readouts. No network, no key.
 
-#[path = "../../../tests/support/fake_openai.rs"]
-mod fake_openai;
-#[path = "../../../tests/support/cli.rs"]
-mod harness;
-#[path = "../../../tests/support/own_binary.rs"]
-mod own_binary;
-#[path = "../../../tests/support/research_cli.rs"]
-mod research;
-#[path = "../../../tests/support/research_agent.rs"]
-mod research_support;
+use crate::fake_openai;
+use crate::harness;
+use crate::own_binary;
+use crate::research;
 
 use fake_openai::{kinds, FakeOpenAi};
 use harness::{Db, Output, TestCommand};
@@ -154,7 +148,7 @@ impl Setup {
     /// `graph --db DB ARGS` with `nested` registered, pointed at the stand-in server.
     fn graph(&self, args: &[&str]) -> TestCommand {
         let exe = std::env::current_exe().expect("the test binary's path");
-        let child = own_binary::child_test_args("nested_child");
+        let child = own_binary::child_test_args("cli_usage_subgraphs::nested_child");
         let mut spec = vec!["--db".to_string(), self.db.path().display().to_string()];
         spec.extend(args.iter().map(|a| a.to_string()));
         TestCommand::program(&exe, &child, &format!("graph {}", args.join(" ")))

@@ -10,8 +10,7 @@
 //!
 //! These tests need `tmux` (CI's `.ci/run` installs it); without it they fail and say so.
 
-#[path = "../../../tests/support/cli.rs"]
-mod harness;
+use crate::harness;
 
 use harness::Db;
 use serde::{Deserialize, Serialize};
@@ -592,7 +591,7 @@ fn watched_in_terminal(db: &Db, args: &[&str]) -> (Tmux, std::path::PathBuf) {
     graph.extend(args.iter().map(|a| a.to_string()));
     let command: Vec<String> = [
         std::env::current_exe().unwrap().display().to_string(),
-        "exit_status_of".into(),
+        "cli_progress_tty::exit_status_of".into(),
         "--exact".into(),
         "--ignored".into(),
         "--nocapture".into(),
@@ -773,7 +772,7 @@ fn cli_child() {
 /// Runs `graph --db <db> <args>` with `jobs` registered in a fresh terminal.
 fn jobs_in_terminal(db: &Db, args: &[&str]) -> (i32, String) {
     let command: Vec<String> = [
-        "cli_child",
+        "cli_progress_tty::cli_child",
         "--exact",
         "--ignored",
         "--nocapture",

@@ -3,10 +3,8 @@
 //! thread's store holds a record on disk, so a thread whose store is later emptied by damage is
 //! listed as damaged, never dropped as one that was never written.
 
-#[path = "../../../tests/support/cli.rs"]
-mod harness;
-#[path = "../../../tests/support/own_binary.rs"]
-mod own_binary;
+use crate::harness;
+use crate::own_binary;
 
 use harness::Db;
 
@@ -131,7 +129,7 @@ async fn run_async(store: std::sync::Arc<stategraph_sled::FolderCheckpointer>, t
 /// `how` says, writing no record, and waits until it is killed.
 fn making(db: &Db, thread: &str, how: Made) -> harness::Running {
     let exe = std::env::current_exe().expect("the test binary's path");
-    let child = own_binary::child_test_args("making_child");
+    let child = own_binary::child_test_args("folders_new_mark::making_child");
     let how = match how {
         Made::Marked => "marked",
         Made::Held => "held",
@@ -142,7 +140,7 @@ fn making(db: &Db, thread: &str, how: Made) -> harness::Running {
         thread.to_string(),
         how.to_string(),
     ]);
-    let mut running = harness::TestCommand::program(&exe, &child, "making_child")
+    let mut running = harness::TestCommand::program(&exe, &child, "folders_new_mark::making_child")
         .env(CHILD_ENV, spec)
         .spawn();
     running.wait_for(&format!("made {thread}"));

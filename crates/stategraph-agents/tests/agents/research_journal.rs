@@ -4,8 +4,7 @@
 //! attempt paid for are counted once even when the step that adds them is lost, and, without a
 //! checkpointer, by the node's retry in the same run.
 
-#[path = "../../../tests/support/research_agent.rs"]
-mod support;
+use crate::support;
 
 use stategraph_checkpoint_conformance::faulty_store;
 

@@ -2,8 +2,7 @@
 //! first; edits to the files between runs are what the next run works from. A scripted model
 //! answers by what each request is about; no network, no key.
 
-#[path = "../../../tests/support/task_plans.rs"]
-mod task_plans;
+use crate::task_plans;
 
 use serde_json::json;
 use stategraph::checkpoint::MemoryCheckpointer;

@@ -5,14 +5,10 @@
 //! and no error of the wait it gave up. The holder still holds the thread when the command
 //! ends, so the wait had not ended on its own.
 
-#[path = "../../../tests/support/fake_openai.rs"]
-mod fake_openai;
-#[path = "../../../tests/support/cli.rs"]
-mod harness;
-#[path = "../../../tests/support/own_binary.rs"]
-mod own_binary;
-#[path = "../../../tests/support/task_plans.rs"]
-mod task_plans;
+use crate::fake_openai;
+use crate::harness;
+use crate::own_binary;
+use crate::task_plans;
 
 use harness::{Db, Output, Running};
 
@@ -59,7 +55,7 @@ fn holding_child() {
 /// says, serving nobody, until it is killed.
 fn holding(db: &Db, thread: &str, how: Hold) -> Running {
     let exe = std::env::current_exe().expect("the test binary's path");
-    let child = own_binary::child_test_args("holding_child");
+    let child = own_binary::child_test_args("cli_stop_while_waiting::holding_child");
     let how = match how {
         Hold::Lock => "lock",
         Hold::Store => "store",
@@ -69,9 +65,10 @@ fn holding(db: &Db, thread: &str, how: Hold) -> Running {
         thread.to_string(),
         how.to_string(),
     ]);
-    let mut running = harness::TestCommand::program(&exe, &child, "holding_child")
-        .env(CHILD_ENV, spec)
-        .spawn();
+    let mut running =
+        harness::TestCommand::program(&exe, &child, "cli_stop_while_waiting::holding_child")
+            .env(CHILD_ENV, spec)
+            .spawn();
     running.wait_for(&format!("holding {thread}"));
     running
 }

@@ -2,8 +2,7 @@
 //! turns it on: the second thread's planner sees the first thread's question (the best matches
 //! by text), another user's memories stay apart, and with memory off nothing is kept.
 
-#[path = "../../../tests/support/research_agent.rs"]
-mod support;
+use crate::support;
 
 use serde_json::json;
 use stategraph::checkpoint::store::{MemoryStore, SearchRequest, Store};

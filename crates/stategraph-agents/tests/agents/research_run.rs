@@ -2,8 +2,7 @@
 //! edited then resumed, and the narrowed review schema. No network, no key: a fake model and a
 //! corpus in a temp folder.
 
-#[path = "../../../tests/support/research_agent.rs"]
-mod support;
+use crate::support;
 
 use serde_json::json;
 use stategraph::runtime::Resume;

@@ -8,12 +8,8 @@
 //! binary would. Its `fetch` node writes the id of the process that ran it: a result served
 //! from the cache names the process that stored it.
 
-#[path = "../../../tests/support/own_binary.rs"]
-mod own_binary;
-
-#[allow(dead_code)]
-#[path = "../../stategraph-postgres/tests/support/pg_cluster.rs"]
-mod pg_cluster;
+use crate::own_binary;
+use crate::pg_cluster;
 
 use own_binary::Out;
 use serde::{Deserialize, Serialize};
@@ -78,7 +74,7 @@ fn cli_child() {
 
 /// `graph --db DB ARGS...` with `lookup` registered, expecting exit `code`.
 fn graph(db: &Path, args: &[&str], code: i32) -> Out {
-    let out = own_binary::graph_at("cli_child", CHILD_ENV, db, args);
+    let out = own_binary::graph_at("cli_cache::cli_child", CHILD_ENV, db, args);
     assert_eq!(out.code, code, "graph {args:?}\n{out}");
     out
 }
@@ -187,7 +183,7 @@ fn graph_pg(url: &str, out: &Path, args: &[&str]) -> Out {
     let mut all = vec!["--db".to_string(), url.to_string()];
     all.extend(args.iter().map(|a| a.to_string()));
     let output = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(own_binary::child_test_args("cli_child"))
+        .args(own_binary::child_test_args("cli_cache::cli_child"))
         .env(CHILD_ENV, own_binary::command_line(&all))
         .env_remove("GRAPH_DB")
         .env_remove("RUST_LOG")

@@ -6,8 +6,7 @@
 //! test binary again (`current_exe`, the hidden `cli_child` test) running the `graph` app with a
 //! `batch` graph registered, as a user's own binary would.
 
-#[path = "../../../tests/support/own_binary.rs"]
-mod own_binary;
+use crate::own_binary;
 
 use own_binary::Out;
 use serde::{Deserialize, Serialize};
@@ -98,7 +97,7 @@ fn cli_child() {
 
 /// `graph --db DB ARGS...` with `batch` registered.
 fn graph(db: &Path, args: &[&str]) -> Out {
-    own_binary::graph_at("cli_child", CHILD_ENV, db, args)
+    own_binary::graph_at("cli_subgraphs::cli_child", CHILD_ENV, db, args)
 }
 
 fn expect(db: &Path, args: &[&str], code: i32) -> Out {
