@@ -78,10 +78,15 @@ fn checkpoint_error_code(e: &CheckpointError) -> u8 {
 /// What to do about an error, when the error alone does not say it in CLI terms: the library
 /// says what is wrong and what mends it in its own words (restoring the artifacts, `as_node`,
 /// a setting, an override); this names the command line that does it.
-pub(crate) fn hint(ctx: &super::Ctx, err: &anyhow::Error) -> Option<String> {
+/// `store` is the one the command opened (none for the commands that read no thread).
+pub(crate) fn hint(
+    ctx: &super::invocation::Invocation,
+    store: Option<&super::store::Store>,
+    err: &anyhow::Error,
+) -> Option<String> {
     err.chain().find_map(|cause| {
         if let Some(e) = checkpoint_error(cause) {
-            return damaged_hint(ctx, e);
+            return damaged_hint(ctx, store?, e);
         }
         if let Some(ArtifactError::Record { thread, .. }) = cause.downcast_ref::<ArtifactError>() {
             return Some(format!(
@@ -164,14 +169,18 @@ fn run_error(cause: &Cause) -> Option<&RunError> {
         })
 }
 
-fn damaged_hint(ctx: &super::Ctx, e: &CheckpointError) -> Option<String> {
+fn damaged_hint(
+    ctx: &super::invocation::Invocation,
+    store: &super::store::Store,
+    e: &CheckpointError,
+) -> Option<String> {
     let CheckpointError::Damaged { thread, .. } = e else {
         return None;
     };
     if thread.is_empty() {
         return None;
     }
-    Some(match ctx.store.single_store_recovery() {
+    Some(match store.single_store_recovery() {
         Some(how) => format!(
             "nothing was changed. What is intact can still be read (`{}`). {how}",
             ctx.command_line(&["history", thread])

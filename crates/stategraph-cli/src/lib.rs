@@ -17,7 +17,8 @@
 //! `args.rs` is the command line; `cmd/` holds one file per group of commands;
 //! `long_term.rs` opens the long-term store beside the threads (`<db>/items/`, or Postgres's
 //! table) for `graph store` (`cmd/store.rs`) and, lazily, for runs' nodes;
-//! `origin.rs` is how a thread was started (kept in its store); `process.rs` is how the
+//! `invocation.rs` is how the command was started (its name, `--db`), which every follow-up
+//! command line it prints repeats; `origin.rs` is how a thread was started (kept in its store); `process.rs` is how the
 //! allocator behaves, set first thing by `main` ([`tune_process`]); `progress.rs` draws a run's
 //! events; `output.rs` is every write to stdout and stderr (never a panic on a closed pipe);
 //! `error.rs` maps the library's typed errors to exit codes; `store/` is where threads are
@@ -47,6 +48,7 @@ mod output;
 mod args;
 mod cmd;
 mod error;
+mod invocation;
 mod long_term;
 mod origin;
 mod pause;
@@ -67,6 +69,7 @@ use args::Cli;
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 use error::bad_input;
+use invocation::Invocation;
 use origin::Origin;
 pub(crate) use output::out;
 use stategraph::checkpoint::{validate_thread_id, Checkpointer, ThreadStatus};
@@ -188,12 +191,19 @@ impl App {
         };
         let mut hint = None;
         let result = runtime.block_on(async {
-            let ctx = Ctx::new(self.registry, bin, &cli, explicit_db, stops.clone()).await?;
+            let invocation = Invocation::new(bin, cli.db.as_ref(), explicit_db)?;
+            if let Some(result) = cmd::without_store(&self.registry, &invocation, &cli.command) {
+                if let Err(e) = &result {
+                    hint = error::hint(&invocation, None, e);
+                }
+                return result;
+            }
+            let ctx = Ctx::new(self.registry, invocation, &cli, stops.clone()).await?;
             let result = cmd::dispatch(&ctx, cli.command).await;
             // Threads this command held are flushed, closed and indexed before it exits.
             ctx.store.close();
             if let Err(e) = &result {
-                hint = error::hint(&ctx, e);
+                hint = error::hint(&ctx.invocation, Some(&ctx.store), e);
             }
             result
         });
@@ -329,17 +339,13 @@ fn quiet_sled_panics() {
     }));
 }
 
-/// What every command needs: the graphs, the store, how to phrase follow-up commands.
+/// What every command that reads or writes threads needs: the graphs, the store, how to phrase
+/// follow-up commands.
 pub(crate) struct Ctx {
     pub registry: Registry,
     /// Where the threads are: a directory or a Postgres database (see `store/`).
     pub store: Store,
-    pub bin: String,
-    /// Where `--db` (or `GRAPH_DB`, or the default) says the threads are.
-    pub db: DbArg,
-    /// `--db` as given on the command line, when follow-up commands must repeat it (as
-    /// [`DbArg::shown`] says it: never with a password).
-    pub db_flag: Option<PathBuf>,
+    pub invocation: Invocation,
     pub quiet: bool,
     pub verbose: u8,
     /// What stops the command's run (signals, a closed stdout), heard until the command ends.
@@ -349,35 +355,14 @@ pub(crate) struct Ctx {
 impl Ctx {
     async fn new(
         registry: Registry,
-        bin: String,
+        invocation: Invocation,
         cli: &Cli,
-        explicit_db: bool,
         stops: Arc<cmd::Stops>,
     ) -> anyhow::Result<Ctx> {
-        let db = match &cli.db {
-            Some(p) => DbArg::parse(p.clone()),
-            None => DbArg::Folder(dirs::data_dir().map(|d| d.join("stategraph")).ok_or_else(
-                || {
-                    bad_input(
-                        "this system has no user data directory: pass --db PATH or set GRAPH_DB",
-                    )
-                },
-            )?),
-        };
-        let db_flag = if explicit_db { cli.db.clone() } else { None };
-        if db_flag.is_some() && db.has_password() {
-            say!(
-                "note: a password given with --db can be read by other users of this machine \
-                 (ps) and stays in your shell's history; keep the URL in GRAPH_DB instead \
-                 (the commands printed here name it as \"$GRAPH_DB\")"
-            );
-        }
         Ok(Ctx {
             registry,
-            store: Store::open(&db).await?,
-            db,
-            bin,
-            db_flag,
+            store: Store::open(&invocation.db).await?,
+            invocation,
             quiet: cli.quiet,
             verbose: cli.verbose,
             stops,
@@ -392,7 +377,7 @@ impl Ctx {
     /// Postgres database (connected already: a wrong one failed before the command ran);
     /// `None` for a store directory. The commands of the run queue need it.
     pub(crate) fn postgres_url(&self) -> Option<&str> {
-        match &self.db {
+        match &self.invocation.db {
             DbArg::Postgres(url) => Some(url),
             DbArg::Folder(_) => None,
         }
@@ -405,22 +390,12 @@ impl Ctx {
 
     /// A follow-up command, ready to paste: `graph <words> [--db PATH]`.
     pub(crate) fn command_line(&self, words: &[&str]) -> String {
-        self.command_line_with(words, "")
+        self.invocation.command_line(words)
     }
 
-    /// Like [`Ctx::command_line`], with `tail` (already quoted, may hold placeholders) after
-    /// the words.
+    /// Like [`Ctx::command_line`], with `tail` after the words.
     pub(crate) fn command_line_with(&self, words: &[&str], tail: &str) -> String {
-        let mut parts = vec![shell_quote(&self.bin)];
-        parts.extend(words.iter().map(|w| shell_quote(w)));
-        if !tail.is_empty() {
-            parts.push(tail.to_string());
-        }
-        if self.db_flag.is_some() {
-            parts.push("--db".to_string());
-            parts.push(self.db.shown());
-        }
-        parts.join(" ")
+        self.invocation.command_line_with(words, tail)
     }
 
     /// The graph a thread was run with, its `--set` overrides plus `extra` applied, and how it

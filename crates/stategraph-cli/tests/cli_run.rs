@@ -351,6 +351,39 @@ fn resume_refuses_answers_nothing_waits_for() {
         .stderr_has(&["--resume-json is not valid JSON"]);
 }
 
+/// Listing and drawing the binary's graphs read no thread, so they open no store: a database
+/// nobody listens on, or a key that is not one, does not stop them, while a command that reads
+/// threads says what is wrong with each.
+#[test]
+fn graphs_and_draw_open_no_store() {
+    let down = "postgres://graph@127.0.0.1:1/threads";
+    let graphs = harness::TestCommand::bare(&["graphs"])
+        .env("GRAPH_DB", down)
+        .expect(0);
+    assert!(graphs.stdout.contains("pipeline"), "{graphs}");
+    let drawn = harness::TestCommand::bare(&["draw", "pipeline"])
+        .env("GRAPH_DB", down)
+        .expect(0);
+    assert!(drawn.stdout.contains("outline"), "{drawn}");
+    harness::TestCommand::bare(&["threads"])
+        .env("GRAPH_DB", down)
+        .expect(1)
+        .stderr_has(&["cannot reach Postgres at 127.0.0.1:1"]);
+
+    let db = Db::new();
+    let bad_key = |args: &[&str]| db.graph(args).env("GRAPH_ENCRYPTION_KEY", "not a key");
+    bad_key(&["graphs", "--json"]).expect(0).json();
+    bad_key(&["draw", "pipeline", "--format", "dot"]).expect(0);
+    bad_key(&["threads"])
+        .expect(2)
+        .stderr_has(&["GRAPH_ENCRYPTION_KEY"]);
+    // An unknown graph is still refused, with the graphs there are.
+    harness::TestCommand::bare(&["draw", "no-such-graph"])
+        .env("GRAPH_DB", down)
+        .expect(2)
+        .stderr_has(&["no-such-graph"]);
+}
+
 #[test]
 fn help_and_version_exit_0() {
     let help = harness::TestCommand::bare(&["--help"]).expect(0);

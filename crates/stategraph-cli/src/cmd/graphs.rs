@@ -2,17 +2,22 @@
 
 use crate::args::{DrawArgs, FormatArg};
 use crate::error::{bad_input, EXIT_DONE};
-use crate::{out, Ctx};
+use crate::invocation::Invocation;
+use crate::out;
 use serde_json::{json, Value};
-use stategraph_registry::{DrawFormat, GraphFileError, RegistryError};
+use stategraph_registry::{DrawFormat, GraphFileError, Registry, RegistryError};
 
 /// `graph graphs`: every registered graph as its name resolves here, then the other graph
 /// files of `./graphs/` by path. A graph file that cannot be used is named with its line on
 /// stderr (and as a row with its `error` in `--json`), and the rest are listed: exit 0, as
 /// `graph threads` lists damaged threads beside the others. The listing did its job; the
 /// warning says which file to mend, and `graph run` of that graph refuses it with exit 2.
-pub(crate) fn graphs(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
-    let listing = ctx.registry.listing();
+pub(crate) fn graphs(
+    registry: &Registry,
+    invocation: &Invocation,
+    json: bool,
+) -> anyhow::Result<u8> {
+    let listing = registry.listing();
     let mut list = Vec::new();
     for g in &listing.graphs {
         let (resolved, factory) = (&g.resolved, &g.resolved.factory);
@@ -32,7 +37,7 @@ pub(crate) fn graphs(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
         if let Some(name) = &bad.shadows {
             warning.push_str(&format!(
                 " (`{}` here uses {}: mend it, or remove it to run the built-in copy)",
-                ctx.command_line(&["run", name]),
+                invocation.command_line(&["run", name]),
                 bad.source
             ));
         }
@@ -91,8 +96,8 @@ fn with_causes(e: &RegistryError) -> String {
 }
 
 /// `graph draw`.
-pub(crate) fn draw(ctx: &Ctx, args: DrawArgs) -> anyhow::Result<u8> {
-    let resolved = ctx.registry.resolve(&args.graph, &[])?;
+pub(crate) fn draw(registry: &Registry, args: &DrawArgs) -> anyhow::Result<u8> {
+    let resolved = registry.resolve(&args.graph, &[])?;
     let graph = resolved.build(None)?;
     let format = match args.format {
         FormatArg::Mermaid => DrawFormat::Mermaid,

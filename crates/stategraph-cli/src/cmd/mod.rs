@@ -1,4 +1,5 @@
-//! One file per group of commands; `dispatch` picks the command.
+//! One file per group of commands; `dispatch` picks the command (`without_store` first, for
+//! those that read no thread).
 
 mod artifacts;
 mod background_sweep;
@@ -19,7 +20,23 @@ mod tree;
 pub(crate) use run::Stops;
 
 use super::args::Command;
+use super::invocation::Invocation;
 use super::Ctx;
+use stategraph_registry::Registry;
+
+/// Runs a command that reads no thread (listing and drawing the graphs), with no store opened;
+/// `None` for every other command.
+pub(crate) fn without_store(
+    registry: &Registry,
+    invocation: &Invocation,
+    command: &Command,
+) -> Option<anyhow::Result<u8>> {
+    match command {
+        Command::Graphs(a) => Some(graphs::graphs(registry, invocation, a.json)),
+        Command::Draw(a) => Some(graphs::draw(registry, a)),
+        _ => None,
+    }
+}
 
 /// Runs one command; returns its exit code.
 pub(crate) async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
@@ -41,8 +58,8 @@ pub(crate) async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> 
         Command::Delete(a) => edit::delete(ctx, a).await,
         Command::Prune(a) => edit::prune(ctx, a).await,
         Command::Repair(a) => edit::repair(ctx, a).await,
-        Command::Graphs(a) => graphs::graphs(ctx, a.json),
-        Command::Draw(a) => graphs::draw(ctx, a),
+        Command::Graphs(a) => graphs::graphs(&ctx.registry, &ctx.invocation, a.json),
+        Command::Draw(a) => graphs::draw(&ctx.registry, &a),
         Command::Decompose(a) => tree::decompose(ctx, a).await,
         Command::Tree(a) => tree::tree(ctx, a).await,
         Command::Solve(a) => tree::solve(ctx, a).await,
