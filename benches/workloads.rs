@@ -35,6 +35,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+#[path = "support/workload_graphs.rs"]
+mod workload_graphs;
+
+use workload_graphs::{CountUpdate, Fan, FanUpdate};
+
 type Error = Box<dyn std::error::Error>;
 
 /// The 100-byte message every `loop` step appends.
@@ -199,26 +204,7 @@ impl Report {
     }
 }
 
-// --- The graphs, as WORKLOADS.md defines them. ---
-
-#[derive(State, Clone, Debug, Default, Serialize, Deserialize)]
-struct Count {
-    count: i64,
-}
-
-fn chain_graph() -> StateGraph<Count> {
-    let mut g = StateGraph::<Count>::named("chain");
-    for i in 0..100 {
-        g.add_node(format!("n{i}"), |s: Arc<Count>, _c: Context| async move {
-            Ok::<_, NodeError>(CountUpdate::default().count(s.count + 1))
-        });
-        if i > 0 {
-            g.add_edge(format!("n{}", i - 1), format!("n{i}"));
-        }
-    }
-    g.add_edge(START, "n0").add_edge("n99", END);
-    g
-}
+// --- The graphs, as WORKLOADS.md defines them (chain and fanout: `support/workload_graphs.rs`). ---
 
 #[derive(State, Clone, Debug, Default, Serialize, Deserialize)]
 struct Messages {
@@ -252,33 +238,6 @@ fn loop_graph(len: usize, clock: StepClock) -> StateGraph<Messages> {
         },
         ["agent", END],
     );
-    g
-}
-
-#[derive(State, Clone, Debug, Default, Serialize, Deserialize)]
-struct Fan {
-    #[state(append)]
-    results: Vec<i64>,
-}
-
-fn fanout_graph() -> StateGraph<Fan> {
-    let mut g = StateGraph::<Fan>::named("fanout");
-    g.add_node("split", |_s: Arc<Fan>, _c: Context| async {
-        Ok::<_, NodeError>(FanUpdate::default())
-    });
-    let workers: Vec<String> = (0..10).map(|i| format!("w{i}")).collect();
-    for (i, w) in workers.iter().enumerate() {
-        g.add_node(w.as_str(), move |_s: Arc<Fan>, _c: Context| async move {
-            Ok::<_, NodeError>(FanUpdate::default().results(vec![i as i64]))
-        });
-        g.add_edge("split", w.as_str());
-    }
-    g.add_node("join", |s: Arc<Fan>, _c: Context| async move {
-        Ok::<_, NodeError>(FanUpdate::default().results(vec![s.results.len() as i64]))
-    });
-    g.add_edge(START, "split");
-    g.add_join(workers, "join");
-    g.add_edge("join", END);
     g
 }
 
@@ -443,7 +402,9 @@ async fn run_workload(
 ) -> Result<(usize, f64), Error> {
     let (steps, seconds) = match options.workload {
         Workload::Chain => {
-            let graph = chain_graph().compile()?.with_checkpointer(saver.clone());
+            let graph = workload_graphs::chain("chain", 100)
+                .compile()?
+                .with_checkpointer(saver.clone());
             let threads = options.scaled(50);
             let seconds = run_threads(
                 &graph,
@@ -481,7 +442,9 @@ async fn run_workload(
             (len, seconds)
         }
         Workload::Fanout => {
-            let graph = fanout_graph().compile()?.with_checkpointer(saver.clone());
+            let graph = workload_graphs::fanout()
+                .compile()?
+                .with_checkpointer(saver.clone());
             let threads = options.scaled(200);
             let check = |s: &Fan| s.results.len() == 11 && s.results.last() == Some(&10);
             let seconds = run_threads(

@@ -14,11 +14,13 @@
 //! target/release/examples/serve_bench serve --addr 127.0.0.1:8123 --db /tmp/serve-bench
 //! ```
 
+#[path = "../benches/support/workload_factories.rs"]
+mod workload_factories;
 #[path = "../benches/support/workload_graphs.rs"]
 mod workload_graphs;
 
 use stategraph_cli::App;
-use workload_graphs::{Chain, Fanout};
+use workload_factories::{Chain, Fanout};
 
 fn main() -> std::process::ExitCode {
     // What the `graph` binary does first thing in its `main`, from the same function, so this

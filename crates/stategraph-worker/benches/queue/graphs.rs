@@ -1,12 +1,14 @@
 //! The graphs the bench's workers run: `chain` and `fanout` of `../shared/bench/WORKLOADS.md`
-//! (`benches/support/workload_graphs.rs`), registered as a `graph worker` binary would register
+//! (`benches/support/workload_graphs.rs`, `workload_factories.rs`), registered as a `graph worker` binary would register
 //! its graphs, each with a graph file asking for `sync` durability.
 
+#[path = "../../../../benches/support/workload_factories.rs"]
+mod workload_factories;
 #[path = "../../../../benches/support/workload_graphs.rs"]
 mod workload_graphs;
 
 use stategraph_registry::Registry;
-use workload_graphs::{Chain, Fanout};
+use workload_factories::{Chain, Fanout};
 
 /// Whether a final state (as JSON) is the one an uninterrupted run ends in.
 pub type EndedWell = fn(&serde_json::Value) -> bool;
