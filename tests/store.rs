@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use stategraph::checkpoint::store::{
-    Item, MemoryStore, Namespace, NamespaceQuery, SearchHit, SearchRequest, Store, StoreError,
-    StoreOp,
+    FakeClock, Item, MemoryStore, Namespace, NamespaceQuery, SearchHit, SearchRequest, Store,
+    StoreError, StoreOp, TtlConfig,
 };
 use stategraph::checkpoint::MemoryCheckpointer;
 use stategraph::graph::RetryPolicy;
@@ -130,6 +130,50 @@ async fn without_a_store_a_node_gets_none_and_without_a_checkpointer_writes_go_s
     assert_eq!(
         out.state.said.last().map(String::as_str),
         Some("recalled 1")
+    );
+}
+
+/// A node's read chooses whether an item's TTL starts again (LangGraph's `refresh_ttl`), over
+/// the store's default; the refresh is the store's at once, not staged with the step.
+#[tokio::test]
+async fn a_nodes_read_refreshes_a_ttl_when_it_asks() {
+    let clock = Arc::new(FakeClock::at(0));
+    let store: Arc<dyn Store> =
+        Arc::new(MemoryStore::with_clock(clock.clone()).with_ttl(TtlConfig {
+            default_ttl_ms: Some(1_000),
+            refresh_on_read: false,
+        }));
+    store.put(&["s"], "kept", json!(1)).await.unwrap();
+    store.put(&["s"], "left", json!(2)).await.unwrap();
+    clock.advance(900);
+    let mut g = StateGraph::<Chat>::named("refresh");
+    g.add_node("read", |_s: Arc<Chat>, ctx: Context| async move {
+        let store = ctx.store().ok_or_else(|| NodeError::new("no store"))?;
+        let kept = store.get_with(&["s"], "kept", Some(true)).await?;
+        let left = store.get(&["s"], "left").await?;
+        let expiries = [kept, left].map(|item| item.and_then(|i| i.expires_at_ms));
+        Ok(ChatUpdate::default().said(vec![format!("{expiries:?}")]))
+    });
+    g.add_edge(START, "read").add_edge("read", END);
+    let graph = g
+        .compile()
+        .unwrap()
+        .with_checkpointer(Arc::new(MemoryCheckpointer::new()));
+    let out = graph
+        .invoke(ChatUpdate::default(), config(&store, "t"))
+        .await
+        .unwrap();
+    assert_eq!(out.state.said, ["[Some(1900), Some(1000)]"]);
+    clock.advance(200);
+    let kept = store.get(&ns(&["s"]), "kept").await.unwrap();
+    assert_eq!(
+        kept.map(|i| i.value),
+        Some(json!(1)),
+        "refreshed at 900, lives to 1900"
+    );
+    assert!(
+        store.get(&ns(&["s"]), "left").await.unwrap().is_none(),
+        "expired at 1000"
     );
 }
 

@@ -66,13 +66,29 @@ impl NodeStore {
         NodeStore { ctx, link }
     }
 
-    /// The item, as this task last wrote it or else as the store holds it.
+    /// The item, as this task last wrote it or else as the store holds it. A store whose
+    /// `TtlConfig::refresh_on_read` is on refreshes its TTL (see [`get_with`](Self::get_with)).
     pub async fn get(&self, namespace: &[&str], key: &str) -> Result<Option<Item>, NodeError> {
+        self.get_with(namespace, key, None).await
+    }
+
+    /// As [`get`](Self::get), choosing whether the stored item's TTL starts again from now
+    /// (LangGraph's `store.get(..., refresh_ttl=)`): `Some(true)` refreshes, `Some(false)` does
+    /// not, `None` does what the store's `TtlConfig` says. Unlike a put, a refresh is not staged
+    /// with the step: it is written when the node reads, since reading again (a node run again
+    /// on resume) only moves the expiry again. A store that cannot refresh refuses
+    /// `Some(true)`.
+    pub async fn get_with(
+        &self,
+        namespace: &[&str],
+        key: &str,
+        refresh_ttl: Option<bool>,
+    ) -> Result<Option<Item>, NodeError> {
         let namespace = labels(namespace);
         let stored = self
             .link
             .store
-            .get(&namespace, key)
+            .get_with(&namespace, key, refresh_ttl)
             .await
             .map_err(store_failed)?;
         let staged = self.current().await?;
@@ -87,7 +103,8 @@ impl NodeStore {
         })
     }
 
-    /// Searches the store (what this task staged is not in it yet).
+    /// Searches the store (what this task staged is not in it yet); the request's
+    /// `refresh_ttl` refreshes what it returns as [`get_with`](Self::get_with) does.
     pub async fn search(&self, request: &SearchRequest) -> Result<Vec<SearchHit>, NodeError> {
         self.link.store.search(request).await.map_err(store_failed)
     }
