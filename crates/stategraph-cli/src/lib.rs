@@ -21,7 +21,8 @@
 //! command line it prints repeats; `origin.rs` is how a thread was started (kept in its store); `process.rs` is how the
 //! allocator behaves, set first thing by `main` ([`tune_process`]); `progress.rs` draws a run's
 //! events; `output.rs` is every write to stdout and stderr (never a panic on a closed pipe);
-//! `error.rs` maps the library's typed errors to exit codes; `store/` is where threads are
+//! `error.rs` maps the library's typed errors to exit codes, and `hints.rs` names the command
+//! line that mends one; `store/` is where threads are
 //! kept: a directory (`stategraph_sled::FolderCheckpointer`, which owns the on-disk layout) or a
 //! Postgres database (`--db postgres://...`, `stategraph_postgres`), and what only a directory
 //! can do is asked for there explicitly.
@@ -48,6 +49,7 @@ mod output;
 mod args;
 mod cmd;
 mod error;
+mod hints;
 mod invocation;
 mod long_term;
 mod origin;
@@ -194,7 +196,7 @@ impl App {
             let invocation = Invocation::new(bin, cli.db.as_ref(), explicit_db)?;
             if let Some(result) = cmd::without_store(&self.registry, &invocation, &cli.command) {
                 if let Err(e) = &result {
-                    hint = error::hint(&invocation, None, e);
+                    hint = hints::hint(&invocation, None, e);
                 }
                 return result;
             }
@@ -203,7 +205,7 @@ impl App {
             // Threads this command held are flushed, closed and indexed before it exits.
             ctx.store.close();
             if let Err(e) = &result {
-                hint = error::hint(&ctx.invocation, Some(&ctx.store), e);
+                hint = hints::hint(&ctx.invocation, Some(&ctx.store), e);
             }
             result
         });

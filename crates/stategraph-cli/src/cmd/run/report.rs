@@ -4,9 +4,8 @@
 
 use super::stop::Stop;
 use crate::args::RunSettings;
-use crate::error::{
-    run_error_code, run_mend, EXIT_DONE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PAUSED,
-};
+use crate::error::{run_error_code, EXIT_DONE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PAUSED};
+use crate::hints::run_mend;
 use crate::{out, Ctx};
 use crate::{pause, progress};
 use serde_json::{json, Value};
