@@ -19,6 +19,16 @@ pub(crate) fn hint(ctx: &Invocation, store: Option<&Store>, err: &anyhow::Error)
         if let Some(e) = checkpoint_error(cause) {
             return damaged_hint(ctx, store?, e);
         }
+        let missing = matches!(
+            checkpoint_error(cause),
+            Some(CheckpointError::ThreadNotFound { .. })
+        ) || matches!(run_error(cause), Some(RunError::ThreadNotFound { .. }));
+        if missing {
+            return Some(format!(
+                "list the threads there are with:\n  {}",
+                ctx.command_line(&["threads"])
+            ));
+        }
         if let Some(ArtifactError::Record { thread, .. }) = cause.downcast_ref::<ArtifactError>() {
             return Some(format!(
                 "write the files and records again from the checkpoint with:\n  {}",

@@ -135,7 +135,13 @@ fn update_refuses_bad_edits_and_changes_nothing() {
         .stderr_has(&["no node named `nobody`"]);
     db.graph(&["update", "ghost", "--set-json", "{}"])
         .expect(2)
-        .stderr_has(&["no thread `ghost`"]);
+        .stderr_has(&[
+            "no thread `ghost`",
+            &format!(
+                "list the threads there are with:\n  graph threads --db {}",
+                db.path().display()
+            ),
+        ]);
     let after = db.graph(&["history", &thread, "--json"]).expect(0).json();
     assert_eq!(before, after);
 }
