@@ -25,6 +25,20 @@ fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, serde_json::V
     (status, serde_json::from_str(body).unwrap_or_default())
 }
 
+/// `graph serve` on a free loopback port, once it serves; and the address it serves on.
+fn serving(db: &Db) -> (harness::Running, String) {
+    let mut server = db.graph(&["serve", "--addr", "127.0.0.1:0"]).spawn();
+    server.wait_for("serving");
+    let stderr = server.stderr();
+    let addr = stderr
+        .split("on http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the address it serves on")
+        .to_string();
+    (server, addr)
+}
+
 #[test]
 fn serve_refuses_to_listen_beyond_loopback_without_a_token() {
     let db = Db::new();
@@ -37,15 +51,7 @@ fn serve_refuses_to_listen_beyond_loopback_without_a_token() {
 #[test]
 fn a_thread_the_server_paused_is_resumed_by_the_cli() {
     let db = Db::new();
-    let mut server = db.graph(&["serve", "--addr", "127.0.0.1:0"]).spawn();
-    server.wait_for("serving");
-    let stderr = server.stderr();
-    let addr = stderr
-        .split("on http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .expect("the address it serves on")
-        .to_string();
+    let (server, addr) = serving(&db);
     let (status, thread) = http(&addr, "POST", "/threads", r#"{"thread_id": "from-http"}"#);
     assert_eq!(status, 200, "{thread}");
     let run = r#"{"assistant_id": "pipeline", "input": {"topic": "sled"}}"#;
@@ -65,4 +71,44 @@ fn a_thread_the_server_paused_is_resumed_by_the_cli() {
     let out = server.finish();
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(out.stderr.contains("stopped"), "{}", out.stderr);
+}
+
+/// A setting the graph declares, given in a request's `configurable` or `context`, is checked as
+/// `graph run --set` checks it, before a thread is made; the caller's own keys pass.
+#[test]
+fn a_declared_setting_of_the_wrong_type_is_refused_before_a_thread_is_made() {
+    let db = Db::new();
+    let (server, addr) = serving(&db);
+    let wrong = [
+        r#"{"assistant_id": "pipeline", "input": {"topic": "x"}, "config": {"configurable": {"step_ms": "abc"}}}"#,
+        r#"{"assistant_id": "pipeline", "input": {"topic": "x"}, "context": {"step_ms": -1}}"#,
+    ];
+    for body in wrong {
+        let (status, out) = http(&addr, "POST", "/runs/wait", body);
+        assert_eq!(status, 422, "{out}");
+        let message = out["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("setting `step_ms` expects a whole number"),
+            "{out}"
+        );
+    }
+    let (status, out) = http(&addr, "POST", "/threads", r#"{"thread_id": "kept"}"#);
+    assert_eq!(status, 200, "{out}");
+    let (status, out) = http(&addr, "POST", "/threads/kept/runs/wait", wrong[0]);
+    assert_eq!(status, 422, "{out}");
+    assert_eq!(db.thread_ids(), ["kept"], "the refused runs made no thread");
+    let (_, thread) = http(&addr, "GET", "/threads/kept", "");
+    assert_eq!(
+        thread["values"],
+        serde_json::Value::Null,
+        "nor a checkpoint: {thread}"
+    );
+
+    let own = r#"{"assistant_id": "pipeline", "input": {"topic": "x"}, "config": {"configurable": {"step_ms": 1, "user_id": "ada"}}}"#;
+    let (status, out) = http(&addr, "POST", "/threads/kept/runs/wait", own);
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["topic"], "x", "{out}");
+
+    server.signal(libc::SIGTERM);
+    assert_eq!(server.finish().code, Some(0));
 }

@@ -419,6 +419,14 @@ fn under_home(text: &str) -> Option<&str> {
 }
 
 impl Resolved {
+    /// What the graph's settings may hold: the schema its factory declares, else the types of
+    /// the keys its graph file's `[settings]` lists (other keys let through).
+    pub fn settings_schema(&self) -> SettingsSchema {
+        self.factory
+            .settings_schema()
+            .unwrap_or_else(|| SettingsSchema::from_example(&self.file.settings))
+    }
+
     /// The path settings (see [`path_setting`]) this run gives as relative paths, each made
     /// absolute against `base` (the folder the run starts in), as `KEY="PATH"` overrides to keep
     /// with the thread, so a resume from another folder reads the same files. A path starting

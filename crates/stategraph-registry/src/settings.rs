@@ -139,6 +139,39 @@ impl SettingsSchema {
         Ok(())
     }
 
+    /// Checks the settings a run's caller gave beside the graph file (an HTTP request's
+    /// `configurable`, say) as [`check`](Self::check) checks an override, through their tables
+    /// down to each value, for the keys the graph declares; a top-level key it does not declare
+    /// is let through, since such callers also pass keys of their own (a user id, a tag).
+    ///
+    /// ```
+    /// use stategraph_registry::SettingsSchema;
+    /// #[derive(schemars::JsonSchema)]
+    /// struct Settings { step_ms: u64 }
+    /// let schema = SettingsSchema::of::<Settings>();
+    /// let given = |v: serde_json::Value| v.as_object().unwrap().clone();
+    /// assert!(schema.check_declared(&given(serde_json::json!({"step_ms": 5, "user_id": "ada"}))).is_ok());
+    /// let wrong = schema.check_declared(&given(serde_json::json!({"step_ms": "abc"}))).unwrap_err();
+    /// assert!(wrong.contains("setting `step_ms` expects a whole number"), "{wrong}");
+    /// ```
+    pub fn check_declared(&self, given: &Map<String, Value>) -> Result<(), String> {
+        let declared = properties_of(&self.root);
+        let mut path = Vec::new();
+        for (key, value) in given {
+            if !declared.is_some_and(|p| p.contains_key(key)) {
+                continue;
+            }
+            path.push(key.clone());
+            let checked = match value {
+                Value::Object(inner) if self.is_table(&path) => self.check_under(&mut path, inner),
+                _ => self.check(&path, value),
+            };
+            path.pop();
+            checked?;
+        }
+        Ok(())
+    }
+
     /// True when `key` names a table of known keys (not a free-form one, not a value).
     fn is_table(&self, key: &[String]) -> bool {
         let mut node = &self.root;

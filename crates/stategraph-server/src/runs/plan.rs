@@ -317,6 +317,19 @@ fn run_config(
         config.recursion_limit = limit;
     }
     let configurable = given.and_then(|c| c.configurable.as_ref());
+    // A setting the graph declares is checked as `graph run --set` checks it, before a thread is
+    // made: a wrong type or a misspelt key inside one of its tables is a 422 naming it.
+    let schema = assistant.resolved.settings_schema();
+    for (field, table) in [
+        ("config.configurable", configurable),
+        ("context", req.context.as_ref()),
+    ] {
+        if let Some(table) = table {
+            schema
+                .check_declared(table)
+                .map_err(|message| ApiError::invalid(field, message))?;
+        }
+    }
     for (key, value) in configurable
         .into_iter()
         .chain(req.context.as_ref())
