@@ -29,6 +29,12 @@ pub(crate) fn hint(ctx: &Invocation, store: Option<&Store>, err: &anyhow::Error)
                 ctx.command_line(&["threads"])
             ));
         }
+        if let Some(RunError::CheckpointNotFound { thread_id, .. }) = run_error(cause) {
+            return Some(format!(
+                "list its checkpoints with:\n  {}",
+                ctx.command_line(&["history", thread_id])
+            ));
+        }
         if let Some(ArtifactError::Record { thread, .. }) = cause.downcast_ref::<ArtifactError>() {
             return Some(format!(
                 "write the files and records again from the checkpoint with:\n  {}",

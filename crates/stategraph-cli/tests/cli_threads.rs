@@ -183,9 +183,13 @@ fn fork_copies_a_checkpoint_into_a_new_thread_and_leaves_the_old_one() {
         .expect(2)
         .stderr_has(&["not a checkpoint id"]);
     let unknown = "01a20197-0000-7000-8000-000000000000";
+    let history = format!(
+        "list its checkpoints with:\n  graph history {thread} --db {}",
+        db.path().display()
+    );
     db.graph(&["fork", &thread, "--checkpoint", unknown])
         .expect(2)
-        .stderr_has(&["has no checkpoint"]);
+        .stderr_has(&["has no checkpoint", &history]);
     db.graph(&["state", &thread, "--checkpoint", unknown])
         .expect(2)
         .stderr_has(&["has no checkpoint"]);
