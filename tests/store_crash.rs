@@ -126,10 +126,34 @@ fn spawn_child(dir: &Path, mode: &str) -> std::process::Child {
     )
 }
 
-/// Runs the thread to its end through children killed at random moments; returns the number
-/// of items per round and how many rounds were staged by more than one process (killed
-/// between the node's write and its step's save).
+/// Threads tried at the most before the test gives up on a kill landing between a node's write
+/// and its step's save: the kills come at random moments, and on a fast machine a thread can
+/// end before one does.
+const THREADS: usize = 6;
+
+/// Runs a thread to its end through children killed at random moments, a new thread in a new
+/// store each time, until a kill landed between a node's write and its step's save (a round
+/// staged by more than one process); returns the number of items per round of that thread and
+/// how many of its rounds were staged more than once.
 fn kill_repeatedly(mode: &str) -> (BTreeMap<u64, usize>, usize) {
+    let mut tries = Vec::new();
+    for _ in 0..THREADS {
+        let (per_round, rerun, kills, stagers) = kill_one_thread(mode);
+        if rerun > 0 {
+            return (per_round, rerun);
+        }
+        tries.push(format!("{kills} kills, stagers {stagers}"));
+    }
+    panic!(
+        "no kill landed between a node's write and its step's save in {THREADS} threads; the \
+         test proved nothing ({})",
+        tries.join("; ")
+    );
+}
+
+/// One thread of [`kill_repeatedly`]: its items per round, how many rounds were staged by more
+/// than one process, how many kills it took, and who staged each round.
+fn kill_one_thread(mode: &str) -> (BTreeMap<u64, usize>, usize, usize, String) {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
     let mut kills = 0;
@@ -201,12 +225,7 @@ fn kill_repeatedly(mode: &str) -> (BTreeMap<u64, usize>, usize) {
         }
     }
     let rerun = stagers.values().filter(|pids| pids.len() > 1).count();
-    assert!(
-        rerun > 0,
-        "no kill landed between a node's write and its step's save in {kills} kills; the test \
-         proved nothing (stagers: {stagers:?})"
-    );
-    (per_round, rerun)
+    (per_round, rerun, kills, format!("{stagers:?}"))
 }
 
 #[test]
