@@ -16,16 +16,16 @@
 //! # Layout
 //! `args.rs` is the command line; `cmd/` holds one file per group of commands;
 //! `long_term.rs` opens the long-term store beside the threads (`<db>/items/`, or Postgres's
-//! table) for `graph store` (`cmd/store.rs`) and, lazily, for runs' nodes;
-//! `invocation.rs` is how the command was started (its name, `--db`), which every follow-up
-//! command line it prints repeats; `origin.rs` is how a thread was started (kept in its store); `process.rs` is how the
-//! allocator behaves, set first thing by `main` ([`tune_process`]); `progress.rs` draws a run's
-//! events; `output.rs` is every write to stdout and stderr (never a panic on a closed pipe);
-//! `error.rs` maps the library's typed errors to exit codes, and `hints.rs` names the command
-//! line that mends one; `store/` is where threads are
-//! kept: a directory (`stategraph_sled::FolderCheckpointer`, which owns the on-disk layout) or a
-//! Postgres database (`--db postgres://...`, `stategraph_postgres`), and what only a directory
-//! can do is asked for there explicitly.
+//! table) for `graph store` (`cmd/store.rs`) and, lazily, for runs' nodes; `invocation.rs` is
+//! how the command was started (its name, `--db`), which every follow-up command line it
+//! prints repeats; `origin.rs` is how a thread was started (kept in its store); `process.rs` is
+//! how the allocator behaves, set first thing by `main` ([`tune_process`]); `progress.rs` draws
+//! a run's events; `output.rs` is every write to stdout and stderr (never a panic on a closed
+//! pipe); `error.rs` maps the library's typed errors to exit codes, and `hints.rs` names the
+//! command line that mends one; `store/` is where threads are kept: a directory
+//! (`stategraph_sled::FolderCheckpointer`, which owns the on-disk layout) or a Postgres
+//! database (`--db postgres://...`, `stategraph_postgres`), and what only a directory can do
+//! is asked for there explicitly.
 //!
 //! Exit codes: [`EXIT_DONE`] 0, [`EXIT_FAILURE`] 1 (also: the thread is busy with another run),
 //! [`EXIT_USAGE`] 2 (bad command line or input; nothing changed), [`EXIT_PAUSED`] 3 (waiting for a
