@@ -17,10 +17,12 @@
 use stategraph_checkpoint_conformance::faulty_store;
 
 use faulty_store::{FaultyStore, Op};
-use futures::StreamExt;
+#[path = "support/killed_child.rs"]
+mod killed_child;
+use killed_child::stream_to_end;
 use serde::{Deserialize, Serialize};
 use stategraph::checkpoint::CheckpointError;
-use stategraph::runtime::{Context, Event, NodeError, Resume, RunConfig, RunError, RunStatus};
+use stategraph::runtime::{Context, NodeError, RunConfig};
 use stategraph::{State, StateGraph, END, START};
 use stategraph_sled::SledCheckpointer;
 use std::collections::BTreeMap;
@@ -312,33 +314,11 @@ async fn child(scenario: Scenario, store: &Path, log: &Path, thread: &str) {
         .compile()
         .unwrap()
         .with_checkpointer(saver);
-    loop {
-        let mut run = match graph.get_state(thread, None).await {
-            Ok(_) => graph.stream_resume(thread, Resume::Continue, RunConfig::new()),
-            Err(RunError::ThreadNotFound { .. }) => {
-                graph.stream(TraceUpdate::default(), RunConfig::new().thread(thread))
-            }
-            Err(e) => panic!("cannot read thread {thread}: {e}"),
-        };
-        while let Some(event) = run.next().await {
-            if let Event::CheckpointSaved { step, .. } = event {
-                log.line(format!("saved {step} {pid}"));
-            }
-        }
-        match run.outcome().await {
-            Ok(out) => {
-                assert_eq!(out.status, RunStatus::Done);
-                log.line(format!("done {pid}"));
-                return;
-            }
-            Err(RunError::Checkpoint(CheckpointError::ThreadBusy { .. }))
-                if Instant::now() < deadline =>
-            {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            Err(e) => panic!("run failed: {e}"),
-        }
-    }
+    stream_to_end(&graph, thread, TraceUpdate::default, |step| {
+        log.line(format!("saved {step} {pid}"))
+    })
+    .await;
+    log.line(format!("done {pid}"));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -4,8 +4,9 @@
 //! Include with `#[path = "support/killed_child.rs"] mod killed_child;`.
 #![allow(dead_code)] // each test binary uses its own part
 
+use futures::StreamExt;
 use stategraph::checkpoint::CheckpointError;
-use stategraph::runtime::{Resume, RunConfig, RunError, RunOutcome};
+use stategraph::runtime::{Event, Resume, RunConfig, RunError, RunOutcome, RunStatus};
 use stategraph::{CompiledGraph, State};
 use std::fs::OpenOptions;
 use std::io::Write as _;
@@ -93,6 +94,45 @@ pub async fn run_or_resume<S: State>(
         };
         match result {
             Ok(out) => return out,
+            Err(RunError::Checkpoint(CheckpointError::ThreadBusy { .. }))
+                if Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await
+            }
+            Err(e) => panic!("run failed: {e}"),
+        }
+    }
+}
+
+/// As [`run_or_resume`], streaming the run: `saved(step)` hears each checkpoint the root graph
+/// saves. The thread must end done.
+pub async fn stream_to_end<S: State>(
+    graph: &CompiledGraph<S>,
+    thread: &str,
+    input: impl Fn() -> S::Update,
+    mut saved: impl FnMut(u64),
+) {
+    let deadline = Instant::now() + LET_GO;
+    loop {
+        let mut run = match graph.get_state(thread, None).await {
+            Ok(_) => graph.stream_resume(thread, Resume::Continue, RunConfig::new()),
+            Err(RunError::ThreadNotFound { .. }) => {
+                graph.stream(input(), RunConfig::new().thread(thread))
+            }
+            Err(e) => panic!("cannot read thread {thread}: {e}"),
+        };
+        while let Some(event) = run.next().await {
+            if let Event::CheckpointSaved { step, .. } = event {
+                saved(step);
+            }
+        }
+        match run.outcome().await {
+            Ok(out) => {
+                assert_eq!(out.status, RunStatus::Done);
+                return;
+            }
+            // The killed process's lease names a dead process: it is taken over at once, but
+            // a store may still be letting the dead one go.
             Err(RunError::Checkpoint(CheckpointError::ThreadBusy { .. }))
                 if Instant::now() < deadline =>
             {

@@ -12,10 +12,11 @@
 
 mod support;
 
-use futures::StreamExt;
+#[path = "../../../tests/support/killed_child.rs"]
+mod killed_child;
+use killed_child::stream_to_end;
 use serde::{Deserialize, Serialize};
-use stategraph::checkpoint::CheckpointError;
-use stategraph::runtime::{Context, Event, NodeError, Resume, RunConfig, RunError, RunStatus};
+use stategraph::runtime::{Context, NodeError, RunConfig};
 use stategraph::{State, StateGraph, END, START};
 use stategraph_postgres::PostgresCheckpointer;
 use std::collections::BTreeMap;
@@ -202,41 +203,16 @@ fn crash_child() {
 async fn child(scenario: Scenario, url: &str, log: &Path, thread: &str) {
     let pid = std::process::id();
     let log = Arc::new(ExecLog::open(log));
-    let deadline = Instant::now() + Duration::from_secs(20);
     let saver = Arc::new(PostgresCheckpointer::connect(url).await.unwrap());
     let graph = graph(scenario, Some(log.clone()))
         .compile()
         .unwrap()
         .with_checkpointer(saver);
-    loop {
-        let mut run = match graph.get_state(thread, None).await {
-            Ok(_) => graph.stream_resume(thread, Resume::Continue, RunConfig::new()),
-            Err(RunError::ThreadNotFound { .. }) => {
-                graph.stream(TraceUpdate::default(), RunConfig::new().thread(thread))
-            }
-            Err(e) => panic!("cannot read thread {thread}: {e}"),
-        };
-        while let Some(event) = run.next().await {
-            if let Event::CheckpointSaved { step, .. } = event {
-                log.line(format!("saved {step} {pid}"));
-            }
-        }
-        match run.outcome().await {
-            Ok(out) => {
-                assert_eq!(out.status, RunStatus::Done);
-                log.line(format!("done {pid}"));
-                return;
-            }
-            // The killed worker's lease names a dead process: it is taken over at once, but
-            // the server may still be ending its session.
-            Err(RunError::Checkpoint(CheckpointError::ThreadBusy { .. }))
-                if Instant::now() < deadline =>
-            {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            Err(e) => panic!("run failed: {e}"),
-        }
-    }
+    stream_to_end(&graph, thread, TraceUpdate::default, |step| {
+        log.line(format!("saved {step} {pid}"))
+    })
+    .await;
+    log.line(format!("done {pid}"));
 }
 
 // ---------------------------------------------------------------------------------------------
