@@ -156,20 +156,12 @@ impl SettingsSchema {
     /// ```
     pub fn check_declared(&self, given: &Map<String, Value>) -> Result<(), String> {
         let declared = properties_of(&self.root);
-        let mut path = Vec::new();
-        for (key, value) in given {
-            if !declared.is_some_and(|p| p.contains_key(key)) {
-                continue;
-            }
-            path.push(key.clone());
-            let checked = match value {
-                Value::Object(inner) if self.is_table(&path) => self.check_under(&mut path, inner),
-                _ => self.check(&path, value),
-            };
-            path.pop();
-            checked?;
-        }
-        Ok(())
+        let known: Map<String, Value> = given
+            .iter()
+            .filter(|(key, _)| declared.is_some_and(|p| p.contains_key(*key)))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        self.check_table(&known)
     }
 
     /// True when `key` names a table of known keys (not a free-form one, not a value).
