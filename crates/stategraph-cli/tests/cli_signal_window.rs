@@ -85,7 +85,7 @@ fn check_a_stopped_run(
         Some(c) => {
             assert_eq!(c, code, "{context}");
             let thread = out.thread();
-            said_how_it_stopped(out, &thread, name, 0);
+            said_how_it_stopped(db, out, &thread, name, 0);
             out.stderr_has(&[&format!("graph resume {thread}")]);
             assert_eq!(kept, std::slice::from_ref(&thread), "{context}");
             assert_eq!(db.row(&thread)["status"], "stopped", "{context}");
@@ -96,20 +96,46 @@ fn check_a_stopped_run(
     }
 }
 
-/// A run signalled once started says it stopped after `step`, or, for SIGTERM, which drains,
-/// when the signal came after the next node started: that the node's step finished and is saved.
-fn said_how_it_stopped(out: &Output, thread: &str, name: &str, step: u64) {
-    let stopped = format!("stopped at step {step} of thread {thread} ({name})");
-    let drained = format!(
-        "drained on {name}: step {} of thread {thread} finished and is saved",
-        step + 1
+/// A run signalled once started says where it stopped: at the step of its last checkpoint or,
+/// for SIGTERM, which drains, that the step in flight finished and is saved. Either names the
+/// step the store now holds, at or after `from`, where the command started. (Which step that is
+/// depends on how far the run got before the signal, and an earlier drain may have moved the
+/// thread on.)
+fn said_how_it_stopped(db: &Db, out: &Output, thread: &str, name: &str, from: u64) {
+    let stopped = step_after(
+        &out.stderr,
+        "stopped at step ",
+        &format!(" of thread {thread} ({name})"),
     );
-    let heard =
-        out.stderr.contains(&stopped) || (name == "SIGTERM" && out.stderr.contains(&drained));
-    assert!(
-        heard,
-        "said neither {stopped:?} nor, for SIGTERM, {drained:?}\n{out}"
+    let drained = step_after(
+        &out.stderr,
+        &format!("drained on {name}: step "),
+        &format!(" of thread {thread} finished and is saved"),
+    )
+    .filter(|_| name == "SIGTERM");
+    let Some(step) = stopped.or(drained) else {
+        panic!(
+            "said neither that it stopped at a step nor, for SIGTERM, that it drained one\n{out}"
+        );
+    };
+    assert!(step >= from, "stopped at step {step}, before {from}\n{out}");
+    assert_eq!(
+        db.row(thread)["step"],
+        step,
+        "the store holds the step it named\n{out}"
     );
+}
+
+/// The step number in `text` between `before` and `after`, if they are there.
+fn step_after(text: &str, before: &str, after: &str) -> Option<u64> {
+    text.match_indices(before).find_map(|(at, _)| {
+        let rest = &text[at + before.len()..];
+        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        rest[digits..]
+            .starts_with(after)
+            .then(|| rest[..digits].parse().ok())
+            .flatten()
+    })
 }
 
 fn spawn_and_signal(db: &Db, args: &[&str], delay_ms: u64, signal: i32) -> Output {
@@ -158,7 +184,7 @@ fn a_resume_signalled_in_its_first_moments_leaves_its_thread_resumable() {
             assert_eq!(out.code, Some(code), "{context}");
             let not_started = format!("stopped ({name}) before the run started: thread {thread} is as it was. Continue with:\n  graph resume {thread}");
             if !out.stderr.contains(&not_started) {
-                said_how_it_stopped(&out, &thread, name, 1);
+                said_how_it_stopped(&db, &out, &thread, name, 1);
                 out.stderr_has(&[&format!("Continue with:\n  graph resume {thread}")]);
             }
         }
@@ -193,7 +219,7 @@ fn a_rerun_signalled_in_its_first_moments_says_how_to_do_it_again() {
             assert_eq!(db.row(&thread)["status"], "done", "{context}");
         } else {
             // Stopped once started: the rerun goes on with a resume.
-            said_how_it_stopped(&out, &thread, name, 3);
+            said_how_it_stopped(&db, &out, &thread, name, 3);
             assert_eq!(db.row(&thread)["status"], "stopped", "{context}");
             db.graph(&["resume", &thread, "--set", "step_ms=1"])
                 .expect(0);
