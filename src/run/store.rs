@@ -56,7 +56,9 @@ fn labels(namespace: &[&str]) -> Namespace {
 
 fn store_failed(e: StoreError) -> NodeError {
     match e {
-        StoreError::Backend(_) | StoreError::Search(_) => NodeError::transient(e.to_string()),
+        StoreError::Backend(_) | StoreError::Search(_) | StoreError::Locked { .. } => {
+            NodeError::transient(e.to_string())
+        }
         _ => NodeError::new(e.to_string()),
     }
 }

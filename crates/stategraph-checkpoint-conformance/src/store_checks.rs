@@ -141,6 +141,47 @@ pub async fn search_filters_orders_and_pages(make: &MakeStore) {
     assert!(store.search(&none).await.unwrap().is_empty());
 }
 
+/// A filter compares a field (`$eq`, `$ne`, `$gt`, `$gte`, `$lt`, `$lte`): numbers as numbers,
+/// text as text; a missing field meets only `$ne`.
+pub async fn search_filters_compare(make: &MakeStore) {
+    let (_owner, store, clock) = fresh(make);
+    let values = [
+        json!({"stars": 1, "name": "bo"}),
+        json!({"stars": 3.5, "name": "ada"}),
+        json!({"stars": 5, "name": "cy"}),
+        json!({"name": "di"}),
+    ];
+    for (i, value) in values.into_iter().enumerate() {
+        store.put(&["docs"], &format!("d{i}"), value).await.unwrap();
+        clock.advance(10);
+    }
+    let keys = |filter: serde_json::Value| {
+        let mut request = SearchRequest::under(&["docs"]);
+        request.filter = filter.as_object().unwrap().clone();
+        let store = &store;
+        async move {
+            let mut found: Vec<String> = (store.search(&request).await.unwrap().into_iter())
+                .map(|h| h.item.key)
+                .collect();
+            found.sort();
+            found
+        }
+    };
+    assert_eq!(
+        keys(json!({"stars": {"$gt": 1, "$lte": 5}})).await,
+        ["d1", "d2"]
+    );
+    assert_eq!(keys(json!({"stars": {"$gte": 3.5}})).await, ["d1", "d2"]);
+    assert_eq!(keys(json!({"stars": {"$lt": 3.5}})).await, ["d0"]);
+    assert_eq!(keys(json!({"stars": {"$eq": 5.0}})).await, ["d2"]);
+    assert_eq!(keys(json!({"stars": {"$ne": 5}})).await, ["d0", "d1", "d3"]);
+    assert_eq!(keys(json!({"name": {"$gt": "bo"}})).await, ["d2", "d3"]);
+    assert_eq!(
+        keys(json!({"name": {"$gt": 1}})).await,
+        Vec::<String>::new()
+    );
+}
+
 /// A backend refuses a text query instead of answering it wrongly: an index answers those.
 pub async fn text_query_needs_an_index(make: &MakeStore) {
     let (_owner, store, _) = fresh(make);
@@ -366,6 +407,7 @@ macro_rules! __with_store_checks {
             values_are_kept_exactly,
             delete_and_namespaces_apart,
             search_filters_orders_and_pages,
+            search_filters_compare,
             text_query_needs_an_index,
             namespaces_listed,
             ttl_expires_and_sweeps,

@@ -5,6 +5,7 @@
 
 use crate::invocation::Invocation;
 use crate::store::Store;
+use stategraph::checkpoint::store::StoreError;
 use stategraph::checkpoint::CheckpointError;
 use stategraph::runtime::RunError;
 use stategraph_artifacts::ArtifactError;
@@ -28,6 +29,14 @@ pub(crate) fn hint(ctx: &Invocation, store: Option<&Store>, err: &anyhow::Error)
                 "list the threads there are with:\n  {}",
                 ctx.command_line(&["threads"])
             ));
+        }
+        if let Some(StoreError::Locked { .. }) = cause.downcast_ref::<StoreError>() {
+            return Some(
+                "a `graph serve` over this store keeps its items open once a run or a request \
+                 used them: while it runs, reach them through it (GET /store/items?namespace=A.B&key=K, \
+                 POST /store/items/search, PUT and DELETE /store/items), or stop it first"
+                    .to_string(),
+            );
         }
         if let Some(RunError::CheckpointNotFound { thread_id, .. }) = run_error(cause) {
             return Some(format!(

@@ -112,3 +112,38 @@ fn a_declared_setting_of_the_wrong_type_is_refused_before_a_thread_is_made() {
     server.signal(libc::SIGTERM);
     assert_eq!(server.finish().code, Some(0));
 }
+
+/// The server's `/store` routes reach the long-term store beside the command's threads: what
+/// `graph store put` left is read over HTTP, what a client puts is there for `graph store get`
+/// once the server stops; while it runs (and holds the store), that command says to go through
+/// the server.
+#[test]
+fn the_store_a_client_reaches_through_the_server_is_the_one_the_cli_keeps() {
+    let db = Db::new();
+    db.graph(&["store", "put", "users/ada", "tone", r#"{"tone": "brief"}"#])
+        .expect(0);
+    let (server, addr) = serving(&db);
+    let (status, item) = http(
+        &addr,
+        "GET",
+        "/store/items?namespace=users.ada&key=tone",
+        "",
+    );
+    assert_eq!(status, 200, "{item}");
+    assert_eq!(item["value"]["tone"], "brief", "{item}");
+    let put = r#"{"namespace": ["users", "bo"], "key": "tone", "value": {"tone": "long"}}"#;
+    let (status, out) = http(&addr, "PUT", "/store/items", put);
+    assert_eq!(status, 204, "{out}");
+
+    db.graph(&["store", "get", "users/bo", "tone"])
+        .expect(1)
+        .stderr_has(&["another process has it open", "GET /store/items?namespace="]);
+
+    server.signal(libc::SIGTERM);
+    assert_eq!(server.finish().code, Some(0));
+    let kept = db
+        .graph(&["store", "get", "users/bo", "tone", "--json"])
+        .expect(0)
+        .json();
+    assert_eq!(kept["value"]["tone"], "long", "{kept}");
+}

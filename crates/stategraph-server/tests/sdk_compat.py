@@ -1,7 +1,8 @@
 """LangGraph's Python client (langgraph-sdk) against a stategraph server, unchanged.
 
 Run by tests/api/sdk.rs with the venv's python: `python sdk_compat.py URL`. The server has the
-test graphs `approval` (pauses to ask for a verdict) and `steps` (four steps) registered.
+test graphs `approval` (pauses to ask for a verdict) and `steps` (four steps) registered, and a
+long-term store.
 Any failed assertion exits non-zero with its traceback.
 """
 
@@ -119,6 +120,18 @@ async def main(url: str) -> None:
     # A stateless run.
     waited = await client.runs.wait(None, "steps", input={"topic": "stateless"})
     assert waited["log"] == ["one", "two", "three", "four"], waited
+
+    # The long-term store: items put, got, searched, listed and deleted.
+    await client.store.put_item(["prefs", "sdk"], "tone", {"tone": "brief", "stars": 4})
+    await client.store.put_item(["prefs", "sdk"], "lang", {"lang": "Rust", "stars": 2}, ttl=60)
+    item = await client.store.get_item(["prefs", "sdk"], "tone")
+    assert item["value"] == {"tone": "brief", "stars": 4} and item["namespace"] == ["prefs", "sdk"], item
+    found = await client.store.search_items(["prefs"], filter={"stars": {"$gt": 3}})
+    assert [i["key"] for i in found["items"]] == ["tone"], found
+    spaces = await client.store.list_namespaces(prefix=["prefs"])
+    assert spaces["namespaces"] == [["prefs", "sdk"]], spaces
+    await client.store.delete_item(["prefs", "sdk"], "tone")
+    assert await client.store.get_item(["prefs", "sdk"], "tone") is None
 
     print("sdk compatibility: ok")
 

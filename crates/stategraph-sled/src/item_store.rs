@@ -80,16 +80,14 @@ impl SledStore {
                 Err(e) if is_locked(&e) && Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(20));
                 }
+                Err(e) if is_locked(&e) => {
+                    return Err(StoreError::Locked {
+                        path: path.display().to_string(),
+                    })
+                }
                 Err(e) => {
-                    let why = if is_locked(&e) {
-                        "another process has it open (a run using the store, or another \
-                         command); try again when it has finished"
-                            .to_string()
-                    } else {
-                        e.to_string()
-                    };
                     return Err(StoreError::Backend(format!(
-                        "cannot open the long-term store at {}: {why}",
+                        "cannot open the long-term store at {}: {e}",
                         path.display()
                     )));
                 }

@@ -62,6 +62,16 @@ pub enum StoreError {
          or use a backend that implements `get_with`"
     )]
     CannotRefresh,
+    /// The store is a directory another process has open (an embedded store admits one process
+    /// at a time), still after waiting for it.
+    #[error(
+        "cannot open the long-term store at {path}: another process has it open (a run using \
+         the store, or another command); try again when it has finished"
+    )]
+    Locked {
+        /// The store's directory.
+        path: String,
+    },
     /// The backend failed (disk, database, network): its own words.
     #[error("the long-term store failed: {0}")]
     Backend(String),

@@ -33,7 +33,9 @@ mod ttl_defaults;
 pub use clock::{Clock, FakeClock, SystemClock};
 pub use error::StoreError;
 pub use memory::MemoryStore;
-pub use select::{filter_matches, namespace_matches, page, refresh_page, select_namespaces};
+pub use select::{
+    filter_matches, namespace_matches, page, refresh_page, select_namespaces, FILTER_OPERATORS,
+};
 pub use ttl_defaults::WithTtl;
 
 use async_trait::async_trait;
@@ -331,7 +333,8 @@ pub struct SearchRequest {
     /// Only items whose namespace starts with these labels (all items when empty).
     pub namespace_prefix: Namespace,
     /// Only items whose value has these fields with these values (a dotted name reaches into
-    /// nested objects: `"user.name"`).
+    /// nested objects: `"user.name"`), or values that meet comparisons (`{"$gte": 3}`; see
+    /// [`filter_matches`]).
     pub filter: serde_json::Map<String, serde_json::Value>,
     /// A text query, matched against the indexed fields.
     pub query: Option<String>,

@@ -23,13 +23,20 @@ pub fn namespace_matches(namespace: &[String], prefix: &[String]) -> bool {
 
 /// True when `value` has every field of `filter` with an equal value. A dotted name reaches
 /// into nested objects; a filter on a field whose value is an array also matches an array
-/// holding the wanted value.
+/// holding the wanted value. A wanted value that is an object of comparisons (`$eq`, `$ne`,
+/// `$gt`, `$gte`, `$lt`, `$lte`, as LangGraph's stores take them) holds when each does:
+/// numbers compare as numbers, text as text, anything else only for (in)equality; a missing
+/// field meets only `$ne`.
 ///
 /// ```
 /// # use stategraph_checkpoint::store::filter_matches;
-/// let value = serde_json::json!({"kind": "pref", "user": {"name": "ada"}, "tags": ["a", "b"]});
+/// let value = serde_json::json!({"kind": "pref", "user": {"name": "ada"}, "tags": ["a", "b"], "score": 4.5});
 /// let filter = serde_json::json!({"user.name": "ada", "tags": "b"});
 /// assert!(filter_matches(&value, filter.as_object().unwrap()));
+/// let filter = serde_json::json!({"score": {"$gt": 4, "$lte": 4.5}, "kind": {"$ne": "fact"}});
+/// assert!(filter_matches(&value, filter.as_object().unwrap()));
+/// let filter = serde_json::json!({"score": {"$lt": 4}});
+/// assert!(!filter_matches(&value, filter.as_object().unwrap()));
 /// ```
 pub fn filter_matches(
     value: &serde_json::Value,
@@ -40,12 +47,50 @@ pub fn filter_matches(
         for part in field.split('.') {
             at = at.and_then(|v| v.get(part));
         }
-        match at {
-            Some(found) if found == want => true,
-            Some(serde_json::Value::Array(items)) => items.contains(want),
-            _ => false,
+        match comparisons(want) {
+            Some(ops) => ops.iter().all(|(op, operand)| compares(at, op, operand)),
+            None => at.is_some_and(|found| equals(found, want)),
         }
     })
+}
+
+/// The comparisons a filter may ask of a field ([`filter_matches`]) beside plain equality.
+pub const FILTER_OPERATORS: [&str; 6] = ["$eq", "$ne", "$gt", "$gte", "$lt", "$lte"];
+
+/// The comparisons a filter's wanted value asks for, when it is an object of nothing else.
+fn comparisons(want: &serde_json::Value) -> Option<&serde_json::Map<String, serde_json::Value>> {
+    want.as_object()
+        .filter(|ops| !ops.is_empty() && ops.keys().all(|k| FILTER_OPERATORS.contains(&k.as_str())))
+}
+
+/// Plain equality, or an array holding the wanted value.
+fn equals(found: &serde_json::Value, want: &serde_json::Value) -> bool {
+    found == want || found.as_array().is_some_and(|items| items.contains(want))
+}
+
+/// Whether `found` (absent: `None`) meets one comparison.
+fn compares(found: Option<&serde_json::Value>, op: &str, operand: &serde_json::Value) -> bool {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let Some(found) = found else {
+        return op == "$ne";
+    };
+    let order = match (found, operand) {
+        (serde_json::Value::Number(a), serde_json::Value::Number(b)) => a
+            .as_f64()
+            .zip(b.as_f64())
+            .and_then(|(a, b)| a.partial_cmp(&b)),
+        (serde_json::Value::String(a), serde_json::Value::String(b)) => Some(a.cmp(b)),
+        _ => None,
+    };
+    match op {
+        "$eq" => equals(found, operand) || order == Some(Equal),
+        "$ne" => !(equals(found, operand) || order == Some(Equal)),
+        "$gt" => order == Some(Greater),
+        "$gte" => matches!(order, Some(Greater | Equal)),
+        "$lt" => order == Some(Less),
+        "$lte" => matches!(order, Some(Less | Equal)),
+        _ => false,
+    }
 }
 
 /// Items in a listing's order (most recently updated first, then by namespace and key), one

@@ -12,6 +12,7 @@ mod plan;
 mod retention;
 mod runs;
 mod state;
+mod store;
 mod threads;
 
 use crate::app::App;
@@ -102,6 +103,7 @@ fn documented() -> OpenApiRouter<AppState> {
         .merge(artifacts::routes())
         .merge(cost::routes())
         .merge(fork::routes())
+        .merge(store::routes())
 }
 
 #[utoipa::path(get, path = "/ok", tag = "system", summary = "Health",
@@ -128,8 +130,8 @@ async fn info() -> axum::Json<serde_json::Value> {
 
 async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {
     ApiError::not_found(format!(
-        "no route {method} {}: this server serves LangGraph's assistants, threads and runs \
-         endpoints (see the stategraph-server README)",
+        "no route {method} {}: this server serves LangGraph's assistants, threads, runs and \
+         store endpoints (see the stategraph-server README)",
         uri.path()
     ))
 }

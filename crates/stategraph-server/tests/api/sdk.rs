@@ -1,7 +1,7 @@
 //! LangGraph's own Python client (`langgraph-sdk` from PyPI) drives the server unchanged:
 //! `tests/sdk_compat.py` creates threads, streams a run in two modes, answers a pause with
-//! `Command(resume=...)`, resumes with `Command(update=..., goto=...)`, reads the history and
-//! searches threads.
+//! `Command(resume=...)`, resumes with `Command(update=..., goto=...)`, reads the history,
+//! searches threads, and puts, gets, searches and deletes long-term store items.
 //!
 //! The client lives in a virtualenv that `.ci/run` makes (`target/pyvenv`, or the folder
 //! `STATEGRAPH_PYVENV` names). Without it the test is skipped with a message saying how to

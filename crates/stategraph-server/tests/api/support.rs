@@ -7,13 +7,14 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use stategraph::graph::CompiledGraph;
-use stategraph::runtime::{Context, NodeError};
+use stategraph::runtime::{Context, NodeError, SharedStore};
 use stategraph::{State, StateGraph, END, START};
 use stategraph_registry::{
     BuildError, GraphFactory, GraphFile, PlanEditor, PlanError, PlanOp, Registry,
 };
 use stategraph_server::{Server, ServerConfig};
-use stategraph_sled::FolderCheckpointer;
+use stategraph_sled::{FolderCheckpointer, SledStore};
+use stategraph_store::IndexedStore;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -124,6 +125,45 @@ impl GraphFactory for Chain {
     }
 }
 
+/// Recalls a person's preferred tone from the long-term store (`["prefs", who]`, key `tone`)
+/// and notes that it did (`["seen", who]`, key `last`): what a client puts through `/store`,
+/// a node reads, and the reverse.
+#[derive(State, Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Recalled {
+    pub who: String,
+    pub tone: String,
+}
+
+pub struct Recall;
+
+impl GraphFactory for Recall {
+    type State = Recalled;
+    fn name(&self) -> &str {
+        "recall"
+    }
+    fn description(&self) -> &str {
+        "Reads a preference from the long-term store and notes it was read"
+    }
+    fn build(&self, _file: &GraphFile) -> Result<CompiledGraph<Recalled>, BuildError> {
+        let mut g = StateGraph::<Recalled>::named("recall");
+        g.add_node("recall", |s: Arc<Recalled>, ctx: Context| async move {
+            let store = ctx
+                .store()
+                .ok_or_else(|| NodeError::new("no long-term store"))?;
+            let found = store.get(&["prefs", &s.who], "tone").await?;
+            let tone = found
+                .and_then(|item| item.value["tone"].as_str().map(str::to_string))
+                .unwrap_or_else(|| "unknown".into());
+            store
+                .put(&["seen", &s.who], "last", json!({"tone": tone}))
+                .await?;
+            Ok::<_, NodeError>(RecalledUpdate::default().tone(tone))
+        });
+        g.add_edge(START, "recall").add_edge("recall", END);
+        Ok(g.compile()?)
+    }
+}
+
 /// A checklist that pauses for a person to review it, and keeps its items as a plan a person
 /// may edit meanwhile (the registry's `PlanEditor`): Markdown `- item` lines.
 #[derive(State, Clone, Debug, Default, Serialize, Deserialize)]
@@ -224,6 +264,7 @@ impl TestServer {
         let mut registry = Registry::new();
         registry.register(Approval);
         registry.register(Checklists);
+        registry.register(Recall);
         registry.register(Chain {
             name: "steps",
             gate: None,
@@ -234,7 +275,11 @@ impl TestServer {
         });
         // The hooks `graph serve` gives (crates/stategraph-cli/src/cmd/serve.rs).
         let (releasing, holding) = (store.clone(), store.clone());
+        // The long-term store `graph serve` gives: sled beside the threads, searchable.
+        let items = SledStore::open(dir.path().join("items")).unwrap();
+        let long_term = IndexedStore::new(Arc::new(items)).unwrap();
         let server = Server::new(registry, store.clone())
+            .with_long_term_store(SharedStore(Arc::new(long_term)))
             .on_thread_idle(move |thread| releasing.release_in_background(thread))
             .on_thread_busy(move |thread| {
                 let holding = holding.clone();

@@ -13,7 +13,7 @@ async fn assistants_are_the_registered_graphs() {
         .iter()
         .map(|a| a["assistant_id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["approval", "checklist", "gated", "steps"]);
+    assert_eq!(ids, ["approval", "checklist", "gated", "recall", "steps"]);
     let one = s.get("/assistants/approval").await;
     assert_eq!(one["graph_id"], "approval");
     assert_eq!(
@@ -44,7 +44,7 @@ async fn assistants_are_the_registered_graphs() {
         body["message"]
             .as_str()
             .unwrap()
-            .contains("approval, checklist, gated, steps"),
+            .contains("approval, checklist, gated, recall, steps"),
         "{body}"
     );
 }
