@@ -85,6 +85,46 @@ fn store_commands(graph: &dyn Fn(&[&str]) -> TestCommand) {
         })
         .collect();
     assert_eq!(keys, [("bo", "lang"), ("ada", "lang")], "newest first");
+    run(&[
+        "store",
+        "put",
+        "books/ada",
+        "b1",
+        r#"{"stars": 2, "title": "Go"}"#,
+    ])
+    .expect(0);
+    run(&[
+        "store",
+        "put",
+        "books/ada",
+        "b2",
+        r#"{"stars": 4, "title": "Rust"}"#,
+    ])
+    .expect(0);
+    run(&[
+        "store",
+        "put",
+        "books/ada",
+        "b3",
+        r#"{"stars": 5, "title": "Zig"}"#,
+    ])
+    .expect(0);
+    let compared = |filters: &[&str]| {
+        let mut args = vec!["store", "search", "books", "--json"];
+        for f in filters {
+            args.extend(["--filter", f]);
+        }
+        let hits = run(&args).expect(0).json();
+        let mut keys: Vec<String> = (hits.as_array().unwrap().iter())
+            .map(|h| h["key"].as_str().unwrap().to_string())
+            .collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(compared(&["stars>=4"]), ["b2", "b3"]);
+    assert_eq!(compared(&["stars > 2", "stars<5"]), ["b2"]);
+    assert_eq!(compared(&["title!=Go", "stars<=4"]), ["b2"]);
+    assert_eq!(compared(&["stars=4", "title>A"]), ["b2"]);
     let found = run(&["store", "search", "--query", "cat", "--json"])
         .expect(0)
         .json();
@@ -109,9 +149,11 @@ fn store_commands(graph: &dyn Fn(&[&str]) -> TestCommand) {
     run(&["store", "put", "a", "k", "v", "--ttl", "soon"])
         .expect(2)
         .stderr_has(&["not a duration"]);
-    run(&["store", "search", "--filter", "nokey"])
-        .expect(2)
-        .stderr_has(&["FIELD=VALUE"]);
+    for bad in ["nokey", "=3", "stars!3"] {
+        run(&["store", "search", "--filter", bad])
+            .expect(2)
+            .stderr_has(&["FIELD=VALUE", "(stars>=3)"]);
+    }
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use crate::error::{bad_input, EXIT_DONE, EXIT_FAILURE};
 use crate::{format_time, out, Ctx};
 use clap::{Args, Subcommand};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use stategraph::checkpoint::store::{
     Item, NamespaceQuery, SearchRequest, Store, StoreError, StoreOp,
 };
@@ -67,8 +67,9 @@ pub(crate) enum StoreAction {
         /// Words to look for (by meaning when GRAPH_EMBEDDINGS_URL is set).
         #[arg(long)]
         query: Option<String>,
-        /// Only items whose value has FIELD equal to VALUE (JSON, or text); repeatable; a
-        /// dotted FIELD reaches into objects.
+        /// Only items whose value has FIELD equal to VALUE (JSON, or text), or compared with it
+        /// (`stars>=3`: also `!=`, `>`, `<`, `<=`; numbers as numbers, text as text); repeatable,
+        /// all must hold; a dotted FIELD reaches into objects.
         #[arg(long = "filter", value_name = "FIELD=VALUE")]
         filters: Vec<String>,
         /// At most this many.
@@ -110,6 +111,46 @@ fn labels(text: &str) -> Vec<String> {
 }
 
 /// JSON as given, or the text itself as a string.
+/// `FIELD=VALUE`, or a comparison (`stars>=3`, `kind!=fact`): the field, the store's operator
+/// (`None` for plain equality) and the value's text.
+fn comparison(text: &str) -> Option<(&str, Option<&'static str>, &str)> {
+    let at = text.find(['=', '!', '<', '>'])?;
+    let (field, rest) = text.split_at(at);
+    let (op, len) = match rest.as_bytes() {
+        [b'!', b'=', ..] => (Some("$ne"), 2),
+        [b'>', b'=', ..] => (Some("$gte"), 2),
+        [b'<', b'=', ..] => (Some("$lte"), 2),
+        [b'>', ..] => (Some("$gt"), 1),
+        [b'<', ..] => (Some("$lt"), 1),
+        [b'=', ..] => (None, 1),
+        _ => return None,
+    };
+    let field = field.trim();
+    (!field.is_empty()).then(|| (field, op, rest[len..].trim()))
+}
+
+/// Adds one condition on `field`: an equality alone as the plain value; conditions together in
+/// one object of operators (`{"$gte": 3, "$lt": 5}`), all of which must hold.
+fn add_filter(filter: &mut Map<String, Value>, field: &str, op: Option<&str>, value: Value) {
+    let op = match op {
+        None if !filter.contains_key(field) => {
+            filter.insert(field.to_string(), value);
+            return;
+        }
+        None => "$eq",
+        Some(op) => op,
+    };
+    let mut ops = match filter.remove(field) {
+        Some(Value::Object(ops)) if !ops.is_empty() && ops.keys().all(|k| k.starts_with('$')) => {
+            ops
+        }
+        Some(plain) => Map::from_iter([("$eq".to_string(), plain)]),
+        None => Map::new(),
+    };
+    ops.insert(op.to_string(), value);
+    filter.insert(field.to_string(), Value::Object(ops));
+}
+
 fn value_of(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
 }
@@ -248,10 +289,12 @@ pub(crate) async fn store(ctx: &Ctx, args: StoreArgs) -> anyhow::Result<u8> {
                 ..SearchRequest::default()
             };
             for f in &filters {
-                let (field, value) = f.split_once('=').ok_or_else(|| {
-                    bad_input(format!("--filter `{f}` is not FIELD=VALUE (kind=note)"))
+                let (field, op, value) = comparison(f).ok_or_else(|| {
+                    bad_input(format!(
+                        "--filter `{f}` is not FIELD=VALUE (kind=note) or a comparison (stars>=3)"
+                    ))
                 })?;
-                request.filter.insert(field.to_string(), value_of(value));
+                add_filter(&mut request.filter, field, op, value_of(value));
             }
             let hits = store.search(&request).await.map_err(store_error)?;
             if json {
