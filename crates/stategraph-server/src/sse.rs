@@ -8,7 +8,9 @@
 //!   `values` (a static breakpoint: in `updates` only), as LangGraph streams them;
 //! - `custom`: what a node emitted (`Context::emit`'s payload); `messages`: model text as
 //!   `[chunk, metadata]`;
-//! - `debug`: `{"type": "task" | "task_result" | "checkpoint", "timestamp", "step", "payload"}`.
+//! - `debug`: `{"type": "task" | "task_result" | "checkpoint", "timestamp", "step", "payload"}`;
+//!   `tasks` and `checkpoints`: the payloads of its task events and of its checkpoint events
+//!   alone, as LangGraph's modes of those names stream them.
 //!
 //! With `stream_subgraphs`, a subgraph's events are named `mode|node:task` (levels joined by
 //! `|`); without, they are left out. Every event carries its id in the run (`id:`).
@@ -26,41 +28,61 @@ use std::collections::BTreeSet;
 use std::convert::Infallible;
 use std::sync::Arc;
 
+/// A stream mode a request may name: the engine's, and two views of its debug events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Mode {
+    Values,
+    Updates,
+    Custom,
+    Messages,
+    Debug,
+    /// Debug's task and task result events, their payloads alone.
+    Tasks,
+    /// Debug's checkpoint events, their payloads alone.
+    Checkpoints,
+}
+
+impl Mode {
+    /// The SSE name of the mode's events.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Mode::Values => "values",
+            Mode::Updates => "updates",
+            Mode::Custom => "custom",
+            Mode::Messages => "messages",
+            Mode::Debug => "debug",
+            Mode::Tasks => "tasks",
+            Mode::Checkpoints => "checkpoints",
+        }
+    }
+}
+
 /// Reads the stream modes a request names; `messages-tuple` is `messages`.
-pub(crate) fn parse_modes(names: &[&str], field: &str) -> Result<BTreeSet<StreamMode>, ApiError> {
+pub(crate) fn parse_modes(names: &[&str], field: &str) -> Result<BTreeSet<Mode>, ApiError> {
     names
         .iter()
         .map(|name| match *name {
-            "values" => Ok(StreamMode::Values),
-            "updates" => Ok(StreamMode::Updates),
-            "custom" => Ok(StreamMode::Custom),
-            "debug" => Ok(StreamMode::Debug),
-            "messages" | "messages-tuple" => Ok(StreamMode::Messages),
+            "values" => Ok(Mode::Values),
+            "updates" => Ok(Mode::Updates),
+            "custom" => Ok(Mode::Custom),
+            "debug" => Ok(Mode::Debug),
+            "messages" | "messages-tuple" => Ok(Mode::Messages),
+            "tasks" => Ok(Mode::Tasks),
+            "checkpoints" => Ok(Mode::Checkpoints),
             other => Err(ApiError::invalid(
                 field,
                 format!(
                     "stream mode `{other}` is not served here; use values, updates, custom, \
-                     debug or messages"
+                     messages, debug, tasks or checkpoints"
                 ),
             )),
         })
         .collect()
 }
 
-/// The SSE name of a mode's events.
-pub(crate) fn mode_name(mode: StreamMode) -> &'static str {
-    match mode {
-        StreamMode::Values => "values",
-        StreamMode::Updates => "updates",
-        StreamMode::Custom => "custom",
-        StreamMode::Debug => "debug",
-        StreamMode::Messages => "messages",
-    }
-}
-
 /// Turns a run's engine events into its stream's events.
 pub(crate) struct Mapper {
-    modes: BTreeSet<StreamMode>,
+    modes: BTreeSet<Mode>,
     subgraphs: bool,
     /// The root's state after its latest step, for debug checkpoint events.
     last_values: Value,
@@ -69,7 +91,7 @@ pub(crate) struct Mapper {
 }
 
 impl Mapper {
-    pub fn new(modes: BTreeSet<StreamMode>, subgraphs: bool) -> Self {
+    pub fn new(modes: BTreeSet<Mode>, subgraphs: bool) -> Self {
         Mapper {
             modes,
             subgraphs,
@@ -79,13 +101,20 @@ impl Mapper {
     }
 
     /// What the engine must stream for these modes: debug always (checkpoints come through
-    /// it), values too when debug is asked for (its checkpoints show the state). A pause comes
-    /// in the updates and values modes themselves.
+    /// it, and the tasks and checkpoints modes are views of it), values too when checkpoints
+    /// are shown (they hold the state). A pause comes in the updates and values modes
+    /// themselves.
     pub fn engine_modes(&self) -> BTreeSet<StreamMode> {
-        let mut modes = self.modes.clone();
-        modes.insert(StreamMode::Debug);
-        if self.modes.contains(&StreamMode::Debug) {
-            modes.insert(StreamMode::Values);
+        let mut modes = BTreeSet::from([StreamMode::Debug]);
+        for mode in &self.modes {
+            match mode {
+                Mode::Values => modes.insert(StreamMode::Values),
+                Mode::Updates => modes.insert(StreamMode::Updates),
+                Mode::Custom => modes.insert(StreamMode::Custom),
+                Mode::Messages => modes.insert(StreamMode::Messages),
+                Mode::Debug | Mode::Checkpoints => modes.insert(StreamMode::Values),
+                Mode::Tasks => false,
+            };
         }
         modes
     }
@@ -96,17 +125,17 @@ impl Mapper {
         if !ns.is_empty() && !self.subgraphs {
             return;
         }
-        let name = |mode: StreamMode| match ns.is_empty() {
-            true => std::borrow::Cow::Borrowed(mode_name(mode)),
-            false => format!("{}|{}", mode_name(mode), ns.replace('/', "|")).into(),
+        let name = |mode: Mode| match ns.is_empty() {
+            true => std::borrow::Cow::Borrowed(mode.name()),
+            false => format!("{}|{}", mode.name(), ns.replace('/', "|")).into(),
         };
-        let out: Vec<(StreamMode, Value)> = match event {
+        let out: Vec<(Mode, Value)> = match event {
             Event::Values {
                 mut values,
                 interrupts: waits,
                 ..
             } => {
-                if ns.is_empty() {
+                if ns.is_empty() && self.shows_checkpoints() {
                     self.last_values = values.clone();
                 }
                 // A pause: the state with what waits beside it, as LangGraph streams it.
@@ -118,45 +147,61 @@ impl Mapper {
                         None => values = json!({ INTERRUPT: interrupts(&waits) }),
                     }
                 }
-                vec![(StreamMode::Values, values)]
+                vec![(Mode::Values, values)]
             }
             Event::Updates { node, update, .. } if node == INTERRUPT => {
                 // The engine lists what waits as its records; clients read LangGraph's shape.
                 let waits: Vec<InterruptRecord> =
                     serde_json::from_value(update).unwrap_or_default();
-                vec![(
-                    StreamMode::Updates,
-                    json!({ INTERRUPT: interrupts(&waits) }),
-                )]
+                vec![(Mode::Updates, json!({ INTERRUPT: interrupts(&waits) }))]
             }
             Event::Updates { node, update, .. } => {
-                vec![(StreamMode::Updates, json!({ node: update }))]
+                vec![(Mode::Updates, json!({ node: update }))]
             }
-            Event::Custom { payload, .. } => vec![(StreamMode::Custom, payload)],
+            Event::Custom { payload, .. } => vec![(Mode::Custom, payload)],
             Event::Message {
                 node, text, step, ..
             } => vec![(
-                StreamMode::Messages,
+                Mode::Messages,
                 json!([
                     {"type": "AIMessageChunk", "content": text},
                     {"langgraph_node": node, "langgraph_step": step},
                 ]),
             )],
-            other => self
-                .debug(other, ns.is_empty())
-                .map(|data| (StreamMode::Debug, data))
-                .into_iter()
-                .collect(),
+            other => match self.debug(other, ns.is_empty(), self.shows_debug()) {
+                Some(debug) => {
+                    let view = match debug["type"] == "checkpoint" {
+                        true => Mode::Checkpoints,
+                        false => Mode::Tasks,
+                    };
+                    vec![(view, debug["payload"].clone()), (Mode::Debug, debug)]
+                }
+                None => Vec::new(),
+            },
         };
         for (mode, data) in out {
             if self.modes.contains(&mode) {
-                log.push(&name(mode), Some(mode_name(mode)), &data);
+                log.push(&name(mode), Some(mode.name()), &data);
             }
         }
     }
 
-    /// A debug event (`task`, `task_result`, `checkpoint`), if `event` is one.
-    fn debug(&mut self, event: Event, root: bool) -> Option<Value> {
+    /// Whether a mode made of debug events is asked for.
+    fn shows_debug(&self) -> bool {
+        self.shows_checkpoints() || self.modes.contains(&Mode::Tasks)
+    }
+
+    /// Whether checkpoints (which show the state) are asked for.
+    fn shows_checkpoints(&self) -> bool {
+        self.modes.contains(&Mode::Debug) || self.modes.contains(&Mode::Checkpoints)
+    }
+
+    /// A debug event (`task`, `task_result`, `checkpoint`), if `event` is one and `shown` (a
+    /// run's modes do not change: a run that shows none never needs the checkpoints kept).
+    fn debug(&mut self, event: Event, root: bool, shown: bool) -> Option<Value> {
+        if !shown {
+            return None;
+        }
         let task_id = |step: u64, task: usize, last: &Option<String>| match last {
             Some(c) => format!("{c}:{task}"),
             None => format!("step-{step}:{task}"),

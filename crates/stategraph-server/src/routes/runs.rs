@@ -9,7 +9,7 @@ use crate::extract::{Body, Query};
 use crate::runs::plan::{self, IfNotExists, OnCompletion, RunRequest, Start};
 use crate::runs::{exec, ledger};
 use crate::runs::{Admission, RunHandle};
-use crate::sse::{mode_name, parse_modes, respond};
+use crate::sse::{parse_modes, respond};
 use crate::threads::{self, ThreadRecord};
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue};
@@ -465,7 +465,7 @@ async fn join_stream(
         false => Some(
             parse_modes(&asked, "stream_mode")?
                 .into_iter()
-                .map(mode_name)
+                .map(|m| m.name())
                 .collect(),
         ),
     };

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use stategraph::checkpoint::CheckpointId;
 use stategraph::graph::Goto;
-use stategraph::runtime::{Durability, RunConfig, StreamMode};
+use stategraph::runtime::{Durability, RunConfig};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -140,7 +140,7 @@ pub(crate) struct Plan {
     pub start: Start,
     /// The engine's settings (its cancellation is set when the run starts).
     pub config: RunConfig,
-    pub modes: BTreeSet<StreamMode>,
+    pub modes: BTreeSet<crate::sse::Mode>,
     pub subgraphs: bool,
     pub strategy: Strategy,
     pub temporary: bool,
@@ -414,11 +414,7 @@ fn breakpoints(
 
 /// The request's run arguments, as a run's record shows them.
 pub(crate) fn kwargs(req: &RunRequest, plan: &Plan) -> Value {
-    let modes: Vec<&str> = plan
-        .modes
-        .iter()
-        .map(|m| crate::sse::mode_name(*m))
-        .collect();
+    let modes: Vec<&str> = plan.modes.iter().map(|m| m.name()).collect();
     json!({
         "input": req.input,
         "command": req.command.as_ref().map(|c| json!({"resume": c.resume, "update": c.update, "goto": c.goto})),

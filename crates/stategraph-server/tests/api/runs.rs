@@ -3,6 +3,7 @@
 
 use super::support::{names, Sse, TestServer, STEP_NODES};
 use serde_json::{json, Value};
+use std::collections::BTreeSet;
 
 #[tokio::test]
 async fn a_paused_run_is_resumed_with_command_resume() {
@@ -134,6 +135,56 @@ async fn a_debug_stream_shows_tasks_and_checkpoints() {
         !events.iter().any(|e| e.event == "values"),
         "values were not asked for"
     );
+}
+
+/// LangGraph's `tasks` and `checkpoints` modes: the payloads of the debug stream's task and
+/// checkpoint events, each under its own name, the same whether debug is asked for too.
+#[tokio::test]
+async fn the_tasks_and_checkpoints_modes_are_the_debug_streams_payloads() {
+    let s = TestServer::start().await;
+    let t = s.thread(json!({})).await;
+    let modes = json!(["tasks", "checkpoints", "debug"]);
+    let body = json!({"assistant_id": "steps", "input": {}, "stream_mode": modes});
+    let events = s
+        .open(&format!("/threads/{t}/runs/stream"), Some(body), None)
+        .await
+        .rest()
+        .await;
+    let of = |name: &str| -> Vec<&Value> {
+        (events.iter().filter(|e| e.event == name))
+            .map(|e| &e.data)
+            .collect()
+    };
+    let (tasks, checkpoints, debug) = (of("tasks"), of("checkpoints"), of("debug"));
+    let payloads = |kinds: &[&str]| -> Vec<&Value> {
+        (debug
+            .iter()
+            .filter(|d| kinds.contains(&d["type"].as_str().unwrap())))
+        .map(|d| &d["payload"])
+        .collect()
+    };
+    assert_eq!(tasks, payloads(&["task", "task_result"]));
+    assert_eq!(checkpoints, payloads(&["checkpoint"]));
+    // Four nodes, each started and finished; the input's checkpoint and one per step.
+    assert_eq!(tasks.len(), 8);
+    assert_eq!(
+        (tasks[0]["name"].as_str(), tasks[0]["triggers"].is_array()),
+        (Some("one"), true)
+    );
+    assert_eq!(tasks[1]["result"], json!({"log": ["one"]}));
+    assert_eq!(checkpoints.len(), 5);
+    assert_eq!(checkpoints[1]["next"], json!(["two"]));
+    assert_eq!(checkpoints[4]["values"]["log"], json!(STEP_NODES));
+
+    let alone = json!({"assistant_id": "steps", "input": {}, "stream_mode": "tasks"});
+    let t = s.thread(json!({})).await;
+    let events = s
+        .open(&format!("/threads/{t}/runs/stream"), Some(alone), None)
+        .await
+        .rest()
+        .await;
+    let names: BTreeSet<&str> = events.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(names, BTreeSet::from(["metadata", "tasks", "end"]));
 }
 
 /// A reader cut off mid-run rejoins with the last id it saw and gets the rest: together, the
