@@ -116,7 +116,7 @@ fn a_declared_setting_of_the_wrong_type_is_refused_before_a_thread_is_made() {
 /// The server's `/store` routes reach the long-term store beside the command's threads: what
 /// `graph store put` left is read over HTTP, what a client puts is there for `graph store get`
 /// once the server stops; while it runs (and holds the store), that command says to go through
-/// the server.
+/// the server, and a second server answers its `/store` requests with 503.
 #[test]
 fn the_store_a_client_reaches_through_the_server_is_the_one_the_cli_keeps() {
     let db = Db::new();
@@ -138,6 +138,20 @@ fn the_store_a_client_reaches_through_the_server_is_the_one_the_cli_keeps() {
     db.graph(&["store", "get", "users/bo", "tone"])
         .expect(1)
         .stderr_has(&["another process has it open", "GET /store/items?namespace="]);
+    // A second server over the same folder serves its threads; the items it cannot open yet
+    // are a 503 that says why, not a failure of the server.
+    let (second, other) = serving(&db);
+    let (status, out) = http(
+        &other,
+        "GET",
+        "/store/items?namespace=users.bo&key=tone",
+        "",
+    );
+    assert_eq!(status, 503, "{out}");
+    let message = out["message"].as_str().unwrap_or_default();
+    assert!(message.contains("another process has it open"), "{out}");
+    second.signal(libc::SIGTERM);
+    assert_eq!(second.finish().code, Some(0));
 
     server.signal(libc::SIGTERM);
     assert_eq!(server.finish().code, Some(0));

@@ -20,6 +20,8 @@ async def main(url: str) -> None:
     assert {"approval", "steps"} <= {a["graph_id"] for a in assistants}, assistants
     assistant = await client.assistants.get("steps")
     assert assistant["assistant_id"] == "steps", assistant
+    versions = await client.assistants.get_versions("steps")
+    assert [v["version"] for v in versions] == [1], versions
     graph = await client.assistants.get_graph("steps")
     assert [n["id"] for n in graph["nodes"]][:2] == ["__start__", "__end__"], graph
 

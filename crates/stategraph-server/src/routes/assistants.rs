@@ -18,6 +18,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(search))
         .routes(routes!(count))
         .routes(routes!(get_one))
+        .routes(routes!(versions))
         .routes(routes!(graph))
         .routes(routes!(schemas))
         .routes(routes!(subgraphs))
@@ -134,6 +135,48 @@ async fn get_one(
 ) -> Result<Json<Value>, ApiError> {
     let a = app.assistants.get(&id)?;
     Ok(Json(assistant_json(&app, &a.id, &a.resolved)))
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct VersionsRequest {
+    #[serde(default)]
+    metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    offset: Option<usize>,
+}
+
+/// An assistant is its graph as this binary registered it, so it has one version, the one
+/// `GET /assistants/{id}` answers (LangGraph's clients list versions before pinning one).
+#[utoipa::path(
+    post,
+    path = "/assistants/{id}/versions",
+    tag = "assistants",
+    summary = "An assistant's versions: its one",
+    params(("id" = String, Path, description = "the assistant's id (a registered graph's name)")),
+    request_body(content = Object, description = "metadata, limit, offset"),
+    responses((status = 200, description = "versions: the assistant as version 1 (none when the filter or the page leaves it out)", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object))
+)]
+async fn versions(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    Body(req): Body<VersionsRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let a = app.assistants.get(&id)?;
+    let one = assistant_json(&app, &a.id, &a.resolved);
+    let empty = Map::new();
+    let metadata = one["metadata"].as_object().unwrap_or(&empty);
+    let fits = req
+        .metadata
+        .as_ref()
+        .is_none_or(|m| crate::threads::matches(metadata, m));
+    let listed: Vec<Value> = std::iter::once(one)
+        .filter(|_| fits)
+        .skip(req.offset.unwrap_or(0))
+        .take(req.limit.unwrap_or(10))
+        .collect();
+    Ok(Json(Value::Array(listed)))
 }
 
 /// The graph as LangGraph's drawing JSON: nodes (`__start__`, `__end__` and the graph's own)

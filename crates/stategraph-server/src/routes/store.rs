@@ -48,6 +48,10 @@ fn store_error(e: StoreError) -> ApiError {
         StoreError::InvalidKey { .. } => ApiError::invalid("key", e),
         StoreError::NeedsIndex => ApiError::invalid("query", e),
         StoreError::CannotRefresh => ApiError::invalid("refresh_ttl", e),
+        // Another process has the embedded store open: it goes when that one ends.
+        StoreError::Locked { .. } => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_busy", e.to_string())
+        }
         _ => ApiError::internal(e),
     }
 }
@@ -102,7 +106,8 @@ fn ttl_ms(minutes: f64) -> Result<u64, ApiError> {
     request_body(content = Object, description = "namespace, key, value, ttl"),
     responses((status = 204, description = "stored"),
         (status = 404, description = "the server keeps no long-term store", body = Object),
-        (status = 422, description = "a field does not fit; the message names it", body = Object))
+        (status = 422, description = "a field does not fit; the message names it", body = Object),
+        (status = 503, description = "another process has the store open; try again", body = Object))
 )]
 async fn put_item(
     State(app): State<AppState>,
@@ -152,7 +157,8 @@ async fn put_item(
         ("refresh_ttl" = Option<bool>, Query, description = "start its time to live again (else the store's default)")),
     responses((status = 200, description = "`{namespace, key, value, created_at, updated_at}` or `null`", body = Object),
         (status = 404, description = "the server keeps no long-term store", body = Object),
-        (status = 422, description = "a parameter does not fit; the message names it", body = Object))
+        (status = 422, description = "a parameter does not fit; the message names it", body = Object),
+        (status = 503, description = "another process has the store open; try again", body = Object))
 )]
 async fn get_item(State(app): State<AppState>, query: Query) -> Result<Json<Value>, ApiError> {
     let store = long_term(&app)?;
@@ -199,7 +205,8 @@ struct DeleteRequest {
     request_body(content = Object, description = "namespace, key"),
     responses((status = 204, description = "gone (or never there)"),
         (status = 404, description = "the server keeps no long-term store", body = Object),
-        (status = 422, description = "a field does not fit; the message names it", body = Object))
+        (status = 422, description = "a field does not fit; the message names it", body = Object),
+        (status = 503, description = "another process has the store open; try again", body = Object))
 )]
 async fn delete_item(
     State(app): State<AppState>,
@@ -269,7 +276,8 @@ fn check_filter(filter: &Map<String, Value>) -> Result<(), ApiError> {
     request_body(content = Object, description = "namespace_prefix, filter, query, limit, offset, refresh_ttl"),
     responses((status = 200, description = "`{items: [...]}`", body = Object),
         (status = 404, description = "the server keeps no long-term store", body = Object),
-        (status = 422, description = "a field does not fit; the message names it", body = Object))
+        (status = 422, description = "a field does not fit; the message names it", body = Object),
+        (status = 503, description = "another process has the store open; try again", body = Object))
 )]
 async fn search_items(
     State(app): State<AppState>,
@@ -326,7 +334,8 @@ fn hundred() -> usize {
     request_body(content = Object, description = "prefix, suffix, max_depth, limit, offset"),
     responses((status = 200, description = "`{namespaces: [[label, ...], ...]}`", body = Object),
         (status = 404, description = "the server keeps no long-term store", body = Object),
-        (status = 422, description = "a field does not fit; the message names it", body = Object))
+        (status = 422, description = "a field does not fit; the message names it", body = Object),
+        (status = 503, description = "another process has the store open; try again", body = Object))
 )]
 async fn list_namespaces(
     State(app): State<AppState>,

@@ -35,6 +35,14 @@ async fn assistants_are_the_registered_graphs() {
         (Some("__start__"), Some("draft"))
     );
 
+    let versions = s.post("/assistants/approval/versions", json!({})).await;
+    assert_eq!(versions.as_array().unwrap().len(), 1, "{versions}");
+    assert_eq!(versions[0]["version"], 1);
+    assert_eq!(versions[0]["assistant_id"], "approval");
+    let other = json!({"metadata": {"created_by": "someone"}});
+    let none = s.post("/assistants/approval/versions", other).await;
+    assert_eq!(none, json!([]));
+
     let schemas = s.get("/assistants/approval/schemas").await;
     assert_eq!(schemas["input_schema"]["required"], json!(["item"]));
 
