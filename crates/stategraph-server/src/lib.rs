@@ -23,8 +23,8 @@
 //!   store); below `threads.rs` and `runs/`, which read a thread's graph from it.
 //! - `routes/`: one file per resource: `assistants.rs`, `threads.rs` (create, get, search,
 //!   patch, copy, delete), `state.rs` (state, edits, history), `runs.rs` (create, stream, wait,
-//!   join, cancel, list), `plan.rs` (a plan kept by the thread's graph, read and edited),
-//!   `retention.rs` (the owner's background retention sweep, when it runs one), `store.rs` (the
+//!   join, list), `cancel.rs` (one run, or many), `plan.rs` (a plan kept by the thread's graph,
+//!   read and edited), `retention.rs` (the owner's background retention sweep, when it runs one), `store.rs` (the
 //!   long-term store the runs' nodes reach, for clients: items, search, namespaces), and, not
 //!   LangGraph's, `cost.rs` (what a thread paid), `artifacts.rs` (its files listed and read),
 //!   `fork.rs` (a new thread from any checkpoint).

@@ -1,7 +1,8 @@
 """LangGraph's Python client (langgraph-sdk) against a stategraph server, unchanged.
 
 Run by tests/api/sdk.rs with the venv's python: `python sdk_compat.py URL`. The server has the
-test graphs `approval` (pauses to ask for a verdict) and `steps` (four steps) registered, and a
+test graphs `approval` (pauses to ask for a verdict), `steps` (four steps) and `gated` (four
+steps that wait for the Rust test's permits, which this script never gives) registered, and a
 long-term store.
 Any failed assertion exits non-zero with its traceback.
 """
@@ -118,6 +119,14 @@ async def main(url: str) -> None:
     assert len(waited["log"]) == 8, waited
     runs = await client.runs.list(thread["thread_id"])
     assert [r["status"] for r in runs] == ["success", "success"], runs
+
+    # Runs cancelled together: a run waiting at its gate (`gated` never goes on by itself).
+    thread = await client.threads.create()
+    stuck = await client.runs.create(thread["thread_id"], "gated", input={"topic": "stuck"})
+    await client.runs.cancel_many(thread_id=thread["thread_id"], run_ids=[stuck["run_id"]])
+    await client.runs.join(thread["thread_id"], stuck["run_id"])
+    stuck = await client.runs.get(thread["thread_id"], stuck["run_id"])
+    assert stuck["status"] == "interrupted", stuck
 
     # A stateless run.
     waited = await client.runs.wait(None, "steps", input={"topic": "stateless"})

@@ -6,6 +6,7 @@
 
 mod artifacts;
 mod assistants;
+mod cancel;
 mod cost;
 mod fork;
 mod plan;
@@ -98,6 +99,7 @@ fn documented() -> OpenApiRouter<AppState> {
         .merge(threads::routes())
         .merge(state::routes())
         .merge(runs::routes())
+        .merge(cancel::routes())
         .merge(plan::routes())
         .merge(retention::routes())
         .merge(artifacts::routes())

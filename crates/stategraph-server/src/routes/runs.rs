@@ -1,6 +1,6 @@
 //! Runs: created in the background, streamed (SSE), waited for; read, listed, joined (their
-//! result, or their stream from where a reader left it), cancelled. Stateless runs (`/runs/...`)
-//! get a thread of their own, deleted when they end.
+//! result, or their stream from where a reader left it); cancelling is `cancel.rs`. Stateless
+//! runs (`/runs/...`) get a thread of their own, deleted when they end.
 
 use super::{run_location, AppState};
 use crate::app::App;
@@ -30,7 +30,6 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_one, delete))
         .routes(routes!(join))
         .routes(routes!(join_stream))
-        .routes(routes!(cancel))
         .routes(routes!(stateless_background))
         .routes(routes!(stateless_stream))
         .routes(routes!(stateless_wait))
@@ -320,7 +319,7 @@ async fn stateless_wait(
 }
 
 /// The run `run_id` of thread `thread`, or a 404 naming what is missing.
-fn find(app: &App, thread: &str, run_id: &str) -> Result<Arc<RunHandle>, ApiError> {
+pub(super) fn find(app: &App, thread: &str, run_id: &str) -> Result<Arc<RunHandle>, ApiError> {
     app.runs
         .get(run_id)
         .filter(|r| r.thread_id == thread)
@@ -478,49 +477,4 @@ async fn join_stream(
             None => Err(e),
         },
     }
-}
-
-/// Cancels the run (`action=interrupt`: it keeps its last checkpoint; `rollback`: the
-/// checkpoints it wrote are dropped); with `wait=1`, answers once it has stopped.
-#[utoipa::path(
-    post,
-    path = "/threads/{id}/runs/{run_id}/cancel",
-    tag = "runs",
-    summary = "Cancel a run",
-    params(("id" = String, Path, description = "the thread's id"), ("run_id" = String, Path, description = "the run's id"), ("action" = Option<String>, Query, description = "interrupt (keep its checkpoints) or rollback (drop them)"), ("wait" = Option<bool>, Query, description = "answer once it has stopped")),
-    responses((status = 200, description = "the run", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object), (status = 409, description = "the thread is busy", body = Object))
-)]
-async fn cancel(
-    State(app): State<AppState>,
-    Path((id, run_id)): Path<(String, String)>,
-    query: Query,
-) -> Result<Json<Value>, ApiError> {
-    let run = find(&app, &id, &run_id)?;
-    let rollback = match query.get("action").unwrap_or("interrupt") {
-        "interrupt" => false,
-        "rollback" => true,
-        other => {
-            return Err(ApiError::invalid(
-                "action",
-                format!("`{other}`: use interrupt or rollback"),
-            ))
-        }
-    };
-    if !run.status().is_active() {
-        return Err(ApiError::conflict(format!(
-            "run `{run_id}` has already ended ({}): nothing to cancel",
-            run.status().as_str()
-        )));
-    }
-    match rollback {
-        true => run.request_rollback("rolled back by request"),
-        false => run.request_cancel("cancelled by request"),
-    }
-    if app.runs.unqueue(&run) {
-        exec::end_unstarted(&run);
-    }
-    if query.flag("wait", false)? {
-        run.done().await;
-    }
-    Ok(Json(run.to_json()))
 }

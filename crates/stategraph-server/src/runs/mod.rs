@@ -377,6 +377,15 @@ impl Runs {
             .collect()
     }
 
+    /// Every run that waits or runs, in no order.
+    pub fn active(&self) -> Vec<Arc<RunHandle>> {
+        let inner = self.lock();
+        (inner.runs.values())
+            .filter(|r| r.status().is_active())
+            .cloned()
+            .collect()
+    }
+
     /// The run the thread is busy with (running, or the first waiting), if any.
     pub fn busy_with(&self, thread: &str) -> Option<Arc<RunHandle>> {
         let inner = self.lock();

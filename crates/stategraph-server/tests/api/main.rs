@@ -8,6 +8,7 @@
 //! `tests/sdk_compat.py`).
 
 mod auth;
+mod cancel;
 mod commands;
 mod extras;
 mod openapi;
