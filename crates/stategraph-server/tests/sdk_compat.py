@@ -128,6 +128,13 @@ async def main(url: str) -> None:
     stuck = await client.runs.get(thread["thread_id"], stuck["run_id"])
     assert stuck["status"] == "interrupted", stuck
 
+    # Threads pruned: cut to their newest checkpoint, or deleted.
+    pruned = await client.threads.prune([steps_id], strategy="keep_latest")
+    assert pruned == {"pruned_count": 1}, pruned
+    assert len(await client.threads.get_history(steps_id, limit=10)) == 1
+    assert (await client.threads.prune([steps_id]))["pruned_count"] == 1
+    assert steps_id not in {t["thread_id"] for t in await client.threads.search(limit=100)}
+
     # A stateless run.
     waited = await client.runs.wait(None, "steps", input={"topic": "stateless"})
     assert waited["log"] == ["one", "two", "three", "four"], waited

@@ -1,6 +1,6 @@
 //! Threads: create (with the caller's id and metadata), get, search, count, patch metadata,
-//! copy, delete. A thread's status and values come from its newest checkpoint, and `busy`
-//! from the runs of this server.
+//! copy, delete, prune (delete several, or keep their newest checkpoints). A thread's status
+//! and values come from its newest checkpoint, and `busy` from the runs of this server.
 
 use super::AppState;
 use crate::app::App;
@@ -24,6 +24,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(count))
         .routes(routes!(get_one, patch, delete))
         .routes(routes!(copy))
+        .routes(routes!(prune))
 }
 
 /// The thread's newest state, read with its graph; `None` when it has no checkpoint or no
@@ -357,17 +358,83 @@ async fn delete(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     app.threads.require(&id).await?;
-    if let Some(run) = app.runs.busy_with(&id) {
-        return Err(ApiError::conflict(format!(
+    refuse_busy(&app, &id)?;
+    delete_one(&app, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// 409 naming the run when a run of this server has the thread.
+fn refuse_busy(app: &App, id: &str) -> Result<(), ApiError> {
+    match app.runs.busy_with(id) {
+        Some(run) => Err(ApiError::conflict(format!(
             "thread `{id}` is busy with run `{}`: cancel it first (POST /threads/{id}/runs/{}/cancel)",
             run.id, run.id
-        )));
+        ))),
+        None => Ok(()),
     }
-    app.thread_idle(&id);
-    app.store.delete_thread(&id).await?;
-    app.threads.forget(&id);
-    app.runs.forget_thread(&id);
-    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Deletes a thread no run of this server has, and forgets it.
+async fn delete_one(app: &App, id: &str) -> Result<(), ApiError> {
+    app.thread_idle(id);
+    app.store.delete_thread(id).await?;
+    app.threads.forget(id);
+    app.runs.forget_thread(id);
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum PruneStrategy {
+    #[default]
+    Delete,
+    KeepLatest,
+}
+
+#[derive(Debug, Deserialize)]
+struct PruneRequest {
+    thread_ids: Vec<String>,
+    #[serde(default)]
+    strategy: PruneStrategy,
+}
+
+/// Deletes threads, or keeps only their newest checkpoint (`keep_latest`, as `graph prune
+/// --keep 1`). Every thread is checked before any is touched: naming one that does not exist
+/// or that a run has changes nothing.
+#[utoipa::path(
+    post,
+    path = "/threads/prune",
+    tag = "threads",
+    summary = "Delete threads, or all but their newest checkpoint",
+    request_body(content = Object, description = "thread_ids, strategy: delete (default) or keep_latest"),
+    responses((status = 200, description = "`{pruned_count}`: how many threads", body = Object), (status = 404, description = "no such thread, assistant or run", body = Object), (status = 409, description = "the thread is busy", body = Object), (status = 422, description = "a field does not fit; the message names it", body = Object))
+)]
+async fn prune(
+    State(app): State<AppState>,
+    Body(req): Body<PruneRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let mut ids = req.thread_ids;
+    let mut seen = std::collections::HashSet::new();
+    ids.retain(|id| seen.insert(id.clone()));
+    let mut records = Vec::with_capacity(ids.len());
+    for id in &ids {
+        records.push(app.threads.require(id).await?);
+        refuse_busy(&app, id)?;
+    }
+    for (id, record) in ids.iter().zip(&records) {
+        match req.strategy {
+            PruneStrategy::Delete => delete_one(&app, id).await?,
+            PruneStrategy::KeepLatest => {
+                // A thread never run has no checkpoint to prune.
+                if let Some(assistant) = threads::graph_of(&app.assistants, record) {
+                    let pruned = assistant.graph.prune(id, 1).await;
+                    app.thread_idle(id);
+                    pruned?;
+                }
+            }
+        }
+    }
+    Ok(Json(json!({ "pruned_count": ids.len() })))
 }
 
 /// A new thread holding a copy of the thread's newest checkpoint and its metadata.

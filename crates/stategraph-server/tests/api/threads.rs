@@ -1,6 +1,6 @@
 //! Assistants, threads, state and history, and the errors that name what is wrong.
 
-use super::support::{names, TestServer};
+use super::support::{names, TestServer, STEP_NODES};
 use serde_json::json;
 
 #[tokio::test]
@@ -318,4 +318,55 @@ async fn a_run_asked_for_as_the_last_one_ends_is_not_refused_as_busy() {
             .await;
         assert_eq!(status, 200, "round {round}: {out}");
     }
+}
+
+/// `POST /threads/prune`: threads deleted, or cut to their newest checkpoint; a request naming
+/// a thread that does not exist, or one a run has, changes nothing.
+#[tokio::test]
+async fn threads_are_pruned_all_or_nothing() {
+    let s = TestServer::start().await;
+    let mut ran = Vec::new();
+    for _ in 0..3 {
+        let t = s.thread(json!({})).await;
+        let run = json!({"assistant_id": "steps", "input": {"topic": "p"}});
+        s.post(&format!("/threads/{t}/runs/wait"), run).await;
+        ran.push(t);
+    }
+    let history = |t: &str| format!("/threads/{t}/history");
+    let checkpoints = s.post(&history(&ran[0]), json!({"limit": 100})).await;
+    assert_eq!(checkpoints.as_array().unwrap().len(), 5);
+
+    let busy = s.thread(json!({})).await;
+    let gated = json!({"assistant_id": "gated", "input": {}});
+    s.post(&format!("/threads/{busy}/runs"), gated).await;
+    for (ids, status) in [
+        (json!([ran[0], "no-such-thread"]), 404),
+        (json!([ran[0], busy]), 409),
+    ] {
+        let body = json!({"thread_ids": ids, "strategy": "keep_latest"});
+        let (code, answer) = s.call("POST", "/threads/prune", Some(body)).await;
+        assert_eq!(code, status, "{answer}");
+    }
+    let untouched = s.post(&history(&ran[0]), json!({"limit": 100})).await;
+    assert_eq!(untouched, checkpoints, "a refused prune changed nothing");
+
+    let keep = json!({"thread_ids": [ran[0], ran[1], ran[0]], "strategy": "keep_latest"});
+    assert_eq!(
+        s.post("/threads/prune", keep).await,
+        json!({"pruned_count": 2})
+    );
+    let kept = s.post(&history(&ran[0]), json!({"limit": 100})).await;
+    assert_eq!(kept.as_array().unwrap().len(), 1);
+    assert_eq!(kept[0], checkpoints[0], "the newest, as it was");
+    let state = s.get(&format!("/threads/{}/state", ran[1])).await;
+    assert_eq!(state["values"]["log"], json!(STEP_NODES));
+
+    let delete = json!({"thread_ids": [ran[2]]});
+    assert_eq!(
+        s.post("/threads/prune", delete).await,
+        json!({"pruned_count": 1})
+    );
+    let (status, _) = s.call("GET", &format!("/threads/{}", ran[2]), None).await;
+    assert_eq!(status, 404);
+    s.gate.add_permits(4);
 }
