@@ -1,7 +1,8 @@
 //! Two `graph serve` processes over one Postgres database (a throwaway cluster, see
 //! stategraph-postgres/tests/support): threads made through one are read and searched through
 //! the other, and a run started through one is streamed by a client of the other, which follows
-//! the run's checkpoints in the database until the run's record says it ended. And a server
+//! the run's checkpoints in the database until the run's record says it ended; an item of the
+//! long-term store put through one is read through the other and by `graph store`. And a server
 //! beside `graph worker` on the same database: a thread the worker ran (from `graph submit`) is
 //! read, searched and answered through the server.
 
@@ -121,6 +122,33 @@ async fn a_run_started_through_one_server_is_streamed_through_another() {
         .filter_map(|t| t["thread_id"].as_str())
         .collect();
     assert_eq!(found, ["shared"]);
+
+    // The long-term store: an item put through A is read through B and by `graph store` while
+    // both run (Postgres, unlike a folder's sled directory, admits every process at once).
+    let item = json!({"namespace": ["team", "blue"], "key": "lead", "value": {"name": "ada"}});
+    let (status, body) = call(&http, &a, Method::PUT, "/store/items", Some(item)).await;
+    assert_eq!(status, 204, "{body}");
+    let path = "/store/items?namespace=team.blue&key=lead";
+    let (status, got) = call(&http, &b, Method::GET, path, None).await;
+    assert_eq!(
+        (status, &got["value"]),
+        (200, &json!({"name": "ada"})),
+        "{got}"
+    );
+    let listed = TestCommand::bare(&[
+        "store",
+        "get",
+        "team/blue",
+        "lead",
+        "--json",
+        "--db",
+        db.url(),
+    ])
+    .without_model()
+    .env("XDG_DATA_HOME", out.path().join("data-home"))
+    .expect(0)
+    .json();
+    assert_eq!(listed["value"], json!({"name": "ada"}), "{listed}");
 
     for server in [one, two] {
         server.signal(libc::SIGTERM);
