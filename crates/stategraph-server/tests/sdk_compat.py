@@ -135,6 +135,16 @@ async def main(url: str) -> None:
     assert (await client.threads.prune([steps_id]))["pruned_count"] == 1
     assert steps_id not in {t["thread_id"] for t in await client.threads.search(limit=100)}
 
+    # A batch: a stateless run and one on a thread, started together.
+    thread = await client.threads.create()
+    batch = await client.runs.create_batch([
+        {"assistant_id": "steps", "input": {"topic": "batch"}, "on_completion": "keep"},
+        {"assistant_id": "steps", "input": {"topic": "mine"}, "thread_id": thread["thread_id"]},
+    ])
+    assert [r["thread_id"] == thread["thread_id"] for r in batch] == [False, True], batch
+    joined = await client.runs.join(thread["thread_id"], batch[1]["run_id"])
+    assert joined["topic"] == "mine", joined
+
     # A stateless run.
     waited = await client.runs.wait(None, "steps", input={"topic": "stateless"})
     assert waited["log"] == ["one", "two", "three", "four"], waited

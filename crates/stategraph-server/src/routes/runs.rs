@@ -31,6 +31,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(join))
         .routes(routes!(join_stream))
         .routes(routes!(stateless_background))
+        .routes(routes!(batch))
         .routes(routes!(stateless_stream))
         .routes(routes!(stateless_wait))
 }
@@ -42,13 +43,12 @@ async fn start(
     thread: Option<&str>,
     req: RunRequest,
 ) -> Result<Arc<RunHandle>, ApiError> {
-    let (thread, temporary) = match thread {
+    let (thread, stateless) = match thread {
         Some(t) => (t.to_string(), false),
-        None => (
-            uuid::Uuid::now_v7().to_string(),
-            req.on_completion != Some(OnCompletion::Keep),
-        ),
+        None => (uuid::Uuid::now_v7().to_string(), true),
     };
+    // A stateless run's thread is deleted when it ends, unless the request keeps it.
+    let temporary = stateless && req.on_completion != Some(OnCompletion::Keep);
     threads::check_id(&thread)?;
     let plan = plan::plan(&app.assistants, &thread, temporary, &req)?;
     // Taken before it is read: the reads below and the run's go to the store the run writes
@@ -57,7 +57,7 @@ async fn start(
     let _claim = app.claim(&thread).await?;
     let (mut record, made) = match app.threads.read(&thread).await? {
         Some(r) => (r, false),
-        None if temporary || req.if_not_exists == Some(IfNotExists::Create) => {
+        None if stateless || req.if_not_exists == Some(IfNotExists::Create) => {
             (ThreadRecord::new(now_ms(), Map::new()), true)
         }
         None => return Err(threads::not_found(&thread)),
@@ -282,6 +282,66 @@ async fn stateless_background(
 ) -> Result<Response, ApiError> {
     let run = start(&app, None, req).await?;
     Ok((located(&run, false), Json(run.to_json())).into_response())
+}
+
+/// One run of a batch: a run request, on `thread_id` when given, else on a thread of its own.
+#[derive(Debug, serde::Deserialize)]
+struct BatchedRun {
+    #[serde(default)]
+    thread_id: Option<String>,
+    #[serde(flatten)]
+    run: RunRequest,
+}
+
+/// `error` as the batch's `i`th run's: its field, or its place, named first.
+fn in_batch(mut error: ApiError, i: usize) -> ApiError {
+    error.message = match error.status.as_u16() {
+        422 => format!("[{i}].{}", error.message),
+        _ => format!("[{i}]: {}", error.message),
+    };
+    error
+}
+
+/// Several runs in the background, in the order given. Every request is checked before any
+/// run starts (a graph that does not exist, a field that does not fit, changes nothing); what
+/// only starting finds (a thread that does not exist, or is busy under `reject`) stops the batch
+/// there, and the error names the runs already started.
+#[utoipa::path(
+    post,
+    path = "/runs/batch",
+    tag = "stateless runs",
+    summary = "Several runs in the background",
+    request_body(content = Object, description = "a list of run requests, each on its `thread_id` or, without one, on a thread of its own"),
+    responses((status = 200, description = "the runs, in order", body = Object), (status = 422, description = "a field does not fit; the message names the request and the field (`[1].input`)", body = Object))
+)]
+async fn batch(
+    State(app): State<AppState>,
+    Body(batch): Body<Vec<BatchedRun>>,
+) -> Result<Json<Value>, ApiError> {
+    for (i, item) in batch.iter().enumerate() {
+        // The plan is made again when the run starts, on its thread; this one only checks.
+        let thread = item.thread_id.as_deref().unwrap_or("batch");
+        plan::plan(&app.assistants, thread, item.thread_id.is_none(), &item.run)
+            .map_err(|e| in_batch(e, i))?;
+    }
+    let mut started: Vec<Arc<RunHandle>> = Vec::with_capacity(batch.len());
+    for (i, item) in batch.into_iter().enumerate() {
+        match start(&app, item.thread_id.as_deref(), item.run).await {
+            Ok(run) => started.push(run),
+            Err(e) if started.is_empty() => return Err(in_batch(e, i)),
+            Err(e) => {
+                let ids: Vec<&str> = started.iter().map(|r| r.id.as_str()).collect();
+                let mut e = in_batch(e, i);
+                e.message = format!(
+                    "{}; the runs before it started: {}",
+                    e.message,
+                    ids.join(", ")
+                );
+                return Err(e);
+            }
+        }
+    }
+    Ok(Json(started.iter().map(|r| r.to_json()).collect()))
 }
 
 #[utoipa::path(

@@ -17,7 +17,14 @@ pub(crate) fn spawn(app: Arc<App>, run: Arc<RunHandle>) {
         let mut run = run;
         loop {
             execute(&app, &run).await;
-            match app.runs.next_after(&run, |t| app.release(t)) {
+            // A stateless run's thread is deleted while this server still holds it: let go
+            // first, it would be closed and then read (and copied) while it is deleted.
+            let temporary = run.temporary;
+            match app.runs.next_after(&run, |t| {
+                if !temporary {
+                    app.release(t)
+                }
+            }) {
                 Some(next) => run = next,
                 None => break,
             }
@@ -29,6 +36,8 @@ pub(crate) fn spawn(app: Arc<App>, run: Arc<RunHandle>) {
                 tracing::warn!(thread, error = %e, "could not delete a stateless run's thread");
             }
             app.threads.forget(&thread);
+            // Let go, should the deletion have failed.
+            app.thread_idle(&thread);
         }
     });
 }

@@ -8,6 +8,7 @@
 //! `tests/sdk_compat.py`).
 
 mod auth;
+
 mod cancel;
 mod commands;
 mod extras;
@@ -15,6 +16,7 @@ mod openapi;
 mod page;
 mod runs;
 mod sdk;
+mod stateless;
 mod store;
 mod support;
 mod threads;
