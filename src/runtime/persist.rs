@@ -54,13 +54,56 @@ pub(crate) struct ChainStats {
 type Delta = (CheckpointId, u32, Vec<NodeWrite>);
 
 /// Rebuilds the state stored at `record`: its nearest snapshot plus the deltas since.
+///
+/// The chain is read one record at a time, so a writer may delete the thread, or prune it
+/// (rewriting the oldest kept delta as a snapshot), between two reads: a parent not found is
+/// then no damage. The checkpoint is read again: gone, the thread or checkpoint is said to be
+/// missing; still there, its chain is walked once more, and only a chain broken again is damage.
 pub(crate) async fn load_state<S: State>(
     store: &dyn Checkpointer,
     record: &CheckpointRecord,
 ) -> Result<(S, ChainStats), RunError> {
-    let thread = &record.thread_id;
     let mut stats = ChainStats::default();
-    let (current, deltas) = walk_to_snapshot(store, record, &mut stats).await?;
+    if let Walked::ToSnapshot(current, deltas) = walk_to_snapshot(store, record, &mut stats).await?
+    {
+        return state_from(store, record, current, deltas, stats);
+    }
+    let fresh = read_again(store, record).await?;
+    let mut stats = ChainStats::default();
+    match walk_to_snapshot(store, &fresh, &mut stats).await? {
+        Walked::ToSnapshot(current, deltas) => state_from(store, &fresh, current, deltas, stats),
+        Walked::ParentMissing(broken) => Err(broken),
+    }
+}
+
+/// The checkpoint a walk that broke off started from, as stored now; or that it is gone.
+async fn read_again(
+    store: &dyn Checkpointer,
+    record: &CheckpointRecord,
+) -> Result<CheckpointRecord, RunError> {
+    let thread_id = record.thread_id.clone();
+    if let Some(fresh) = store.get_checkpoint(&thread_id, Some(record.id)).await? {
+        return Ok(fresh);
+    }
+    Err(match store.get_checkpoint(&thread_id, None).await? {
+        None => RunError::ThreadNotFound { thread_id },
+        Some(_) => RunError::CheckpointNotFound {
+            thread_id,
+            checkpoint: record.id.to_string(),
+        },
+    })
+}
+
+/// The state at `record`, from the snapshot its walk ended at (`current`; `None`: its own) and
+/// the deltas on the way.
+fn state_from<S: State>(
+    store: &dyn Checkpointer,
+    record: &CheckpointRecord,
+    current: Option<CheckpointRecord>,
+    deltas: Vec<Delta>,
+    mut stats: ChainStats,
+) -> Result<(S, ChainStats), RunError> {
+    let thread = &record.thread_id;
     let base = current.as_ref().unwrap_or(record);
     // The walk only stops at a snapshot; matching again (instead of its loop breaking out with a
     // borrow, which the borrow checker refuses across the loop's reassignment) keeps this
@@ -86,7 +129,7 @@ async fn walk_to_snapshot(
     store: &dyn Checkpointer,
     record: &CheckpointRecord,
     stats: &mut ChainStats,
-) -> Result<(Option<CheckpointRecord>, Vec<Delta>), RunError> {
+) -> Result<Walked, RunError> {
     let thread = &record.thread_id;
     let mut deltas: Vec<Delta> = Vec::new();
     let mut current: Option<CheckpointRecord> = None;
@@ -104,15 +147,25 @@ async fn walk_to_snapshot(
                 let parent = rec.parent_id.ok_or_else(|| {
                     missing("a delta checkpoint has no parent to apply to".into())
                 })?;
-                let next = store
-                    .get_checkpoint(thread, Some(parent))
-                    .await?
-                    .ok_or_else(|| missing(format!("its parent checkpoint {parent} is missing")))?;
-                current = Some(next);
+                match store.get_checkpoint(thread, Some(parent)).await? {
+                    Some(next) => current = Some(next),
+                    None => {
+                        let broken = missing(format!("its parent checkpoint {parent} is missing"));
+                        return Ok(Walked::ParentMissing(broken));
+                    }
+                }
             }
         }
     }
-    Ok((current, deltas))
+    Ok(Walked::ToSnapshot(current, deltas))
+}
+
+/// Where a walk back from a checkpoint ended.
+enum Walked {
+    /// At a snapshot: the record holding it (`None`: the first one), and the deltas on the way.
+    ToSnapshot(Option<CheckpointRecord>, Vec<Delta>),
+    /// At a parent not found: the damage it would be, were the thread not changed meanwhile.
+    ParentMissing(RunError),
 }
 
 /// A chain of checkpoints that cannot be followed to a snapshot.

@@ -5,6 +5,7 @@ mod determinism;
 mod drawing;
 mod edges;
 mod failures;
+mod reads_while_changed;
 mod same_type_child;
 mod stream_modes;
 mod streaming;
