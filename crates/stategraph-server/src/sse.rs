@@ -105,17 +105,15 @@ impl Mapper {
     /// are shown (they hold the state). A pause comes in the updates and values modes
     /// themselves.
     pub fn engine_modes(&self) -> BTreeSet<StreamMode> {
+        let fed_by = |mode: &Mode| match mode {
+            Mode::Values | Mode::Debug | Mode::Checkpoints => Some(StreamMode::Values),
+            Mode::Updates => Some(StreamMode::Updates),
+            Mode::Custom => Some(StreamMode::Custom),
+            Mode::Messages => Some(StreamMode::Messages),
+            Mode::Tasks => None,
+        };
         let mut modes = BTreeSet::from([StreamMode::Debug]);
-        for mode in &self.modes {
-            match mode {
-                Mode::Values => modes.insert(StreamMode::Values),
-                Mode::Updates => modes.insert(StreamMode::Updates),
-                Mode::Custom => modes.insert(StreamMode::Custom),
-                Mode::Messages => modes.insert(StreamMode::Messages),
-                Mode::Debug | Mode::Checkpoints => modes.insert(StreamMode::Values),
-                Mode::Tasks => false,
-            };
-        }
+        modes.extend(self.modes.iter().filter_map(fed_by));
         modes
     }
 

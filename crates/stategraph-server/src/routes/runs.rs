@@ -293,11 +293,14 @@ struct BatchedRun {
     run: RunRequest,
 }
 
-/// `error` as the batch's `i`th run's: its field, or its place, named first.
+/// `error` as the batch's `i`th run's: `[1].stream_mode: ...` when it names a field, else
+/// `[1]: ...`.
 fn in_batch(mut error: ApiError, i: usize) -> ApiError {
-    error.message = match error.status.as_u16() {
-        422 => format!("[{i}].{}", error.message),
-        _ => format!("[{i}]: {}", error.message),
+    let names_a_field = (error.message.split_once(": "))
+        .is_some_and(|(field, _)| !field.is_empty() && !field.contains(' '));
+    error.message = match names_a_field {
+        true => format!("[{i}].{}", error.message),
+        false => format!("[{i}]: {}", error.message),
     };
     error
 }

@@ -79,6 +79,12 @@ async fn a_batch_with_a_request_that_cannot_run_starts_none() {
     assert_eq!(status, 422, "{answer}");
     let message = answer["message"].as_str().unwrap();
     assert!(message.starts_with("[1].stream_mode: "), "{message}");
+    // The graph's own check of an input: the field it names, after the run's place.
+    let unfit = json!([{"assistant_id": "approval", "input": {"item": "  "}}]);
+    let (status, answer) = s.call("POST", "/runs/batch", Some(unfit)).await;
+    assert_eq!(status, 400, "{answer}");
+    let message = answer["message"].as_str().unwrap();
+    assert!(message.starts_with("[0].input: "), "{message}");
     let unknown = json!([{"assistant_id": "nope", "input": {}}]);
     let (status, answer) = s.call("POST", "/runs/batch", Some(unknown)).await;
     assert_eq!(status, 404, "{answer}");
