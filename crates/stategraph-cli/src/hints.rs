@@ -32,9 +32,10 @@ pub(crate) fn hint(ctx: &Invocation, store: Option<&Store>, err: &anyhow::Error)
         }
         if let Some(StoreError::Locked { .. }) = cause.downcast_ref::<StoreError>() {
             return Some(
-                "a `graph serve` over this store keeps its items open once a run or a request \
-                 used them: while it runs, reach them through it (GET /store/items?namespace=A.B&key=K, \
-                 POST /store/items/search, PUT and DELETE /store/items), or stop it first"
+                "if that process is a `graph serve` over this store, it keeps the items open \
+                 once a run or a request used them: while it runs, reach them through it \
+                 (GET /store/items?namespace=A.B&key=K, POST /store/items/search, PUT and \
+                 DELETE /store/items), or stop it first"
                     .to_string(),
             );
         }

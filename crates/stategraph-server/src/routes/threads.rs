@@ -375,8 +375,8 @@ fn refuse_busy(app: &App, id: &str) -> Result<(), ApiError> {
 }
 
 /// Deletes a thread no run of this server has, and forgets it. Deleted before it is let go: a
-/// thread let go is closed in the background, and one deleted meanwhile could be read half
-/// gone by a request copying it (see `runs/exec.rs`).
+/// thread let go is closed in the background (flushed, indexed), work a deletion throws away,
+/// and requests would copy it to read it meanwhile (see `runs/exec.rs`).
 async fn delete_one(app: &App, id: &str) -> Result<(), ApiError> {
     let deleted = app.store.delete_thread(id).await;
     app.thread_idle(id);

@@ -18,7 +18,8 @@ pub(crate) fn spawn(app: Arc<App>, run: Arc<RunHandle>) {
         loop {
             execute(&app, &run).await;
             // A stateless run's thread is deleted while this server still holds it: let go
-            // first, it would be closed and then read (and copied) while it is deleted.
+            // first, its store would be closed (flushed, indexed) only to be deleted, and
+            // other requests would copy it to read it meanwhile.
             let temporary = run.temporary;
             match app.runs.next_after(&run, |t| {
                 if !temporary {
